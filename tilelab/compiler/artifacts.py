@@ -1,0 +1,122 @@
+"""What compiling a kernel produces, in one object.
+
+The cubin and the Tile IR are made by the compile itself; PTX, resources, SASS and the
+parsed remarks are read out of them on first access (SASS needs an external
+disassembler, so it is never computed unless asked for).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ParamLayout", "Artifacts"]
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """How one kernel parameter is passed under ``cutile_python_v1``.
+
+    ``kind`` is ``array`` (pointer, shape[ndim], strides[ndim] with ``index_dtype``),
+    ``scalar`` (by value, ``dtype``) or ``constant`` (compiled in, not passed).
+
+    Example:
+        >>> ParamLayout("x", "array", "float32", 1, "int32").words
+        3
+    """
+
+    name: str
+    kind: str
+    dtype: str | None = None
+    ndim: int = 0
+    index_dtype: str = "int32"
+
+    @property
+    def words(self) -> int:
+        """Number of launch arguments this parameter expands to."""
+        if self.kind == "array":
+            return 1 + 2 * self.ndim
+        return 1 if self.kind == "scalar" else 0
+
+
+@dataclass
+class Artifacts:
+    """The result of ``kernel.compile(...)``.
+
+    Attributes: ``tileir`` (Tile IR text), ``cubin`` (bytes), ``ptx``, ``sass``,
+    ``resources``, ``remarks`` (parsed tileiras remarks, mapped to the user's source),
+    ``lowered_source`` (the cuTile Python the kernel became), ``timings`` (seconds per
+    stage), ``toolchain`` (which tileiras ran), ``cache_hit``.
+
+    Example:
+        >>> art = add.compile(z.partition(256), x, y, arch="sm_90")   # doctest: +SKIP
+        >>> print(art.resources)                                      # doctest: +SKIP
+    """
+
+    kernel_name: str
+    symbol: str
+    arch: str
+    cubin: bytes
+    bytecode: bytes
+    tileir: str
+    remarks_text: str
+    lowered_source: str
+    timings: dict[str, float]
+    toolchain: str
+    cache_hit: bool
+    params: tuple[ParamLayout, ...]
+    key: str
+    #: maps (file, line, col) of the lowered source to the user's; set by the compiler
+    location_map: Any = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def _cubin_info(self):
+        from tilelab.compiler.cubin import read_cubin
+
+        return read_cubin(self.cubin)
+
+    @property
+    def ptx(self) -> str | None:
+        """The PTX tileiras generated (embedded in the cubin), or None."""
+        return self._cubin_info.ptx
+
+    @property
+    def resources(self):
+        """Registers, threads, shared memory, stack and spills of the kernel."""
+        return self._cubin_info.resources(self.symbol)
+
+    @functools.cached_property
+    def sass(self) -> str | None:
+        """SASS from nvdisasm; None (see ``sass_unavailable``) when no disassembler."""
+        return self._sass.text
+
+    @property
+    def sass_unavailable(self) -> str | None:
+        return self._sass.unavailable_reason
+
+    @functools.cached_property
+    def _sass(self):
+        from tilelab.compiler.sass import disassemble
+
+        return disassemble(self.cubin)
+
+    @functools.cached_property
+    def remarks(self) -> list:
+        """tileiras' optimization remarks, located in the user's source."""
+        from tilelab.compiler.remarks import parse_remarks
+
+        if not self.remarks_text.strip():
+            return []
+        return parse_remarks(self.remarks_text, self.location_map)
+
+    def summary(self) -> str:
+        """A few lines: what was built, how long it took, and from which toolchain."""
+        stages = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in self.timings.items())
+        hit = " (disk cache hit)" if self.cache_hit else ""
+        return (f"{self.kernel_name} -> {self.symbol} for {self.arch}{hit}\n"
+                f"  cubin {len(self.cubin)} B, Tile IR {len(self.tileir.splitlines())} lines\n"
+                f"  timings: {stages}\n  toolchain: {self.toolchain}")
+
+    def __repr__(self) -> str:
+        return (f"<Artifacts {self.kernel_name} {self.arch} cubin={len(self.cubin)}B "
+                f"cache_hit={self.cache_hit}>")

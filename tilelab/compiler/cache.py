@@ -1,0 +1,175 @@
+"""The disk cache of compiled kernels.
+
+An entry is a directory named by its key (a hash of the lowered source, the
+specialization, the arch, the toolchain version and the options) holding the cubin, the
+Tile IR bytecode and text, the remarks and a ``meta.json`` with the checksum of each
+file. Entries are written to a private temporary directory and renamed into place, so
+two processes compiling the same kernel at once never see half an entry; an entry whose
+checksums do not match is ignored, removed and rebuilt, never loaded. The cache is
+bounded: after each store the least recently used entries go until it fits.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DiskCache", "default_cache", "CacheStats"]
+
+FORMAT = "v1"
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+def _default_dir() -> Path:
+    env = os.environ.get("TILELAB_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tilelab"
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What ``tilelab cache info`` prints."""
+
+    path: Path
+    entries: int
+    bytes: int
+    max_bytes: int
+
+    def __str__(self) -> str:
+        return (f"tilelab cache at {self.path}: {self.entries} kernels, "
+                f"{self.bytes / 1e6:.1f} MB of {self.max_bytes / 1e6:.0f} MB")
+
+
+class DiskCache:
+    """A directory of compiled kernels (see the module docstring).
+
+    Example:
+        >>> import tempfile
+        >>> c = DiskCache(tempfile.mkdtemp())
+        >>> c.store("k" * 64, {"cubin": b"x"}, {"symbol": "f"})
+        >>> c.load("k" * 64)[0]["cubin"]
+        b'x'
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None,
+                 max_bytes: int | None = None):
+        self.root = Path(root) if root is not None else _default_dir()
+        if max_bytes is None:
+            max_bytes = int(os.environ.get("TILELAB_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+        self.max_bytes = max_bytes
+
+    @property
+    def dir(self) -> Path:
+        return self.root / FORMAT
+
+    def _entry(self, key: str) -> Path:
+        return self.dir / key[:2] / key
+
+    def load(self, key: str) -> tuple[dict[str, bytes], dict] | None:
+        """(files, meta) of a valid entry, or None (missing or corrupt: then removed)."""
+        entry = self._entry(key)
+        try:
+            meta = json.loads((entry / "meta.json").read_text())
+            files = {}
+            for name, digest in meta["files"].items():
+                data = (entry / name).read_bytes()
+                if hashlib.sha256(data).hexdigest() != digest:
+                    raise ValueError(f"checksum mismatch in {name}")
+                files[name] = data
+            if meta.get("key") != key:
+                raise ValueError("key mismatch")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError):
+            # corrupt or half-deleted: never load it; drop it so it is rebuilt
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        try:
+            os.utime(entry)  # mark as recently used
+        except OSError:
+            pass
+        return files, meta
+
+    def store(self, key: str, files: dict[str, bytes], meta: dict) -> None:
+        """Write an entry atomically, then evict old entries past the size bound."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        final = self._entry(key)
+        if (final / "meta.json").exists():
+            return
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=final.parent))
+        try:
+            digests = {}
+            for name, data in files.items():
+                (tmp / name).write_bytes(data)
+                digests[name] = hashlib.sha256(data).hexdigest()
+            size = sum(len(d) for d in files.values())
+            full = dict(meta, key=key, files=digests, bytes=size, created=time.time())
+            (tmp / "meta.json").write_text(json.dumps(full, indent=1, sort_keys=True))
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                # another process stored the same key first; theirs is as good as ours
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.evict()
+
+    def _entries(self) -> list[tuple[float, int, Path]]:
+        out = []
+        if not self.dir.is_dir():
+            return out
+        for sub in self.dir.iterdir():
+            if not sub.is_dir():
+                continue
+            for entry in sub.iterdir():
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    st = entry.stat()
+                    size = sum(f.stat().st_size for f in entry.iterdir())
+                except OSError:
+                    continue
+                out.append((st.st_mtime, size, entry))
+        return out
+
+    def evict(self) -> int:
+        """Remove least recently used entries until the cache fits; returns how many."""
+        entries = self._entries()
+        total = sum(s for _, s, _ in entries)
+        removed = 0
+        if total <= self.max_bytes:
+            return 0
+        for _, size, entry in sorted(entries):
+            if total <= self.max_bytes * 0.9:
+                break
+            shutil.rmtree(entry, ignore_errors=True)
+            total -= size
+            removed += 1
+        return removed
+
+    def stats(self) -> CacheStats:
+        entries = self._entries()
+        return CacheStats(self.root, len(entries), sum(s for _, s, _ in entries),
+                          self.max_bytes)
+
+    def clear(self) -> int:
+        """Remove every entry; returns how many there were."""
+        n = len(self._entries())
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return n
+
+
+def default_cache() -> DiskCache | None:
+    """The cache the compiler uses, or None when ``TILELAB_CACHE=0`` disables it."""
+    if os.environ.get("TILELAB_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    return DiskCache()

@@ -1,0 +1,380 @@
+"""Lowering: rewrite a checked kernel into plain cuTile Python, span by span.
+
+Each safe construct is replaced in place by the cuTile code it means, so the lowered
+source has the user's line numbers (only columns move on rewritten lines) and teaches
+what a partition is:
+
+    z.store(tl.load_like(x, z) + 1)
+    ->  ct.store(z, index=(ct.bid(0),), tile=ct.broadcast_to(ct.load(x, index=(ct.bid(0),),
+              shape=(_tl_z_t0,), padding_mode=ct.PaddingMode.ZERO) + 1, (_tl_z_t0,)))
+
+Tile shapes become ``ct.Constant`` parameters appended to the signature; the schedule
+decides the index expression. A :class:`SourceMap` maps positions in the lowered text
+back to the user's file or cell.
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+import hashlib
+import linecache
+import os
+from dataclasses import dataclass, field
+
+from tilelab.compiler.safety import KernelAnalysis, Site
+from tilelab.errors import SourceLocation
+
+__all__ = ["LoweringPlan", "LoweredKernel", "SourceMap", "lower_kernel"]
+
+
+@dataclass(frozen=True)
+class LoweringPlan:
+    """What the lowered text depends on besides the source.
+
+    ``ranks`` gives each partition's rank; ``schedule`` is ``row_major``, ``grouped`` or
+    ``persistent``; ``grouped`` says whether a ``group_m`` constant orders the tiles.
+
+    Example:
+        >>> LoweringPlan("row_major", False, (("z", 1),)).grid_rank
+        1
+    """
+
+    schedule: str
+    grouped: bool
+    ranks: tuple[tuple[str, int], ...]
+    check_bounds: bool = True
+
+    @property
+    def grid_rank(self) -> int:
+        return max((r for _, r in self.ranks), default=0)
+
+
+@dataclass
+class _Piece:
+    text: str
+    orig: int          # original offset of the first character (verbatim) or anchor
+    verbatim: bool
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Maps (line, byte column) in the lowered text to the user's source location."""
+
+    filename: str
+    first_line: int
+    orig_text: str
+    out_text: str
+    out_starts: tuple[int, ...]
+    pieces: tuple[tuple[int, int, int, bool], ...]  # (out_start, out_end, orig, verbatim)
+
+    def orig_offset(self, line: int, col: int | None = None) -> int | None:
+        """Offset in the original block of lowered (1-based line, 0-based byte col)."""
+        out_lines = self.out_text.splitlines(True)
+        if line < 1 or line > len(out_lines) or line < self.first_line:
+            return None
+        lt = out_lines[line - 1]
+        col_chars = len(lt.encode()[:col or 0].decode(errors="ignore")) if col else 0
+        off = self.out_starts[line - 1] + col_chars
+        i = bisect.bisect_right([p[0] for p in self.pieces], off) - 1
+        if i < 0:
+            return None
+        start, _end, orig, verbatim = self.pieces[i]
+        return orig + (off - start) if verbatim else orig
+
+    def to_user(self, line: int, col: int | None = None) -> SourceLocation:
+        """User location of lowered (1-based line, 0-based UTF-8 byte column)."""
+        o = self.orig_offset(line, col)
+        if o is None:
+            return SourceLocation(self.filename, max(line, 1), 1)
+        before = self.orig_text[:o]
+        oline = self.first_line + before.count("\n")
+        ocol = len(before) - (before.rfind("\n") + 1)
+        return SourceLocation(self.filename, oline, ocol + 1)
+
+
+@dataclass
+class LoweredKernel:
+    """A kernel lowered for one plan: cuTile source registered in linecache.
+
+    ``text`` is the whole synthetic file (blank lines before the kernel keep line
+    numbers); ``source`` is just the kernel, as shown to users.
+    """
+
+    name: str
+    filename: str
+    text: str
+    first_line: int
+    ct_alias: str
+    dev_alias: str
+    #: partition name -> names of its tile-shape constant parameters
+    tile_params: dict[str, tuple[str, ...]]
+    group_param: str | None
+    extra_params: tuple[str, ...]
+    source_map: SourceMap = field(repr=False)
+    #: original-text character ranges of the safe stores, to explain shape errors
+    store_spans: tuple[tuple[int, int, str], ...] = ()
+
+    def store_at(self, line: int, col: int | None) -> str | None:
+        """The partition whose safe store covers lowered (line, byte col), if any."""
+        off = self.source_map.orig_offset(line, col)
+        for s, e, p in self.store_spans:
+            if off is not None and s <= off < e:
+                return p
+        return None
+
+    @property
+    def source(self) -> str:
+        return "".join(self.text.splitlines(True)[self.first_line - 1:])
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name = base
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+class _Lowerer:
+    def __init__(self, analysis: KernelAnalysis, plan: LoweringPlan, fn_globals: dict):
+        self.a = analysis
+        self.plan = plan
+        src = analysis.source
+        self.src = src
+        self.orig = src.text
+        self.line_starts = [0]
+        for ln in src.lines:
+            self.line_starts.append(self.line_starts[-1] + len(ln))
+        taken = set(analysis.used_names) | set(fn_globals)
+        if "ct" in analysis.ct_aliases:
+            self.ct = "ct"
+        elif analysis.ct_aliases:
+            self.ct = analysis.ct_aliases[0]
+        else:
+            self.ct = _fresh("ct", taken)
+        self.dev = _fresh("_tl", taken)
+        ranks = dict(plan.ranks)
+        self.ranks = ranks
+        self.tile_params = {p: tuple(_fresh(f"_tl_{p}_t{d}", taken) for d in range(r))
+                            for p, r in ranks.items()}
+        self.group_param = _fresh("_tl_group_m", taken) if plan.grouped else None
+        # The partition whose shape defines the grid: the first of the largest rank.
+        self.grid_part = next((p for p, r in plan.ranks if r == plan.grid_rank), None)
+        self.edits: list[tuple[int, int, object]] = []
+        self.store_spans: list[tuple[int, int, str]] = []
+
+    # ---- positions ------------------------------------------------------------
+    def offset(self, line: int, byte_col: int) -> int:
+        idx = line - self.src.first_line
+        text = self.src.lines[idx]
+        return self.line_starts[idx] + len(text.encode()[:byte_col].decode(errors="ignore"))
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return (self.offset(node.lineno, node.col_offset),
+                self.offset(node.end_lineno, node.end_col_offset))
+
+    # ---- rendering ------------------------------------------------------------
+    def render(self, start: int, end: int) -> list[_Piece]:
+        pieces: list[_Piece] = []
+        cur = start
+        for es, ee, fn in sorted(self.edits, key=lambda e: (e[0], e[1])):
+            if es < cur or ee > end or es < start:
+                continue
+            if es > cur:
+                pieces.append(_Piece(self.orig[cur:es], cur, True))
+            out = fn()
+            want = self.orig[es:ee].count("\n")
+            have = sum(p.text.count("\n") for p in out)
+            if have < want:  # keep the line count: pad inside the closing bracket
+                last = out.pop()
+                out += [_Piece("\n" * (want - have), es, False), last]
+            pieces += out
+            cur = ee
+        if cur < end:
+            pieces.append(_Piece(self.orig[cur:end], cur, True))
+        return pieces
+
+    def gen(self, text: str, anchor: int) -> _Piece:
+        return _Piece(text, anchor, False)
+
+    # ---- index expressions ----------------------------------------------------
+    def tshape(self, p: str) -> str:
+        names = self.tile_params[p]
+        return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
+
+    def grid_dims(self) -> list[str]:
+        g = self.grid_part
+        return [f"{self.ct}.cdiv({g}.shape[{d}], {self.tile_params[g][d]})"
+                for d in range(self.ranks[g])]
+
+    def index(self, p: str, at: ast.expr | None, anchor: int) -> list[_Piece]:
+        """The tile index of partition p for this block (or for tile ``at``)."""
+        ct, dev, r, R = self.ct, self.dev, self.ranks[p], self.plan.grid_rank
+        G = self.grid_dims()
+        gm = self.group_param
+        if at is not None:
+            t = self.render(*self.span(at))
+            if R == 1:
+                full = [self.gen("(", anchor), *t, self.gen(",)", anchor)]
+            elif R == 2 and gm:
+                full = [self.gen(f"{dev}.grouped_tile_index(", anchor), *t,
+                        self.gen(f", {G[0]}, {G[1]}, {gm})", anchor)]
+            elif R == 2:
+                full = [self.gen(f"{dev}.unravel_2d(", anchor), *t,
+                        self.gen(f", {G[1]})", anchor)]
+            elif gm:
+                per = f"({G[1]} * {G[2]})"
+                full = [self.gen(f"{dev}.grouped_tile_index_3d((", anchor), *t,
+                        self.gen(f") // {per}, (", anchor), *t,
+                        self.gen(f") % {per}, {G[1]}, {G[2]}, {gm})", anchor)]
+            else:
+                full = [self.gen(f"{dev}.unravel_3d(", anchor), *t,
+                        self.gen(f", {G[1]}, {G[2]})", anchor)]
+        elif self.plan.schedule == "grouped" and R >= 2:
+            if R == 2:
+                expr = f"{dev}.grouped_tile_index({ct}.bid(0), {G[0]}, {G[1]}, {gm})"
+            else:
+                expr = (f"{dev}.grouped_tile_index_3d({ct}.bid(1), {ct}.bid(0), "
+                        f"{G[1]}, {G[2]}, {gm})")
+            full = [self.gen(expr, anchor)]
+        else:
+            comps = [f"{ct}.bid({R - 1 - d})" for d in range(R)]
+            full = [self.gen("(" + ", ".join(comps) + ("," if R == 1 else "") + ")", anchor)]
+        if r == R:
+            return full
+        # A lower-rank partition takes the leading tile coordinates of the grid.
+        if self.plan.schedule == "row_major" and at is None:
+            comps = [f"{ct}.bid({R - 1 - d})" for d in range(r)]
+            return [self.gen("(" + ", ".join(comps) + ("," if r == 1 else "") + ")", anchor)]
+        out = [self.gen("(", anchor)]
+        for i in range(r):
+            out += [self.gen("(", anchor), *full, self.gen(f")[{i}], ", anchor)]
+        out[-1] = self.gen(out[-1].text.rstrip(", ") + ("," if r == 1 else "") + ")", anchor)
+        return out
+
+    def cb(self) -> str:
+        return "" if self.plan.check_bounds else ", check_bounds=False"
+
+    # ---- edits ----------------------------------------------------------------
+    def add(self, start: int, end: int, fn) -> None:
+        self.edits.append((start, end, fn))
+
+    def site_edit(self, site: Site) -> None:
+        ct, p = self.ct, site.partition
+        s, e = self.span(site.node)
+        if site.kind == "store":
+            def fn(site=site, s=s, e=e):
+                vs, ve = self.span(site.value)
+                return [self.gen(f"{ct}.store({p}, index=", s), *self.index(p, site.at, s),
+                        self.gen(f", tile={ct}.broadcast_to(", s), *self.render(vs, ve),
+                        self.gen(f", {self.tshape(p)}){self.cb()}", s), self.gen(")", s)]
+            self.store_spans.append((s, e, p))
+        elif site.kind == "load":
+            def fn(site=site, s=s):
+                return [self.gen(f"{ct}.load({p}, index=", s), *self.index(p, site.at, s),
+                        self.gen(f", shape={self.tshape(p)}, "
+                                 f"padding_mode={ct}.PaddingMode.ZERO{self.cb()}", s),
+                        self.gen(")", s)]
+        elif site.kind == "load_like":
+            def fn(site=site, s=s):
+                vs, ve = self.span(site.value)
+                return [self.gen(f"{ct}.load(", s), *self.render(vs, ve),
+                        self.gen(", index=", s), *self.index(p, site.at, s),
+                        self.gen(f", shape={self.tshape(p)}, "
+                                 f"padding_mode={ct}.PaddingMode.ZERO{self.cb()}", s),
+                        self.gen(")", s)]
+        elif site.kind == "tile_shape":
+            def fn(s=s):
+                return [self.gen(self.tshape(p), s)]
+        elif site.kind == "tile_index":
+            def fn(s=s):
+                return self.index(p, None, s)
+        elif site.kind == "tiles":
+            def fn(s=s):
+                total = " * ".join(self.grid_dims())
+                return [self.gen(f"range({ct}.bid(0), {total}, {ct}.num_blocks(0))", s)]
+        else:  # pragma: no cover - the checker produces no other kinds
+            raise AssertionError(site.kind)
+        self.add(s, e, fn)
+
+    def signature_edits(self) -> list[str]:
+        func = self.src.tree
+        # decorators: blank their lines (the lowered function is built without them)
+        def_line = func.lineno
+        if def_line > self.src.first_line:
+            s = 0
+            e = self.line_starts[def_line - self.src.first_line]
+            n = self.orig[s:e].count("\n")
+            self.add(s, e, lambda s=s, n=n: [self.gen("\n" * n, s)])
+        for info in self.a.params:
+            arg = info.node
+            if arg.annotation is not None and not info.keep_annotation:
+                s, e = self.span(arg)
+                self.add(s, e, lambda s=s, name=arg.arg: [_Piece(name, s, True)])
+        extra = []
+        for p, names in self.tile_params.items():
+            extra += names
+        if self.group_param:
+            extra.append(self.group_param)
+        if extra:
+            args = func.args.posonlyargs + func.args.args
+            pos = self.span(args[-1])[1]
+            text = "".join(f", {n}: {self.ct}.Constant[int]" for n in extra)
+            self.add(pos, pos, lambda pos=pos, text=text: [self.gen(text, pos)])
+        return extra
+
+    def lower(self) -> LoweredKernel:
+        extra = self.signature_edits()
+        for site in self.a.sites:
+            self.site_edit(site)
+        pieces = self.render(0, len(self.orig))
+        first = self.src.first_line
+        func = self.src.tree
+        indented = func.col_offset > 0
+        prefix_lines = ["\n"] * (first - 1)
+        if indented:
+            if first < 2:  # pragma: no cover - an indented def cannot start a file
+                raise AssertionError("indented kernel on line 1")
+            prefix_lines[-1] = "if True:\n"
+        prefix = "".join(prefix_lines)
+        body = "".join(p.text for p in pieces)
+        text = prefix + body
+        # source map over the block (offsets relative to the body)
+        spans, pos = [], 0
+        for p in pieces:
+            spans.append((pos, pos + len(p.text), p.orig, p.verbatim))
+            pos += len(p.text)
+        out_starts, acc = [], 0
+        for ln in text.splitlines(True):
+            out_starts.append(acc - len(prefix))
+            acc += len(ln)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+        base = os.path.basename(self.src.filename) or self.src.filename
+        filename = f"<tilelab-lowered {func.name} {base}:{func.lineno} {digest}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        smap = SourceMap(self.src.filename, first, self.orig, text, tuple(out_starts),
+                         tuple(spans))
+        return LoweredKernel(func.name, filename, text, first, self.ct, self.dev,
+                             dict(self.tile_params), self.group_param, tuple(extra), smap,
+                             tuple(self.store_spans))
+
+
+def lower_kernel(analysis: KernelAnalysis, plan: LoweringPlan,
+                 fn_globals: dict | None = None) -> LoweredKernel:
+    """Lower a checked kernel for one plan (schedule and partition ranks).
+
+    Example:
+        >>> import tilelab as tl
+        >>> from tilelab.compiler.safety import analyze_kernel
+        >>> def add(z: tl.Out, x: tl.In):
+        ...     z.store(tl.load_like(x, z) * 2)
+        >>> lk = lower_kernel(analyze_kernel(add), LoweringPlan("row_major", False, (("z", 1),)))
+        >>> print(lk.source.strip().splitlines()[-1].strip()[:40])
+        ct.store(z, index=(ct.bid(0),), tile=ct.
+    """
+    names = {p.name for p in analysis.params}
+    missing = [p for p in analysis.partitions if p not in dict(plan.ranks)]
+    if missing or set(dict(plan.ranks)) - names:
+        raise ValueError(f"plan ranks {plan.ranks} do not match the partitions "
+                         f"{analysis.partitions}")
+    return _Lowerer(analysis, plan, fn_globals or {}).lower()

@@ -1,0 +1,275 @@
+"""What the compiler knows about each argument: specs and their specialization.
+
+A kernel is compiled for *specs* of its arguments, not for the arguments themselves:
+dtype, rank, strides, alignment and divisibility of arrays; tile shape and schedule of
+partitions; dtypes of scalars; values of constants. Real tensors, numpy arrays and
+``tl.spec(...)`` descriptions all reduce to these, so ``kernel.compile`` works without
+any memory (and without a GPU).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from tilelab.compiler.dtypes import dtype_name, itemsize
+from tilelab.compiler.language import Schedule, row_major
+
+__all__ = ["ArraySpec", "PartitionSpec", "ScalarSpec", "ConstantValue", "spec",
+           "ArrayTraits", "array_traits", "describe_arg", "scalar_spec", "ArgSpec"]
+
+_I32_MAX = 2**31 - 1
+
+
+def _largest_pow2_divisor(n: int, cap: int = 16) -> int:
+    """Largest power of two <= cap dividing n (n == 0 counts as divisible by cap)."""
+    n = abs(int(n))
+    if n == 0:
+        return cap
+    d = 1
+    while d < cap and n % (d * 2) == 0:
+        d *= 2
+    return d
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """Shape, dtype, strides (in elements) and base alignment (bytes) of an array.
+
+    Example:
+        >>> import tilelab as tl
+        >>> tl.spec((1024, 512), "bf16")
+        ArraySpec(shape=(1024, 512), dtype='bfloat16', strides=(512, 1), align=16)
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    strides: tuple[int, ...]
+    align: int = 16
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return itemsize(self.dtype)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def partition(self, tile_shape: int | Sequence[int],
+                  schedule: Schedule = row_major) -> "PartitionSpec":
+        """Describe this array split into tiles, as ``Tensor.partition`` does.
+
+        Example:
+            >>> import tilelab as tl
+            >>> tl.spec((1000,), "f32").partition(256).grid
+            (4,)
+        """
+        return PartitionSpec(self, normalize_tile_shape(tile_shape, self.ndim), schedule)
+
+
+def normalize_tile_shape(tile_shape: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    """Check a partition's tile shape against the array rank and cuTile's rules."""
+    if isinstance(tile_shape, (int, np.integer)) and not isinstance(tile_shape, bool):
+        tile_shape = (int(tile_shape),)
+    try:
+        tile = tuple(int(t) for t in tile_shape)
+    except TypeError:
+        raise TypeError(f"tile shape must be an int or a tuple of ints, got {tile_shape!r}") \
+            from None
+    if len(tile) != ndim:
+        raise ValueError(f"tile shape {tile} has {len(tile)} dims but the tensor has "
+                         f"{ndim}; give one tile size per dimension")
+    if not 1 <= ndim <= 3:
+        raise ValueError(f"partitions of rank {ndim} are not supported: partition a tensor "
+                         "of rank 1, 2 or 3 (pass higher-rank tensors as tl.In, or reshape)")
+    for t in tile:
+        if t < 1 or t & (t - 1):
+            raise ValueError(f"tile shape {tile}: every tile dimension must be a power of "
+                             f"two (cuTile tiles are), got {t}")
+    return tile
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """An array split into disjoint tiles, with the schedule that assigns them to blocks.
+
+    Example:
+        >>> import tilelab as tl
+        >>> p = tl.spec((300, 200), "f32").partition((128, 64))
+        >>> p.grid, p.num_tiles
+        ((3, 4), 12)
+    """
+
+    array: ArraySpec
+    tile_shape: tuple[int, ...]
+    schedule: Schedule = row_major
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Tiles per dimension (partial edge tiles included)."""
+        return tuple(_cdiv(s, t) for s, t in zip(self.array.shape, self.tile_shape))
+
+    @property
+    def num_tiles(self) -> int:
+        return math.prod(self.grid)
+
+    @property
+    def ndim(self) -> int:
+        return self.array.ndim
+
+
+@dataclass(frozen=True)
+class ScalarSpec:
+    """A scalar passed by value, with its dtype.
+
+    Example:
+        >>> ScalarSpec("float32")
+        ScalarSpec(dtype='float32')
+    """
+
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ConstantValue:
+    """A compile-time constant (a ``ct.Constant`` parameter's value).
+
+    Example:
+        >>> ConstantValue(64).value
+        64
+    """
+
+    value: Any
+
+
+ArgSpec = ArraySpec | PartitionSpec | ScalarSpec | ConstantValue
+
+
+def spec(shape: int | Sequence[int], dtype: Any, strides: Sequence[int] | None = None,
+         align: int = 16) -> ArraySpec:
+    """Describe an array by shape and dtype, for compiling without data.
+
+    ``strides`` are in elements (C-contiguous by default); ``align`` is the byte
+    alignment the base address is promised to have.
+
+    Example:
+        >>> import tilelab as tl
+        >>> tl.spec((64, 64), "float16").strides
+        (64, 1)
+    """
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"shape {shape} has a negative dimension")
+    if strides is None:
+        strides_l, acc = [], 1
+        for s in reversed(shape):
+            strides_l.append(acc)
+            acc *= max(s, 1)
+        strides = tuple(reversed(strides_l))
+    strides = tuple(int(s) for s in strides)
+    if len(strides) != len(shape):
+        raise ValueError(f"strides {strides} do not match shape {shape}")
+    if align < 1 or align & (align - 1):
+        raise ValueError(f"align must be a power of two, got {align}")
+    return ArraySpec(shape, dtype_name(dtype), strides, min(int(align), 16))
+
+
+def scalar_spec(value: Any) -> ScalarSpec:
+    """The dtype a Python or numpy scalar is passed with (ints as int32 when they fit).
+
+    Example:
+        >>> scalar_spec(3), scalar_spec(2.5), scalar_spec(2**40)
+        (ScalarSpec(dtype='int32'), ScalarSpec(dtype='float32'), ScalarSpec(dtype='int64'))
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return ScalarSpec("bool")
+    if isinstance(value, np.generic):
+        return ScalarSpec(dtype_name(value.dtype))
+    if isinstance(value, int):
+        return ScalarSpec("int32" if -2**31 <= value <= _I32_MAX else "int64")
+    if isinstance(value, float):
+        return ScalarSpec("float32")
+    raise TypeError(f"cannot pass {type(value).__name__} {value!r} as a scalar; "
+                    "kernels take tensors, partitions, ints, floats and bools")
+
+
+def describe_arg(value: Any) -> ArgSpec:
+    """The spec of an example argument: a spec, a numpy array, a scalar, or any object
+    with a ``__tilelab_spec__()`` method (tensors and partitions of the runtime).
+
+    Example:
+        >>> import numpy as np
+        >>> describe_arg(np.zeros((4, 8), np.float32)).strides
+        (8, 1)
+    """
+    if isinstance(value, (ArraySpec, PartitionSpec, ScalarSpec, ConstantValue)):
+        return value
+    hook = getattr(value, "__tilelab_spec__", None)
+    if hook is not None:
+        return hook()
+    if isinstance(value, np.ndarray):
+        strides = tuple(s // value.itemsize for s in value.strides)
+        addr = value.__array_interface__["data"][0]
+        return ArraySpec(tuple(value.shape), dtype_name(value.dtype), strides,
+                         _largest_pow2_divisor(addr))
+    if isinstance(value, (bool, int, float, np.generic)):
+        return scalar_spec(value)
+    raise TypeError(f"cannot use {type(value).__name__} as a kernel argument; pass a "
+                    "tilelab tensor, a partition, a numpy/torch/cupy array, tl.spec(...), "
+                    "or a scalar")
+
+
+@dataclass(frozen=True)
+class ArrayTraits:
+    """The facts about an array that a compiled kernel is specialized on.
+
+    Two arrays with equal traits share one cubin. Divisibility facts let tileiras use
+    16-byte vector loads and TMA; they are only claimed when they hold.
+
+    Example:
+        >>> import tilelab as tl
+        >>> array_traits(tl.spec((4096, 4096), "bf16")).shape_div
+        (16, 16)
+    """
+
+    dtype: str
+    ndim: int
+    index_dtype: str
+    contiguous_last: bool
+    shape_div: tuple[int, ...]
+    stride_div: tuple[int, ...]
+    base_div: int
+    nonneg_strides: bool
+    may_alias_internally: bool
+
+    def key(self) -> str:
+        return (f"{self.dtype}/{self.ndim}/{self.index_dtype}/c{int(self.contiguous_last)}/"
+                f"s{self.shape_div}/t{self.stride_div}/b{self.base_div}/"
+                f"n{int(self.nonneg_strides)}/a{int(self.may_alias_internally)}")
+
+
+def array_traits(a: ArraySpec) -> ArrayTraits:
+    """Specialization traits of an array spec (see :class:`ArrayTraits`)."""
+    extent = sum(abs(st) * max(s - 1, 0) for s, st in zip(a.shape, a.strides))
+    big = max([extent, *a.shape, *(abs(s) for s in a.strides)], default=0)
+    index_dtype = "int32" if big <= _I32_MAX else "int64"
+    contiguous_last = a.ndim > 0 and a.strides[-1] == 1
+    shape_div = tuple(_largest_pow2_divisor(s) for s in a.shape)
+    stride_div = tuple(1 if (contiguous_last and i == a.ndim - 1)
+                       else _largest_pow2_divisor(s) for i, s in enumerate(a.strides))
+    # Zero strides (broadcast views) make distinct indices share memory.
+    zero_stride = any(st == 0 and s > 1 for s, st in zip(a.shape, a.strides))
+    return ArrayTraits(a.dtype, a.ndim, index_dtype, contiguous_last, shape_div, stride_div,
+                       a.align, all(s >= 0 for s in a.strides), zero_stride)

@@ -1,0 +1,152 @@
+"""Typed errors of tilelab.
+
+Every error a user can see says what happened, where (file, line and column of the
+user's own source when there is one) and what to do instead. They all derive from
+:class:`TilelabError`, so ``except tl.TilelabError`` catches any of them.
+"""
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+__all__ = [
+    "SourceLocation",
+    "TilelabError",
+    "SafetyError",
+    "AliasError",
+    "BorrowError",
+    "CompileError",
+    "LaunchError",
+    "ToolchainError",
+]
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's source: 1-based line, 1-based column.
+
+    Example:
+        >>> str(SourceLocation("k.py", 3, 5))
+        'k.py:3:5'
+    """
+
+    filename: str
+    line: int
+    col: int = 1
+    end_col: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}:{self.col}"
+
+    def source_line(self) -> str:
+        """The text of the line, or '' when the source is not available."""
+        return linecache.getline(self.filename, self.line).rstrip("\n")
+
+    def excerpt(self) -> str:
+        """The source line with a caret marker under the columns, for messages."""
+        text = self.source_line()
+        if not text.strip():
+            return ""
+        stripped = text.lstrip()
+        indent = len(text) - len(stripped)
+        start = max(self.col - 1 - indent, 0)
+        width = 1
+        if self.end_col is not None and self.end_col > self.col:
+            width = self.end_col - self.col
+        width = max(1, min(width, max(len(stripped) - start, 1)))
+        return f"    {stripped}\n    {' ' * start}{'^' * width}"
+
+
+class TilelabError(Exception):
+    """Base class of tilelab's errors.
+
+    Attributes:
+        message: what happened, in one sentence.
+        location: where in the user's source, when known.
+        hint: what to write or do instead, when there is advice to give.
+
+    Example:
+        >>> try:
+        ...     raise TilelabError("something went wrong", hint="do this instead")
+        ... except TilelabError as e:
+        ...     print(e)
+        something went wrong
+        hint: do this instead
+    """
+
+    def __init__(self, message: str, *, location: SourceLocation | None = None,
+                 hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+        self.hint = hint
+
+    def __str__(self) -> str:
+        parts = []
+        if self.location is not None:
+            parts.append(f"{self.location}: {self.message}")
+            excerpt = self.location.excerpt()
+            if excerpt:
+                parts.append(excerpt)
+        else:
+            parts.append(self.message)
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class SafetyError(TilelabError):
+    """A kernel breaks the access discipline of its parameters (raised at definition).
+
+    Example:
+        A kernel that stores into a ``tl.In`` parameter is rejected when it is defined::
+
+            @tl.kernel
+            def bad(x: tl.In):
+                ct.store(x, index=(0,), tile=ct.zeros((16,), ct.float32))  # SafetyError
+    """
+
+
+class AliasError(TilelabError):
+    """Two arguments of one launch overlap in memory where one of them is written.
+
+    Example:
+        ``add(x.partition(256), x, y)`` raises AliasError: the output ``z`` and the input
+        ``x`` are the same memory.
+    """
+
+
+class BorrowError(TilelabError):
+    """Host code touches memory that a pending launch or graph still borrows.
+
+    Example:
+        Reading ``z.numpy()`` while an async launch that writes ``z`` is still pending
+        raises BorrowError naming the kernel and where it was launched.
+    """
+
+
+class CompileError(TilelabError):
+    """cuTile or tileiras rejected a kernel; the location points at the user's source.
+
+    Example:
+        ``kernel.compile(...)`` of a kernel that adds tiles of mismatched shapes raises
+        CompileError at the line of the addition.
+    """
+
+
+class LaunchError(TilelabError):
+    """A launch cannot run as asked: bad arguments, grid, device or driver.
+
+    Example:
+        Passing partitions with different tile grids to one kernel raises LaunchError
+        listing each partition's grid.
+    """
+
+
+class ToolchainError(TilelabError):
+    """The compiler toolchain (tileiras, ptxas, libnvvm, cuTile) is missing or broken.
+
+    Example:
+        Without the ``nvidia-cuda-tileiras`` package the error says which package to
+        install.
+    """

@@ -1,0 +1,1 @@
+"""tilelab.kernels"""

@@ -1,0 +1,98 @@
+"""``@tl.kernel``: a checked, compilable and launchable tile kernel."""
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any, Callable
+
+from tilelab.compiler.artifacts import Artifacts
+from tilelab.compiler.definition import KernelDefinition, KernelOptions
+
+__all__ = ["Kernel", "kernel"]
+
+
+class Kernel:
+    """A tile kernel defined with ``@tl.kernel``.
+
+    Defining it captures and checks the source (unsafe code raises ``tl.SafetyError``
+    right there). ``kernel(*args)`` launches and waits; ``kernel.launch_async(*args)``
+    returns a ``tl.Future``; ``kernel.compile(*example_args, arch=...)`` compiles
+    without running and returns the :class:`~tilelab.compiler.artifacts.Artifacts`.
+
+    Example:
+        >>> import tilelab as tl
+        >>> @tl.kernel
+        ... def add(z: tl.Out, x: tl.In, y: tl.In):
+        ...     z.store(tl.load_like(x, z) + tl.load_like(y, z))
+        >>> x = tl.spec(4096, "float32")
+        >>> art = add.compile(x.partition(256), x, x, arch="sm_90")   # doctest: +SKIP
+    """
+
+    def __init__(self, fn: types.FunctionType, options: KernelOptions):
+        self.definition = KernelDefinition(fn, options)
+        functools.update_wrapper(self, fn)
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def options(self) -> KernelOptions:
+        return self.definition.options
+
+    def compile(self, *example_args: Any, arch: str | None = None, cache: bool = True,
+                force: bool = False) -> Artifacts:
+        """Compile for these example arguments (tensors, partitions, ``tl.spec``,
+        scalars, constants) for ``arch`` (default: this machine's GPU, else sm_90)."""
+        if arch is None:
+            arch = _default_arch()
+        return self.definition.compile(*example_args, arch=arch, cache=cache, force=force)
+
+    def lowered_source(self, *example_args: Any) -> str:
+        """The cuTile Python source this kernel lowers to for these arguments."""
+        return self.definition.lowered_source(*example_args)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{p.name}: {p.kind}" for p in self.definition.analysis.params)
+        flags = " unsafe" if self.options.unsafe else ""
+        return f"<tl.kernel{flags} {self.name}({kinds})>"
+
+
+def _default_arch() -> str:
+    try:
+        from tilelab.runtime.device import current_arch
+    except ImportError:  # pragma: no cover - runtime always present
+        return "sm_90"
+    return current_arch() or "sm_90"
+
+
+def kernel(fn: Callable | None = None, /, *, unsafe: bool = False, check_bounds: bool = True,
+           occupancy: Any = None, num_ctas: Any = None, num_worker_warps: Any = None,
+           opt_level: int = 3) -> Any:
+    """Define a safe tile kernel (see DESIGN §2); usable with or without arguments.
+
+    ``unsafe=True`` allows ``tl.Raw`` parameters; ``check_bounds=False`` drops cuTile's
+    bounds checks on partition tiles (the launch then proves no tile crosses an edge);
+    ``occupancy``, ``num_ctas``, ``num_worker_warps`` and ``opt_level`` are cuTile's
+    compiler hints.
+
+    Example:
+        >>> import tilelab as tl
+        >>> @tl.kernel(occupancy=2)
+        ... def double(z: tl.Out, x: tl.In):
+        ...     z.store(tl.load_like(x, z) * 2)
+        >>> double
+        <tl.kernel double(z: Out, x: In)>
+    """
+    options = KernelOptions(unsafe=unsafe, check_bounds=check_bounds, occupancy=occupancy,
+                            num_ctas=num_ctas, num_worker_warps=num_worker_warps,
+                            opt_level=opt_level)
+
+    def wrap(f: Callable) -> Kernel:
+        if isinstance(f, Kernel):
+            raise TypeError("@tl.kernel applied twice")
+        if not isinstance(f, types.FunctionType):
+            raise TypeError(f"@tl.kernel needs a Python function, got {type(f).__name__}")
+        return Kernel(f, options)
+
+    return wrap if fn is None else wrap(fn)
