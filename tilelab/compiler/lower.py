@@ -255,6 +255,27 @@ class _Lowerer:
     def cb(self) -> str:
         return "" if self.plan.check_bounds else ", check_bounds=False"
 
+    def padding(self) -> str:
+        """Keyword arguments of a safe tile load: zero padding, or no bounds checks."""
+        if self.plan.check_bounds:
+            return f", padding_mode={self.ct}.PaddingMode.ZERO"
+        return ", check_bounds=False"  # every tile is proven in bounds at launch
+
+    def head(self, call: ast.Call, value_start: int) -> tuple[int, list[_Piece]]:
+        """(offset after the call's '(', verbatim text from there to the first argument).
+
+        Keeping that text keeps a first argument written on the next line on its line.
+        """
+        fe = self.span(call.func)[1]
+        open_paren = self.orig.index("(", fe) + 1
+        gap = self.orig[open_paren:value_start]
+        return open_paren, ([_Piece(gap, open_paren, True)] if gap else [])
+
+    def tail(self, value_end: int, call_end: int) -> list[_Piece]:
+        """The closing ')' with the newlines of the replaced arguments kept before it."""
+        n = self.orig[value_end:call_end].count("\n")
+        return [self.gen("\n" * n, value_end)] * bool(n) + [self.gen(")", call_end - 1)]
+
     # ---- edits ----------------------------------------------------------------
     def add(self, start: int, end: int, fn) -> None:
         self.edits.append((start, end, fn))
@@ -265,30 +286,35 @@ class _Lowerer:
         if site.kind == "store":
             def fn(site=site, s=s, e=e):
                 vs, ve = self.span(site.value)
+                head, gap = self.head(site.node, vs)
                 return [self.gen(f"{ct}.store({p}, index=", s), *self.index(p, site.at, s),
-                        self.gen(f", tile={ct}.broadcast_to(", s), *self.render(vs, ve),
-                        self.gen(f", {self.tshape(p)}){self.cb()}", s), self.gen(")", s)]
+                        self.gen(f", tile={ct}.broadcast_to(", s), *gap,
+                        *self.render(vs, ve),
+                        self.gen(f", {self.tshape(p)}){self.cb()}", ve),
+                        *self.tail(ve, e)]
             self.store_spans.append((s, e, p))
         elif site.kind == "load":
             def fn(site=site, s=s):
                 return [self.gen(f"{ct}.load({p}, index=", s), *self.index(p, site.at, s),
-                        self.gen(f", shape={self.tshape(p)}, "
-                                 f"padding_mode={ct}.PaddingMode.ZERO{self.cb()}", s),
+                        self.gen(f", shape={self.tshape(p)}{self.padding()}", s),
                         self.gen(")", s)]
         elif site.kind == "load_like":
-            def fn(site=site, s=s):
+            def fn(site=site, s=s, e=e):
                 vs, ve = self.span(site.value)
-                return [self.gen(f"{ct}.load(", s), *self.render(vs, ve),
-                        self.gen(", index=", s), *self.index(p, site.at, s),
-                        self.gen(f", shape={self.tshape(p)}, "
-                                 f"padding_mode={ct}.PaddingMode.ZERO{self.cb()}", s),
-                        self.gen(")", s)]
+                head, gap = self.head(site.node, vs)
+                return [self.gen(f"{ct}.load(", s), *gap, *self.render(vs, ve),
+                        self.gen(", index=", ve), *self.index(p, site.at, ve),
+                        self.gen(f", shape={self.tshape(p)}{self.padding()}", ve),
+                        *self.tail(ve, e)]
         elif site.kind == "tile_shape":
             def fn(s=s):
                 return [self.gen(self.tshape(p), s)]
         elif site.kind == "tile_index":
             def fn(s=s):
                 return self.index(p, None, s)
+        elif site.kind == "tile_index_of":
+            def fn(site=site, s=s):
+                return self.index(p, site.at, s)
         elif site.kind == "tiles":
             def fn(s=s):
                 total = " * ".join(self.grid_dims())

@@ -46,8 +46,8 @@ VIEW_METHODS = frozenset({"slice", "tiled_view", "get_raw_memory"})
 POINTER_NAMES = frozenset({"from_foreign", "foreign_pointer"})
 DYNAMIC_BUILTINS = frozenset({"getattr", "setattr", "delattr", "eval", "exec", "globals",
                               "locals", "vars", "__import__", "compile"})
-PARTITION_ATTRS = ("store", "load", "tiles", "tile_shape", "tile_index", "shape", "ndim",
-                   "dtype")
+PARTITION_ATTRS = ("store", "load", "tiles", "tile_shape", "tile_index", "tile_index_of",
+                   "shape", "ndim", "dtype")
 
 _UNRESOLVED = object()
 _LOCAL = object()
@@ -77,8 +77,9 @@ class ParamInfo:
 class Site:
     """A safe construct that lowering rewrites into plain cuTile Python.
 
-    ``kind``: ``store``, ``load``, ``load_like``, ``tile_shape``, ``tile_index`` or
-    ``tiles`` (the iterator of a persistent loop). ``node`` is the Call (or Attribute)
+    ``kind``: ``store``, ``load``, ``load_like``, ``tile_shape``, ``tile_index``,
+    ``tile_index_of`` (the coordinates of a minted tile) or ``tiles`` (the iterator of a
+    persistent loop). ``node`` is the Call (or Attribute)
     to replace; ``value`` the stored tile / loaded array expression; ``at`` the
     persistent tile expression.
     """
@@ -487,8 +488,16 @@ class _Checker:
             if self.persistent_loops:
                 self.fail(attr, f"{p}.tile_index is not defined in a persistent kernel: "
                                 "each block owns many tiles",
-                          hint="use the tile t of 'for t in p.tiles()' with at=t")
+                          hint=f"use {p}.tile_index_of(t) for the tile t of "
+                               f"'for t in {p}.tiles()'")
             self.sites.append(Site("tile_index", p, attr))
+            return
+        if a == "tile_index_of":
+            if not called or len(call.args) != 1 or call.keywords:
+                self.fail(attr, f"{p}.tile_index_of(t) takes the tile t minted by "
+                                f"'for t in {p}.tiles()'")
+            self.minted_at(call, call.args[0], f"{p}.tile_index_of")
+            self.sites.append(Site("tile_index_of", p, call, at=call.args[0]))
             return
         if a in ("store", "load", "tiles"):
             if not called:

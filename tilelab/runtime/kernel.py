@@ -52,6 +52,30 @@ class Kernel:
         """The cuTile Python source this kernel lowers to for these arguments."""
         return self.definition.lowered_source(*example_args)
 
+    @functools.cached_property
+    def _launcher(self):
+        from tilelab.runtime.launch import Launcher
+
+        return Launcher(self.definition)
+
+    def __call__(self, *args: Any, grid: Any = None, stream: Any = None) -> None:
+        """Launch and wait (on the GPU, or on the CPU interpreter without one).
+
+        The grid is one block per tile of the partitions (kernels without partitions
+        take ``grid=``). Raises ``tl.AliasError`` if a written argument overlaps another
+        and ``tl.BorrowError`` if a pending async launch conflicts.
+        """
+        self._launcher.launch(args, grid=grid, stream=stream, sync=True)
+
+    def launch_async(self, *args: Any, grid: Any = None, stream: Any = None):
+        """Launch without waiting; returns a ``tl.Future`` holding the launch's borrows."""
+        return self._launcher.launch(args, grid=grid, stream=stream, sync=False)
+
+    @property
+    def last_trace(self):
+        """The interpreter trace of the last CPU launch that traced (or None)."""
+        return self._launcher.last_trace
+
     def __repr__(self) -> str:
         kinds = ", ".join(f"{p.name}: {p.kind}" for p in self.definition.analysis.params)
         flags = " unsafe" if self.options.unsafe else ""
