@@ -64,7 +64,7 @@ def run_demo(arch: str | None = None, out_dir: str = "tilelab-demo") -> int:
     for name, art, dt, res in rows:
         hit = " (cached)" if art.cache_hit else ""
         print(f"  {name:<24}{len(art.tileir.splitlines()):>6} ln{len(art.cubin):>9}B"
-              f"{res.registers:>6}{res.threads:>9}{dt * 1e3:>8.0f}ms  "
+              f"{res.registers or 0:>6}{res.threads_per_block or 0:>9}{dt * 1e3:>8.0f}ms  "
               f"{_tensor_core_note(art)}{hit}")
     print(f"  toolchain: {rows[0][1].toolchain}")
     print(f"  Tile IR and lowered sources written to {out}/")

@@ -80,10 +80,39 @@ class Artifacts:
         """The PTX tileiras generated (embedded in the cubin), or None."""
         return self._cubin_info.ptx
 
-    @property
+    @functools.cached_property
     def resources(self):
-        """Registers, threads, shared memory, stack and spills of the kernel."""
-        return self._cubin_info.resources(self.symbol)
+        """Registers, threads, shared memory, stack frame and spills of the kernel.
+
+        The cubin records all but the spill sizes; those come from running the
+        toolchain's ``ptxas -v`` on the embedded PTX once, on first access.
+        """
+        res = self._cubin_info.resources(self.symbol)
+        info = self._ptxas_info()
+        return res.with_ptxas_info(info) if info else res
+
+    def _ptxas_info(self) -> dict | None:
+        import tempfile
+        from pathlib import Path
+
+        from tilelab.compiler.cubin import parse_ptxas_info
+        from tilelab.compiler.toolchain import find_toolchain
+
+        ptx = self.ptx
+        if not ptx:
+            return None
+        tc = find_toolchain()
+        ptxas = tc.bin_dir / "ptxas"
+        if not ptxas.exists():
+            return None
+        arch = self._cubin_info.arch or self.arch
+        with tempfile.TemporaryDirectory(prefix="tilelab-ptxas-") as tmp:
+            src = Path(tmp) / "k.ptx"
+            src.write_text(ptx)
+            r = tc.run(ptxas, [f"-arch={arch}", "-v", str(src), "-o", str(Path(tmp) / "k.o")])
+        if r.returncode != 0:
+            return None
+        return parse_ptxas_info(r.stdout + r.stderr).get(self.symbol)
 
     @functools.cached_property
     def sass(self) -> str | None:
@@ -98,11 +127,11 @@ class Artifacts:
     def _sass(self):
         from tilelab.compiler.sass import disassemble
 
-        return disassemble(self.cubin)
+        return disassemble(self.cubin, map_location=self.location_map)
 
     @functools.cached_property
     def remarks(self) -> list:
-        """tileiras' optimization remarks, located in the user's source."""
+        """tileiras' optimization remarks (deduplicated), located in the user's source."""
         from tilelab.compiler.remarks import parse_remarks
 
         if not self.remarks_text.strip():
