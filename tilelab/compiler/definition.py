@@ -15,7 +15,7 @@ from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.cache import DiskCache, default_cache
 from tilelab.compiler.export import check_arch, compile_lowered
 from tilelab.compiler.lower import LoweredKernel, LoweringPlan, lower_kernel
-from tilelab.compiler.safety import KernelAnalysis, analyze_kernel, check_deferred_helpers
+from tilelab.compiler.safety import KernelAnalysis, analyze_kernel, recheck_calls
 from tilelab.compiler.specialize import Specialization, specialize
 from tilelab.errors import SafetyError
 
@@ -85,7 +85,10 @@ class KernelDefinition:
                         location=self.analysis.source.location(site.node))
         self.check_seconds = time.perf_counter() - t0
         self._lowered: dict[LoweringPlan, LoweredKernel] = {}
-        self._deferred_checked = False
+        self._calls_checked = False
+        #: bumped whenever the helpers are re-checked after a change (launch plans made
+        #: under an older epoch are stale)
+        self.helper_epoch = 0
 
     @property
     def fingerprint(self) -> str:
@@ -96,12 +99,21 @@ class KernelDefinition:
         return specialize(self.analysis, args, kernel_name=self.name,
                           check_bounds=self.options.check_bounds)
 
+    def ensure_helpers_checked(self) -> None:
+        """Re-check the kernel's calls if helpers appeared or were redefined since.
+
+        Cheap when nothing changed (a few dictionary lookups), so launches call it too.
+        """
+        if self._calls_checked and not self.analysis.helpers.changed():
+            return
+        recheck_calls(self.fn, self.analysis)
+        if self._calls_checked:
+            self.helper_epoch += 1
+        self._calls_checked = True
+
     def lowered(self, plan: LoweringPlan) -> LoweredKernel:
         """The lowered kernel for a plan (made once, then reused)."""
-        if not self._deferred_checked:
-            # Helpers defined after the kernel are resolvable now; check them.
-            check_deferred_helpers(self.fn, self.analysis)
-            self._deferred_checked = True
+        self.ensure_helpers_checked()
         lk = self._lowered.get(plan)
         if lk is None:
             lk = lower_kernel(self.analysis, plan, self.fn.__globals__)
@@ -127,4 +139,5 @@ class KernelDefinition:
         elif cache is False:
             cache = None
         return compile_lowered(self.fn, lk, spec, arch, options=self.options.hints(),
-                               cache=cache, force=force, timings=timings)
+                               cache=cache, force=force, timings=timings,
+                               helpers=self.analysis.helpers.fingerprint())

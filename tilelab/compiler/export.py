@@ -72,12 +72,12 @@ def _versions() -> dict[str, str]:
 
 
 def cache_key(lowered: LoweredKernel, spec: Specialization, arch: str, opt_level: int,
-              hints: dict, toolchain: Toolchain) -> str:
-    """Hash of everything the cubin depends on."""
+              hints: dict, toolchain: Toolchain, helpers: str = "") -> str:
+    """Hash of everything the cubin depends on (helper sources included)."""
     blob = json.dumps({
         "versions": _versions(), "toolchain": toolchain.version, "arch": arch,
         "opt_level": opt_level, "hints": {k: repr(v) for k, v in sorted(hints.items())},
-        "lowered": lowered.text, "spec": spec.key()}, sort_keys=True)
+        "lowered": lowered.text, "spec": spec.key(), "helpers": helpers}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -155,7 +155,8 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
         if fr.filename == lowered.filename:
             user = lowered.source_map.to_user(fr.line, fr.col)
             part = lowered.store_at(fr.line, fr.col)
-            if part is not None:
+            if part is not None and any(w in message.lower() for w in
+                                        ("broadcast", "cast", "shape", "dtype")):
                 hint = (f"{part}.store(tile) needs a tile of {part}.tile_shape and "
                         f"{part}.dtype; convert with tile.astype({part}.dtype) and check "
                         "the tile shapes")
@@ -211,8 +212,8 @@ def _bytecode_version(toolchain: Toolchain) -> str:
 
 def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specialization,
                     arch: str, *, options: dict[str, Any], cache: DiskCache | None,
-                    force: bool = False, timings: dict[str, float] | None = None
-                    ) -> Artifacts:
+                    force: bool = False, timings: dict[str, float] | None = None,
+                    helpers: str = "") -> Artifacts:
     """Compile one specialization of a lowered kernel for ``arch`` (cache first).
 
     ``options`` holds cuTile's kernel hints (``occupancy``, ``num_ctas``,
@@ -223,7 +224,7 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
     toolchain = find_toolchain()
     opt_level = int(options.get("opt_level", 3))
     hints = {k: v for k, v in options.items() if k != "opt_level" and v is not None}
-    key = cache_key(lowered, spec, arch, opt_level, hints, toolchain)
+    key = cache_key(lowered, spec, arch, opt_level, hints, toolchain, helpers)
     layouts: tuple[ParamLayout, ...] = spec.layouts
     if cache is not None and not force:
         hit = cache.load(key)

@@ -31,7 +31,8 @@ from tilelab.compiler import language
 from tilelab.compiler.capture import CapturedSource, capture_source
 from tilelab.errors import SafetyError
 
-__all__ = ["ParamInfo", "Site", "KernelAnalysis", "analyze_kernel", "check_deferred_helpers"]
+__all__ = ["ParamInfo", "Site", "KernelAnalysis", "HelperRegistry", "analyze_kernel",
+           "recheck_calls"]
 
 WRITE_FUNCS = frozenset({
     "store", "store_advanced_indexing", "scatter", "atomic_add", "atomic_and", "atomic_cas",
@@ -92,6 +93,28 @@ class Site:
 
 
 @dataclass
+class HelperRegistry:
+    """The helper functions a kernel's check resolved, to notice when they change.
+
+    A notebook may redefine a helper after the kernel was defined; the kernel is then
+    re-checked (and recompiled) against the new helper, never run with an unchecked one.
+    """
+
+    memo: dict = field(default_factory=dict)
+    #: (namespace dict, name, object) of every helper resolved through a global name
+    bindings: list = field(default_factory=list)
+    #: (qualified name, source fingerprint) of every checked helper
+    sources: list = field(default_factory=list)
+
+    def changed(self) -> bool:
+        """Whether any resolved helper name now refers to another object."""
+        return any(ns.get(name, _UNRESOLVED) is not obj for ns, name, obj in self.bindings)
+
+    def fingerprint(self) -> str:
+        return ";".join(f"{q}={h}" for q, h in sorted(set(self.sources)))
+
+
+@dataclass
 class KernelAnalysis:
     """What the checker learned about a kernel; the lowering's input."""
 
@@ -106,6 +129,8 @@ class KernelAnalysis:
     ct_aliases: list[str]
     #: every name the kernel body binds or reads (to pick fresh names when lowering)
     used_names: set[str]
+    #: helpers the check resolved (see HelperRegistry)
+    helpers: HelperRegistry = field(default_factory=HelperRegistry)
 
     @property
     def partitions(self) -> list[str]:
@@ -195,6 +220,13 @@ def _local_names(func: ast.FunctionDef) -> set[str]:
     return names
 
 
+def _is_dotted_name(e: ast.AST) -> bool:
+    """Whether e is ``a`` or ``a.b.c`` (a name the checker can resolve statically)."""
+    while isinstance(e, ast.Attribute):
+        e = e.value
+    return isinstance(e, ast.Name)
+
+
 def _body_nodes(func: ast.FunctionDef) -> list[ast.AST]:
     """Every node of the function body (not its decorators or annotations)."""
     return [n for stmt in func.body for n in ast.walk(stmt)]
@@ -222,7 +254,7 @@ class _Checker:
 
     def __init__(self, fn: types.FunctionType, source: CapturedSource,
                  param_kinds: dict[str, str], unsafe: bool, context: str,
-                 helper_memo: dict):
+                 registry: HelperRegistry):
         self.fn = fn
         self.src = source
         self.func = source.tree
@@ -240,7 +272,7 @@ class _Checker:
         self.sites: list[Site] = []
         self.deferred: list[tuple[str, ast.Call]] = []
         self.persistent_loops: dict[ast.For, str] = {}  # loop -> minted variable
-        self.helper_memo = helper_memo
+        self.registry = registry
         self.ct = _cuda_tile()
         self.roots = self._compute_roots()
 
@@ -355,6 +387,8 @@ class _Checker:
             return self.expr_roots(e.value, roots)
         if isinstance(e, ast.Call):
             f = e.func
+            if self.is_load_like(e):
+                return set()  # a loaded tile, not memory
             if isinstance(f, ast.Attribute) and f.attr in VIEW_METHODS:
                 return self.expr_roots(f.value, roots)
             target = self.scope.resolve(f)
@@ -424,8 +458,14 @@ class _Checker:
         self.sites.append(Site("tiles", p, call))
 
     def minted_at(self, node: ast.AST, at: ast.expr, what: str) -> None:
-        """Check that at= names the variable of an enclosing p.tiles() loop."""
+        """Check that at= (or tile_index_of's argument) is a minted tile variable."""
+        index_of = what.endswith(".tile_index_of")
         if not self.persistent_loops:
+            if index_of:
+                p = what.split(".")[0]
+                self.fail(at, f"{what}() is only for persistent kernels, which loop over "
+                                f"'for t in {p}.tiles()'; this kernel owns one tile",
+                          hint=f"use {p}.tile_index for this block's tile coordinates")
             self.fail(at, f"at= is only for persistent kernels: {what} already goes to "
                           "this block's own tile",
                       hint="remove at=, or walk tiles with 'for t in p.tiles():' and "
@@ -436,6 +476,11 @@ class _Checker:
                 if cur in self.persistent_loops and self.persistent_loops[cur] == at.id:
                     return
                 cur = self.parents.get(cur)
+        if index_of:
+            p = what.split(".")[0]
+            self.fail(at, f"{what}({self.text(at)}) needs a tile minted by an enclosing "
+                          f"'for t in {p}.tiles()' loop",
+                      hint=f"write {p}.tile_index_of(t) with the loop's own t")
         self.fail(at, f"at={self.text(at)} is not a tile minted by an enclosing "
                       "'for t in p.tiles()' loop; a persistent kernel may only store at "
                       "tiles the loop handed to this block",
@@ -606,6 +651,18 @@ class _Checker:
         self.sites.append(Site("load_like", part.id, call, value=call.args[0], at=at))
 
     def check_calls(self) -> None:
+        for node in self.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.fail(node, "import statements are not allowed inside a kernel: the "
+                                "checker resolves names from the module",
+                          hint="import at module level (e.g. 'import cuda.tile as ct')")
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                self.fail(node, "global/nonlocal statements are not allowed inside a kernel")
+            if isinstance(node, ast.Attribute) and node.attr in POINTER_NAMES \
+                    and not self.unsafe:
+                self.fail(node, f"{self.text(node)} makes raw pointers, which only "
+                                "@tl.kernel(unsafe=True) kernels may use",
+                          hint="read arrays with ct.load / tl.load_like instead")
         calls = sorted((n for n in self.body if isinstance(n, ast.Call)),
                        key=lambda n: (n.lineno, n.col_offset))
         for call in calls:
@@ -632,6 +689,11 @@ class _Checker:
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
                 and f.value.id in self.partitions:
             return
+        if not isinstance(f, (ast.Name, ast.Attribute)):
+            self.fail(call, f"call of a computed callee {self.text(f)!r}: the checker "
+                            "cannot tell what it calls (it could be ct.store)",
+                      hint="call functions and cuTile ops by name, e.g. ct.load(...) or "
+                           "my_helper(...)")
         target = self.scope.resolve(f)
         if isinstance(f, ast.Name) and f.id in self.locals:
             if any(isinstance(n, ast.FunctionDef) and n.name == f.id for n in self.body):
@@ -639,9 +701,15 @@ class _Checker:
             self.fail(call, f"call through the local variable {f.id!r}: the checker cannot "
                             "see what it calls",
                       hint="call functions by their global name")
-        if not self.unsafe and target in (getattr(builtins, b) for b in DYNAMIC_BUILTINS):
+        if self.is_tilelab_object(target):
+            self.fail(call, f"{self.text(f)}() is not available inside a kernel: kernels "
+                            "use cuda.tile ops, partitions and tl.load_like",
+                      hint="schedules and tensors are chosen on the host, at launch")
+        if not self.unsafe and any(target is getattr(builtins, b) for b in DYNAMIC_BUILTINS):
             self.fail(call, f"{self.text(f)}() looks names up at run time, which the "
-                            "safety checker cannot follow")
+                            "safety checker cannot follow",
+                      hint="refer to functions, ops and constants by their names; for "
+                           "compile-time computation use ct.static_eval")
         ctname = self.ct_name(target)
         name = self.callee_name(call)
         if ctname in POINTER_NAMES or (isinstance(f, ast.Attribute)
@@ -650,20 +718,34 @@ class _Checker:
                 self.fail(call, f"{self.text(f)}() makes raw pointers, which only "
                                 "@tl.kernel(unsafe=True) kernels may use")
             return
-        if ctname in WRITE_FUNCS or (target is _UNRESOLVED and name in WRITE_FUNCS):
-            dest = call.args[0] if call.args else next(
-                (k.value for k in call.keywords if k.arg == "array"), None)
-            self.check_write(call, dest, f"{self.text(f)}()")
+        if ctname in WRITE_FUNCS:
+            self.check_write(call, self.write_destination(call), f"{self.text(f)}()")
             return
-        if isinstance(f, ast.Attribute) and f.attr in WRITE_METHODS:
+        if isinstance(f, ast.Attribute) and f.attr in WRITE_METHODS and ctname is None:
+            # a method of an array view (TiledView.store, RawArrayMemory.store_offset)
             self.check_write(call, f.value, f".{f.attr}()")
+            return
+        if target is _UNRESOLVED and name in WRITE_FUNCS:
+            # not resolvable yet, but named like a cuTile write: judge it as one
+            self.check_write(call, self.write_destination(call), f"{self.text(f)}()")
             return
         if ctname is not None or target is _LOCAL:
             return
+        if isinstance(f, ast.Attribute) and not _is_dotted_name(f.value):
+            return  # a method of a computed value (a tile's .astype(), .reshape(), ...)
         if target is _UNRESOLVED:
             self.deferred.append((self.text(f), call))
             return
         self.check_helper_call(call, target)
+
+    @staticmethod
+    def write_destination(call: ast.Call) -> ast.expr | None:
+        if call.args and not isinstance(call.args[0], ast.Starred):
+            return call.args[0]
+        kw = next((k.value for k in call.keywords if k.arg == "array"), None)
+        if kw is not None:
+            return kw
+        return call.args[0].value if call.args else None
 
     def check_write(self, call: ast.Call, dest: ast.expr | None, what: str) -> None:
         if dest is None:
@@ -707,6 +789,7 @@ class _Checker:
         mod = getattr(fn, "__module__", "") or ""
         if mod.startswith("cuda.tile") or mod == "tilelab.compiler.device":
             return
+        self.record_binding(call.func, target)
         # Kinds for the helper's parameters: Raw where the argument is Raw-rooted.
         arg_exprs: dict[str, ast.expr] = {}
         try:
@@ -722,30 +805,53 @@ class _Checker:
             roots = self.expr_roots(e) if isinstance(e, ast.AST) else set()
             is_raw = bool(roots) and all(self.kinds.get(r) == "Raw" for r in roots)
             kinds[pname] = "Raw" if (self.unsafe and is_raw) else "In"
-        check_helper(fn, kinds, self.unsafe, self.context, self.helper_memo, call,
-                     self.src)
+        check_helper(fn, kinds, self.unsafe, self.context, self.registry, call, self.src)
+
+    def record_binding(self, func: ast.expr, obj: Any) -> None:
+        """Remember which namespace entry a helper came from (to notice rebinding)."""
+        if isinstance(func, ast.Name):
+            if func.id in self.scope.closure:
+                return  # closure cells of a finished function do not change
+            if func.id in self.scope.globals:
+                self.registry.bindings.append((self.scope.globals, func.id, obj))
+        elif isinstance(func, ast.Attribute):
+            base = self.scope.resolve(func.value)
+            if isinstance(base, types.ModuleType):
+                self.registry.bindings.append((vars(base), func.attr, obj))
 
 
 def check_helper(fn: types.FunctionType, kinds: dict[str, str], unsafe: bool,
-                 caller_context: str, memo: dict, call: ast.Call | None = None,
+                 caller_context: str, registry: HelperRegistry, call: ast.Call | None = None,
                  caller_src: CapturedSource | None = None) -> None:
     """Check a helper function called from a kernel with the given parameter kinds."""
     key = (fn, tuple(sorted(kinds.items())), unsafe)
-    if key in memo:
+    if key in registry.memo:
         return
-    memo[key] = True
+    registry.memo[key] = True
+    loc = caller_src.location(call) if (call is not None and caller_src) else None
+    if fn.__name__ == "<lambda>":
+        callee = caller_src.segment(call.func) if (call is not None and caller_src) else ""
+        raise SafetyError(f"{callee or 'this helper'} is a lambda, which cannot be called "
+                          "as a kernel helper: helpers are checked from their source, one "
+                          f"'def' at a time (in {caller_context})",
+                          location=loc, hint="define the helper with 'def'")
     try:
         src = capture_source(fn)
     except SafetyError:
-        loc = caller_src.location(call) if (call is not None and caller_src) else None
         raise SafetyError(f"cannot check helper {fn.__name__!r}: its source is not "
                           "available, so whether it writes its arguments is unknown",
                           location=loc,
                           hint="define helpers in a .py file or notebook cell") from None
+    registry.sources.append((f"{fn.__module__}.{fn.__qualname__}", src.fingerprint))
     kernel_name = caller_context.split("kernel ", 1)[-1].split(")")[0]
     context = f"helper {fn.__name__!r}, called from kernel {kernel_name}"
-    checker = _Checker(fn, src, kinds, unsafe, context, memo)
+    checker = _Checker(fn, src, kinds, unsafe, context, registry)
     checker.run()
+    if checker.deferred:
+        name, node = checker.deferred[0]
+        raise SafetyError(f"helper {fn.__name__!r} calls {name}(), which is not defined "
+                          f"(in {context})", location=src.location(node),
+                          hint="define it before the kernel is compiled")
 
 
 def analyze_kernel(fn: types.FunctionType, *, unsafe: bool = False) -> KernelAnalysis:
@@ -784,7 +890,8 @@ def analyze_kernel(fn: types.FunctionType, *, unsafe: bool = False) -> KernelAna
                      "tl.Out/tl.InOut partitions")
         params.append(ParamInfo(arg.arg, kind, arg, keep))
     kinds = {p.name: p.kind for p in params}
-    checker = _Checker(fn, src, kinds, unsafe, context, {})
+    registry = HelperRegistry()
+    checker = _Checker(fn, src, kinds, unsafe, context, registry)
     checker.run()
     persistent = bool(checker.persistent_loops)
     ct_aliases = [n for n, v in fn.__globals__.items()
@@ -792,24 +899,25 @@ def analyze_kernel(fn: types.FunctionType, *, unsafe: bool = False) -> KernelAna
     used = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)} | set(kinds) \
         | checker.locals
     return KernelAnalysis(src, params, unsafe, persistent, checker.sites,
-                          checker.deferred, ct_aliases, used)
+                          checker.deferred, ct_aliases, used, registry)
 
 
-def check_deferred_helpers(fn: types.FunctionType, analysis: KernelAnalysis) -> None:
-    """Re-check calls that were unresolved at definition (helpers defined later).
+def recheck_calls(fn: types.FunctionType, analysis: KernelAnalysis) -> None:
+    """Check every call of the kernel again, resolving names as they are now.
 
-    Called before the first compile, when the module or cell has finished running.
+    Runs before a kernel is compiled: helpers defined after the kernel (or redefined in
+    a notebook since) are checked before any code is built from them. A call target
+    that still cannot be found is an error here.
     """
-    if not analysis.deferred_calls:
-        return
     kinds = {p.name: p.kind for p in analysis.params}
+    registry = HelperRegistry()
     checker = _Checker(fn, analysis.source, kinds, analysis.unsafe,
-                       f"kernel {fn.__name__!r}", {})
-    still = []
-    for name, call in analysis.deferred_calls:
-        target = checker.scope.resolve(call.func)
-        if target is _UNRESOLVED:
-            still.append((name, call))
-            continue
-        checker.check_call(call)
-    analysis.deferred_calls = still
+                       f"kernel {fn.__name__!r}", registry)
+    checker.run()
+    if checker.deferred:
+        name, node = checker.deferred[0]
+        raise SafetyError(f"kernel {fn.__name__!r} calls {name}(), which is not defined",
+                          location=analysis.source.location(node),
+                          hint="define it (at module level) before compiling the kernel")
+    analysis.deferred_calls = []
+    analysis.helpers = registry

@@ -95,10 +95,9 @@ class Graph:
             return
         from cuda.core import LaunchConfig, launch as cu_launch
 
-        from tilelab.runtime.device import get_gpu
+        from tilelab.runtime.device import gpu as get_gpu
 
-        gpu = get_gpu()
-        builder = gpu.stream.create_graph_builder()
+        builder = get_gpu().stream.create_graph_builder()
         builder.begin_building()
         try:
             for e in self.entries:
@@ -138,11 +137,10 @@ class Graph:
                               hint="replay after the block has ended")
         claims = self._claims()
         if self.device == "gpu":
-            from tilelab.runtime.device import resolve_stream
-            from tilelab.runtime.launch import _stream_key
+            from tilelab.runtime.streams import resolve_stream, stream_key
 
             s = resolve_stream(stream)
-            key = _stream_key(s)
+            key = stream_key(s)
             LEDGER.check_launch("graph replay", claims, key)
             self._cuda_graph.launch(s)
             ev = s.record()

@@ -91,6 +91,7 @@ class Launcher:
         self.definition = definition
         self.plans: dict[tuple, LaunchPlan] = {}
         self.last_trace = None
+        self._epoch = definition.helper_epoch
 
     # ---- preparing -------------------------------------------------------------
     def prepare(self, args: Sequence[Any]) -> tuple[list[Any], str]:
@@ -120,6 +121,11 @@ class Launcher:
         return norm, device
 
     def plan(self, args: list[Any], device: str) -> LaunchPlan:
+        d = self.definition
+        d.ensure_helpers_checked()
+        if self._epoch != d.helper_epoch:  # a helper was redefined: rebuild every plan
+            self.plans.clear()
+            self._epoch = d.helper_epoch
         key = (device,) + tuple(describe_arg(a) if _tensor_of(a) is not None else
                                 (type(a), a) for a in args)
         plan = self.plans.get(key)
@@ -136,7 +142,7 @@ class Launcher:
         scalars = {i: _NP_SCALAR[lay.dtype] for i, lay in enumerate(spec.layouts)
                    if lay.kind == "scalar"}
         if device == "gpu":
-            from tilelab.runtime.device import get_gpu
+            from tilelab.runtime.device import gpu as get_gpu
 
             gpu = get_gpu()
             art = d.compile(*args, arch=gpu.arch)
@@ -215,7 +221,7 @@ class Launcher:
             raise LaunchError(f"{self.definition.name}() has no partitioned argument to infer "
                               "its grid from", hint="pass grid=(x, y, z)")
         if plan.device == "gpu":
-            from tilelab.runtime.device import get_gpu
+            from tilelab.runtime.device import gpu as get_gpu
 
             return spec.grid(get_gpu().num_sms)
         return spec.grid(CPU_PERSISTENT_BLOCKS)
@@ -238,11 +244,12 @@ class Launcher:
     def _launch_gpu(self, plan, args, grid, claims, stream, sync):
         from cuda.core import LaunchConfig, launch as cu_launch
 
-        from tilelab.runtime.device import get_gpu, resolve_stream
+        from tilelab.runtime.device import gpu as get_gpu
+        from tilelab.runtime.streams import resolve_stream, stream_key
 
         gpu = get_gpu()
         s = resolve_stream(stream)
-        key = _stream_key(s)
+        key = stream_key(s)
         LEDGER.check_launch(self.definition.name, claims, key)
         words = self.words(plan, args)
         try:
@@ -302,11 +309,3 @@ class Launcher:
         rec = LaunchRecord(self.definition.name, call_site(), "cpu", lambda: True)
         LEDGER.add(rec, claims, [_tensor_of(a) for a in args if _tensor_of(a) is not None])
         return Future(rec, wait_fn=lambda: None, stream="cpu")
-
-
-def _stream_key(s: Any) -> Any:
-    try:
-        return int(s.handle)
-    except Exception:
-        return id(s)
-
