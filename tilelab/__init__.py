@@ -17,11 +17,24 @@ from tilelab.compiler.language import (In, Out, InOut, Raw, load_like, row_major
                                        persistent)
 from tilelab.compiler.signature import spec
 from tilelab.runtime.kernel import Kernel, kernel
+from tilelab.runtime.tensor import (Tensor, tensor, as_tensor, from_dlpack, empty, zeros, ones,
+                                    full, arange, randn)
+from tilelab.runtime.partition import Partition
+from tilelab.runtime.device import synchronize, gpu_available, backend
+from tilelab.runtime.ledger import unchecked
+from tilelab.runtime.future import Future
+from tilelab.runtime.graph import Graph, graph
+from tilelab.runtime.streams import new_stream as stream
+from tilelab.runtime.interpret import interpret
+from tilelab.perf.bench import bench
 
 __version__ = "0.1.0"
 
 __all__ = [
     "TilelabError", "SafetyError", "AliasError", "BorrowError", "CompileError", "LaunchError",
     "ToolchainError", "In", "Out", "InOut", "Raw", "load_like", "row_major", "grouped",
-    "persistent", "spec", "Kernel", "kernel",
+    "persistent", "spec", "Kernel", "kernel", "Tensor", "tensor", "as_tensor", "from_dlpack",
+    "empty", "zeros", "ones", "full", "arange", "randn", "Partition", "synchronize",
+    "gpu_available", "backend", "unchecked", "Future", "Graph", "graph", "stream",
+    "interpret", "bench",
 ]

@@ -9,7 +9,6 @@ same lowered kernel in :mod:`tilelab.interp`.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -24,10 +23,8 @@ from tilelab.errors import AliasError, LaunchError
 from tilelab.runtime import capture
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, checks_enabled, unchecked
 
-__all__ = ["LaunchPlan", "Launcher", "to_kernel_arg", "CPU_PERSISTENT_BLOCKS"]
+__all__ = ["LaunchPlan", "Launcher", "to_kernel_arg"]
 
-#: blocks of a persistent launch on the CPU backend (small, so traces stay readable)
-CPU_PERSISTENT_BLOCKS = int(os.environ.get("TILELAB_CPU_PERSISTENT_BLOCKS", "4"))
 
 _NP_SCALAR = {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32,
               "int64": np.int64, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
@@ -52,10 +49,11 @@ def to_kernel_arg(value: Any, param: str, kernel: str) -> Any:
         raise LaunchError(f"{kernel}(): argument {param!r} is a tl.spec description, which "
                           "has no memory; specs are for kernel.compile(...)",
                           hint="pass a tensor (tl.empty, tl.tensor, ...) to launch")
-    from tilelab.runtime.tensor import tensor as as_tensor
+    from tilelab.runtime.tensor import _native_device, tensor as as_tensor
 
     try:
-        return as_tensor(value)
+        # a foreign array stays where it lives, borrowed without a copy
+        return as_tensor(value, device=_native_device(value))
     except (TypeError, ValueError) as e:
         raise LaunchError(f"{kernel}(): cannot use argument {param!r} "
                           f"({type(value).__name__}): {e}") from None
@@ -224,7 +222,9 @@ class Launcher:
             from tilelab.runtime.device import gpu as get_gpu
 
             return spec.grid(get_gpu().num_sms)
-        return spec.grid(CPU_PERSISTENT_BLOCKS)
+        from tilelab.runtime.device import num_sms
+
+        return spec.grid(num_sms("cpu"))
 
     def launch(self, args: Sequence[Any], *, grid: Any = None, stream: Any = None,
                sync: bool = True, trace: bool | None = None) -> Any:
