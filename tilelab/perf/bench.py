@@ -83,12 +83,17 @@ _flushers: dict[int, _L2Flusher] = {}
 
 
 def bench(fn: Callable[..., Any], *, args: Sequence[Sequence[Any]] | None = None,
-          warmup: int = 10, rep: int = 50, flush_l2: bool = True, stream: Any = None,
-          name: str | None = None, device: str | None = None) -> BenchResult:
+          warmup: int = 10, rep: int = 50, inner: int = 1, flush_l2: bool = True,
+          stream: Any = None, name: str | None = None,
+          device: str | None = None) -> BenchResult:
     """Time ``fn()`` (or ``fn(*args[i])`` rotating over argument sets) on the device.
 
-    ``fn`` must enqueue its work on ``stream`` (tilelab's default stream when None):
-    tilelab kernels do. Returns a :class:`BenchResult` with the median device time.
+    ``fn`` should *enqueue* its work on ``stream`` (tilelab's default stream when None)
+    without waiting — ``kernel.launch_async(...)``, torch ops, ``ct.launch``: a call that
+    waits on the host inside the timed window adds the host's wake-up latency to the
+    device time. ``inner`` calls run back to back per sample (the sample is their mean),
+    which hides launch gaps for kernels shorter than the launch itself. Returns a
+    :class:`BenchResult` with the median device time per call.
 
     Example:
         >>> r = tl.bench(lambda: add(z.partition(1024), x, y))    # doctest: +SKIP
@@ -121,20 +126,26 @@ def bench(fn: Callable[..., Any], *, args: Sequence[Sequence[Any]] | None = None
     if flush_l2:
         flusher = _flushers.get(g.device_id) or _flushers.setdefault(g.device_id,
                                                                      _L2Flusher(g))
-    opts = EventOptions(enable_timing=True)
+    opts = EventOptions(timing_enabled=True)
     starts = [g.device.create_event(opts) for _ in range(rep)]
     ends = [g.device.create_event(opts) for _ in range(rep)]
     host = []
     s.sync()
+    k = 0
     for i in range(rep):
         if flusher is not None:
             flusher(s)
         s.record(starts[i])
         t0 = time.perf_counter()
-        calls[i % len(calls)]()
-        host.append(time.perf_counter() - t0)
+        for _ in range(inner):
+            calls[k % len(calls)]()
+            k += 1
+        host.append((time.perf_counter() - t0) / inner)
         s.record(ends[i])
     s.sync()
-    samples = [(ends[i] - starts[i]) * 1e-3 for i in range(rep)]  # events give ms
+    from tilelab.runtime.ledger import LEDGER
+
+    LEDGER.observe_all()  # everything timed has finished: release dropped futures now
+    samples = [(ends[i] - starts[i]) * 1e-3 / inner for i in range(rep)]  # events: ms
     return BenchResult(name, samples, host, g.name, flushed_l2=flusher is not None,
-                       meta={"arg_sets": len(sets)})
+                       meta={"arg_sets": len(sets), "inner": inner})

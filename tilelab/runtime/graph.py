@@ -51,6 +51,7 @@ class Graph:
         self._cuda_graph = None
         self._site = call_site()
         self._closed = False
+        self._merged: list | None = None
 
     # ---- recording -----------------------------------------------------------
     def __enter__(self) -> "Graph":
@@ -112,21 +113,18 @@ class Graph:
         self._cuda_graph = builder.complete()
 
     def _claims(self) -> list:
-        out = []
-        for e in self.entries:
-            out += e.claims
-        return out
-
-    def _tensors(self) -> list:
-        from tilelab.runtime.launch import _tensor_of
-
-        out = []
-        for e in self.entries:
-            if isinstance(e, _Entry):
-                out += [t for t in map(_tensor_of, e.args) if t is not None]
-            else:
-                out += [e.dst, e.src]
-        return out
+        """The borrows of one replay: every claim of every entry, merged per range."""
+        if self._merged is None:
+            merged: dict[tuple, list] = {}
+            for e in self.entries:
+                for space, lo, hi, excl, param in e.claims:
+                    m = merged.get((space, lo, hi))
+                    if m is None:
+                        merged[(space, lo, hi)] = [space, lo, hi, excl, param]
+                    elif excl and not m[3]:
+                        m[3], m[4] = True, param
+            self._merged = [tuple(m) for m in merged.values()]
+        return self._merged
 
     def replay(self, stream: Any = None):
         """Run the recorded work once more; returns a ``tl.Future`` holding its borrows."""
@@ -143,11 +141,10 @@ class Graph:
             key = stream_key(s)
             LEDGER.check_launch("graph replay", claims, key)
             self._cuda_graph.launch(s)
-            ev = s.record()
             rec = LaunchRecord(f"graph of {len(self.entries)} launches", call_site(), key,
-                               ev.is_done)
-            LEDGER.add(rec, claims, [self] + self._tensors())
-            return Future(rec, wait_fn=ev.sync, stream=s)
+                               None)
+            LEDGER.add(rec, claims, self)   # the graph holds its tensors
+            return Future(rec, stream=s)
         LEDGER.check_launch("graph replay", claims, "cpu")
         for e in self.entries:
             if isinstance(e, _Entry):
@@ -155,9 +152,9 @@ class Graph:
             else:
                 e.dst._copy_from_on(e.src, None)
         rec = LaunchRecord(f"graph of {len(self.entries)} launches", call_site(), "cpu",
-                           lambda: True)
-        LEDGER.add(rec, claims, [self] + self._tensors())
-        return Future(rec, wait_fn=lambda: None, stream="cpu")
+                           None)
+        LEDGER.add(rec, claims, self)
+        return Future(rec)
 
     def __repr__(self) -> str:
         return f"<tl.graph: {len(self.entries)} recorded ({self.device or 'empty'})>"

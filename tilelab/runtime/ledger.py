@@ -12,23 +12,27 @@ memory a pending launch uses, and a launch on another stream that would write wh
 pending launch uses (or read what it writes). Launches on the same stream are ordered
 by the stream and never conflict. ``with tl.unchecked():`` skips these checks and the
 alias check locally. Memory stays alive while any borrow refers to it, so dropping a
-future never frees memory early.
+future never frees memory early: a dropped future's borrows are released only once its
+work has finished.
+
+Borrows are kept per memory space and per stream, so a launch only scans the borrows of
+*other* streams: a pipeline of async launches on one stream costs O(1) per launch.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
-import weakref
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from tilelab.errors import BorrowError
 
-__all__ = ["LaunchRecord", "Borrow", "Ledger", "unchecked", "checks_enabled",
-           "call_site", "LEDGER"]
+__all__ = ["LaunchRecord", "Borrow", "Ledger", "unchecked", "checks_enabled", "call_site",
+           "LEDGER"]
 
 _state = threading.local()
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def checks_enabled() -> bool:
@@ -55,39 +59,47 @@ def unchecked() -> Iterator[None]:
         _state.unchecked -= 1
 
 
-def call_site(skip_prefixes: tuple[str, ...] = ()) -> str:
+def call_site() -> str:
     """'file:line' of the first caller frame outside tilelab (where the user launched)."""
     f = sys._getframe(1)
-    import os
-
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     while f is not None:
         fn = f.f_code.co_filename
-        if not (os.path.abspath(fn).startswith(pkg + os.sep) or
-                any(fn.startswith(p) for p in skip_prefixes)):
+        if not fn.startswith(_PKG):
             return f"{fn}:{f.f_lineno}"
         f = f.f_back
     return "<unknown>"
 
 
-@dataclass(eq=False)
 class LaunchRecord:
-    """One pending unit of device work (a launch or a graph replay)."""
+    """One pending unit of device work (a launch or a graph replay).
 
-    kernel: str
-    site: str
-    stream: Any                      # a stream identity (hashable); None for the CPU backend
-    query: Callable[[], bool]        # True once the work has finished (polled, not observed)
-    observed: bool = False
-    borrows: list["Borrow"] = field(default_factory=list)
-    keepalive: list[Any] = field(default_factory=list)  # memory kept alive meanwhile
-    orphaned: bool = False
+    ``query`` polls whether the work finished (without observing it); ``site`` is a
+    callable or a string saying where it was launched (made lazily: it is only needed
+    for error messages).
+    """
+
+    __slots__ = ("kernel", "_site", "stream", "query", "observed", "borrows", "keepalive",
+                 "orphaned")
+
+    def __init__(self, kernel: str, site: Any, stream: Any, query: Callable[[], bool],
+                 keepalive: Any = None):
+        self.kernel = kernel
+        self._site = site
+        self.stream = stream
+        self.query = query
+        self.observed = False
+        self.borrows: list[Borrow] = []
+        self.keepalive = keepalive
+        self.orphaned = False
+
+    @property
+    def site(self) -> str:
+        return self._site
 
     def describe(self) -> str:
         return f"kernel {self.kernel!r} launched at {self.site}"
 
 
-@dataclass(eq=False)
 class Borrow:
     """A pending launch's claim on bytes [lo, hi) (absolute addresses) of a memory space.
 
@@ -95,58 +107,53 @@ class Borrow:
     tensor object makes two wrappers of the same memory conflict as they should.
     """
 
-    space: Any
-    lo: int
-    hi: int
-    exclusive: bool
-    record: LaunchRecord
-    param: str = ""
+    __slots__ = ("space", "lo", "hi", "exclusive", "record", "param")
+
+    def __init__(self, space: Any, lo: int, hi: int, exclusive: bool, record: LaunchRecord,
+                 param: str = ""):
+        self.space = space
+        self.lo = lo
+        self.hi = hi
+        self.exclusive = exclusive
+        self.record = record
+        self.param = param
 
     def overlaps(self, lo: int, hi: int) -> bool:
         return self.lo < hi and lo < self.hi
 
 
 class Ledger:
-    """The process-wide table of pending borrows, keyed by memory space."""
+    """The process-wide table of pending borrows: space -> stream -> borrows."""
+
+    ORPHAN_SWEEP = 256  # sweep finished orphans once this many have piled up
 
     def __init__(self):
         self._lock = threading.RLock()
-        self._by_space: dict[Any, list[Borrow]] = {}
-        self._records: set[LaunchRecord] = set()
+        self._borrows: dict[Any, dict[Any, list[Borrow]]] = {}
+        self._pending = 0
+        self._orphans: list[LaunchRecord] = []
 
     # ---- bookkeeping -------------------------------------------------------------
-    def _prune(self) -> None:
-        """Drop borrows of observed records, and of orphans whose work has finished."""
-        for rec in list(self._records):
-            if rec.orphaned and not rec.observed:
-                try:
-                    finished = rec.query()
-                except Exception:
-                    finished = False
-                if finished:
-                    self._release(rec)
-            elif rec.observed:
-                self._release(rec)
+    @property
+    def pending_count(self) -> int:
+        return self._pending
 
     def _release(self, rec: LaunchRecord) -> None:
+        # O(1): the record is marked observed and its borrows become dead entries that
+        # scans skip and later compactions drop.
+        if rec.observed:
+            return
         rec.observed = True
-        for b in rec.borrows:
-            lst = self._by_space.get(b.space)
-            if lst is not None:
-                try:
-                    lst.remove(b)
-                except ValueError:
-                    pass
-                if not lst:
-                    del self._by_space[b.space]
-        rec.borrows.clear()
-        rec.keepalive.clear()
-        self._records.discard(rec)
+        rec.borrows = []
+        rec.keepalive = None
+        self._pending -= 1
+        if self._pending == 0:
+            self._borrows.clear()
+            self._orphans = []
 
-    def pending(self, space: Any) -> list[Borrow]:
-        with self._lock:
-            self._prune()
-            return list(self._by_space.get(space, ()))
+    @staticmethod
+    def _live(lst: list) -> list:
+        return [b for b in lst if not b.record.observed]
 
     def observe(self, rec: LaunchRecord) -> None:
         """The user has seen ``rec`` complete: release its borrows."""
@@ -156,81 +163,131 @@ class Ledger:
     def orphan(self, rec: LaunchRecord) -> None:
         """A future was dropped unobserved: release its borrows once its work finishes."""
         with self._lock:
-            if not rec.observed:
-                rec.orphaned = True
+            if rec.observed:
+                return
+            rec.orphaned = True
+            self._orphans.append(rec)
+            if len(self._orphans) >= self.ORPHAN_SWEEP:
+                self._sweep_orphans()
+
+    def _sweep_orphans(self) -> None:
+        keep = []
+        for rec in self._orphans:
+            if rec.observed:
+                continue
+            try:
+                finished = rec.query()
+            except Exception:
+                finished = False
+            if finished:
+                self._release(rec)
+            else:
+                keep.append(rec)
+        self._orphans = keep
+
+    def _finished_orphan(self, rec: LaunchRecord) -> bool:
+        """Release rec if it is an orphan whose work is done (then it no longer conflicts)."""
+        if rec.orphaned:
+            try:
+                if rec.query():
+                    self._release(rec)
+                    return True
+            except Exception:
+                return False
+        return False
 
     def observe_all(self) -> None:
         """After a device-wide synchronize: every pending record is complete."""
         with self._lock:
-            for rec in list(self._records):
+            for rec in self.pending_records():
                 self._release(rec)
+            self._borrows.clear()
+            self._orphans = []
+            self._pending = 0
+
+    def pending_records(self) -> list[LaunchRecord]:
+        with self._lock:
+            recs = {id(b.record): b.record for streams in self._borrows.values()
+                    for lst in streams.values() for b in lst if not b.record.observed}
+            return list(recs.values())
 
     # ---- checks ------------------------------------------------------------------
     def check_launch(self, kernel: str, claims: list[tuple[Any, int, int, bool, str]],
                      stream: Any) -> None:
-        """Raise BorrowError if a claim (space, lo, hi, exclusive, param) conflicts
-        with a pending launch on another stream."""
-        if not checks_enabled():
+        """Raise BorrowError if a claim (space, lo, hi, exclusive, param) conflicts with
+        a pending launch on another stream."""
+        if not self._pending or not checks_enabled():
             return
         with self._lock:
-            self._prune()
-            for sid, lo, hi, excl, param in claims:
-                for b in self._by_space.get(sid, ()):
-                    if b.record.stream == stream and stream is not None:
+            for space, lo, hi, excl, param in claims:
+                streams = self._borrows.get(space)
+                if not streams:
+                    continue
+                for s, lst in list(streams.items()):
+                    if s == stream and stream is not None:
                         continue  # same stream: ordered, no race
-                    if (excl or b.exclusive) and b.overlaps(lo, hi):
-                        what = "writes" if excl else "reads"
-                        theirs = "writes" if b.exclusive else "reads"
-                        raise BorrowError(
-                            f"launch of {kernel!r} {what} {param!r}, which the pending "
-                            f"{b.record.describe()} {theirs} (as {b.param!r}) on another "
-                            "stream",
-                            hint="wait for the first launch (future.wait()), launch both "
-                                 "on the same stream, or chain with future.then(...)")
+                    for b in list(lst):
+                        if b.record.observed:
+                            continue
+                        if (excl or b.exclusive) and b.overlaps(lo, hi):
+                            if self._finished_orphan(b.record):
+                                continue
+                            what = "writes" if excl else "reads"
+                            theirs = "writes" if b.exclusive else "reads"
+                            raise BorrowError(
+                                f"launch of {kernel!r} {what} {param!r}, which the pending "
+                                f"{b.record.describe()} {theirs} (as {b.param!r}) on "
+                                "another stream",
+                                hint="wait for the first launch (future.wait()), launch "
+                                     "both on the same stream, or chain with "
+                                     "future.then(...)")
 
     def add(self, rec: LaunchRecord, claims: list[tuple[Any, int, int, bool, str]],
-            keepalive: list[Any]) -> None:
-        """Register a launch's borrows (after check_launch passed)."""
+            keepalive: Any = None) -> None:
+        """Register a launch's borrows (after check_launch passed); ``keepalive`` (the
+        launch's tensors) stays referenced until the borrows are released."""
+        if keepalive is not None:
+            rec.keepalive = keepalive
         with self._lock:
-            for sid, lo, hi, excl, param in claims:
-                b = Borrow(sid, lo, hi, excl, rec, param)
+            for space, lo, hi, excl, param in claims:
+                b = Borrow(space, lo, hi, excl, rec, param)
                 rec.borrows.append(b)
-                self._by_space.setdefault(sid, []).append(b)
-            rec.keepalive.extend(keepalive)
-            self._records.add(rec)
+                streams = self._borrows.get(space)
+                if streams is None:
+                    streams = self._borrows[space] = {}
+                lst = streams.get(rec.stream)
+                if lst is None:
+                    lst = streams[rec.stream] = []
+                elif len(lst) >= 64 and not len(lst) & 63:
+                    lst[:] = self._live(lst)   # drop released borrows now and then
+                lst.append(b)
+            self._pending += 1
 
-    def check_host(self, space: Any, lo: int, hi: int, *, write: bool,
-                   what: str) -> None:
+    def check_host(self, space: Any, lo: int, hi: int, *, write: bool, what: str) -> None:
         """Raise BorrowError if host code may not touch bytes [lo, hi) now."""
-        if not checks_enabled():
+        if not self._pending or not checks_enabled():
             return
         with self._lock:
-            self._prune()
-            for b in self._by_space.get(space, ()):
-                if b.overlaps(lo, hi) and (write or b.exclusive):
-                    action = "writes" if b.exclusive else "reads"
-                    extra = (" (its future was dropped before anyone waited on it)"
-                             if b.record.orphaned else "")
-                    raise BorrowError(
-                        f"{what} touches memory that the pending "
-                        f"{b.record.describe()} {action} (as {b.param!r}){extra}",
-                        hint="call .wait() on the launch's future first (or "
-                             "tl.synchronize()); a pending launch keeps its borrows until "
-                             "its completion is observed")
+            for lst in list(self._borrows.get(space, {}).values()):
+                for b in list(lst):
+                    if b.record.observed:
+                        continue
+                    if b.overlaps(lo, hi) and (write or b.exclusive):
+                        if self._finished_orphan(b.record):
+                            continue
+                        action = "writes" if b.exclusive else "reads"
+                        extra = (" (its future was dropped before anyone waited on it)"
+                                 if b.record.orphaned else "")
+                        raise BorrowError(
+                            f"{what} touches memory that the pending "
+                            f"{b.record.describe()} {action} (as {b.param!r}){extra}",
+                            hint="call .wait() on the launch's future first (or "
+                                 "tl.synchronize()); a pending launch keeps its borrows "
+                                 "until its completion is observed")
 
     def check_free(self, space: Any, lo: int, hi: int, what: str) -> None:
         """Raise BorrowError if a pending launch still uses bytes [lo, hi) of a space."""
         self.check_host(space, lo, hi, write=True, what=what)
 
-    def pending_records(self) -> list[LaunchRecord]:
-        with self._lock:
-            self._prune()
-            return list(self._records)
-
 
 LEDGER = Ledger()
-
-
-def finalize_unobserved(future: Any, rec: LaunchRecord) -> None:
-    """Arrange for a dropped future's record to become an orphan."""
-    weakref.finalize(future, LEDGER.orphan, rec)

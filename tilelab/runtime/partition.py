@@ -40,7 +40,8 @@ class Partition:
         ((3, 4), 12, (slice(256, 300, None), slice(192, 200, None)))
     """
 
-    __slots__ = ("tensor", "tile_shape", "schedule", "grid", "_spec", "_order", "_pos")
+    __slots__ = ("tensor", "tile_shape", "schedule", "grid", "_spec", "_order", "_pos",
+                 "__weakref__")
 
     def __init__(self, tensor: Any, tile_shape: int | Sequence[int],
                  schedule: Schedule = row_major):

@@ -63,7 +63,7 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_shape", "_strides", "_dtype", "_offset", "_range", "_spec",
-                 "_words", "__weakref__")
+                 "_words", "_parts", "__weakref__")
 
     def __init__(self, storage: Storage, shape: Sequence[int], strides: Sequence[int],
                  dtype: Any, offset: int = 0):
@@ -77,6 +77,7 @@ class Tensor:
         self._range: tuple[int, int] | None = None
         self._spec: ArraySpec | None = None
         self._words: tuple[int, ...] | None = None
+        self._parts: dict | None = None
 
     # ---- metadata ---------------------------------------------------------------
     @property
@@ -567,7 +568,16 @@ class Tensor:
         """
         from tilelab.runtime.partition import Partition
 
-        return Partition(self, tile_shape, schedule)
+        # Partitions are immutable: hand back the same object for the same split, so
+        # that repeated launches with an inline t.partition(...) hit the launch cache.
+        key = (tile_shape if not isinstance(tile_shape, list) else tuple(tile_shape), schedule)
+        parts = self._parts
+        if parts is None:
+            parts = self._parts = {}
+        p = parts.get(key)
+        if p is None:
+            p = parts[key] = Partition(self, tile_shape, schedule)
+        return p
 
     # ---- interop ----------------------------------------------------------------
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,

@@ -1,0 +1,1 @@
+"""Helper modules imported by kernels in the interpreter tests (a user library)."""

@@ -1,0 +1,99 @@
+"""The one place where the interpreter touches cuTile's private modules.
+
+cuTile is pinned (``cuda-tile==1.7.0``); its typing facts (the dtype promotion table, how
+kernel parameter annotations are parsed) are read from cuTile itself so the interpreter
+types kernels exactly as the compiler does. Keeping every private import here means a
+cuTile upgrade touches one file.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+import cuda.tile as ct
+from cuda.tile import _datatype as _dt
+from cuda.tile._annotated_function import (HeterogeneousTupleNode, HomogeneousTupleNode,
+                                           LeafAnnotationNode, get_annotated_function)
+
+__all__ = ["ct", "promote_table_entry", "parameter_annotations", "LeafAnnotationNode",
+           "HomogeneousTupleNode", "HeterogeneousTupleNode", "host_dispatch",
+           "is_tile_function_wrapper", "integer_min", "integer_max"]
+
+
+def promote_table_entry(a: Any, b: Any) -> Any | None:
+    """cuTile's promotion table: the common dtype of two concrete dtypes, or None."""
+    return _dt._promote_dtypes(a, b)
+
+
+def integer_min(dtype: Any) -> int:
+    """Smallest value of a cuTile integer dtype."""
+    return _dt.integer_dtype_min(dtype)
+
+
+def integer_max(dtype: Any) -> int:
+    """Largest value of a cuTile integer dtype."""
+    return _dt.integer_dtype_max(dtype)
+
+
+def parameter_annotations(pyfunc: Callable) -> tuple:
+    """Parsed ``ct.Constant`` / ``ArrayAnnotation`` / ``ScalarInt64`` nodes, one per parameter."""
+    return tuple(get_annotated_function(pyfunc).parameter_annotations)
+
+
+def is_tile_function_wrapper(obj: Any) -> bool:
+    """Whether ``obj`` is a ``@ct.function`` wrapper around a Python function."""
+    return bool(getattr(obj, "_cutile_function_wrapper", False)) and hasattr(obj, "__wrapped__")
+
+
+@contextlib.contextmanager
+def host_dispatch(handler: Callable[[Any, tuple, dict], Any]) -> Iterator[None]:
+    """Route calls of cuTile stubs made from host Python to ``handler(stub, args, kwargs)``.
+
+    cuTile stubs called outside of its compiler go through a thread-local dispatch mode;
+    installing ours while a kernel runs catches stub calls that the globals rebuild could
+    not see (for example a ``ct.exp`` stored inside a tuple). Without the private module
+    the context manager is a no-op.
+    """
+    try:
+        from cuda.tile._dispatch_mode import DispatchMode
+    except ImportError:  # pragma: no cover - future cuTile layouts
+        yield
+        return
+
+    class _InterpMode(DispatchMode):
+        def call_tile_function_from_host(self, func, args, kwargs):
+            return handler(func, args, kwargs)
+
+    with _InterpMode().as_current():
+        yield
+
+
+def ftof_rounding_modes(src: Any, dst: Any) -> tuple | None:
+    """Rounding modes cuTile accepts for a float-to-float ``astype`` (None: unsupported)."""
+    from cuda.tile._ir.ops_utils import FTOF_ROUNDING_REGISTRY
+    modes = FTOF_ROUNDING_REGISTRY.get((src, dst))
+    return None if modes is None else tuple(modes)
+
+
+def math_op_rules(fn: str) -> tuple[tuple, bool] | None:
+    """(accepted rounding modes, accepts flush_to_zero) of a cuTile math op, by its name."""
+    from cuda.tile._ir.ops_utils import BINOP_REGISTRY, UNARYOP_REGISTRY
+    op = BINOP_REGISTRY.get(fn) or UNARYOP_REGISTRY.get(fn)
+    if op is None:
+        return None
+    return tuple(op.supported_rounding_modes), bool(op.support_flush_to_zero)
+
+
+def resolve_mma_dtype(x: Any, y: Any, acc: Any | None) -> Any:
+    """cuTile's accumulator dtype for an MMA of ``x`` and ``y`` (TileTypeError if invalid)."""
+    return _dt._resolve_mma_supported_dtype(x, y, acc)
+
+
+def check_mma_scaled_dtypes(x: Any, x_scale: Any, y: Any, y_scale: Any, acc: Any) -> None:
+    """cuTile's dtype rules of ``mma_scaled`` (TileTypeError if invalid)."""
+    _dt._resolve_mma_scaled_supported_dtype(x, x_scale, y, y_scale, acc)
+
+
+def mma_scaled_block_sizes(x: Any, scale: Any) -> tuple[int, ...]:
+    """Allowed scaling block sizes of ``mma_scaled`` for an operand/scale dtype pair."""
+    return tuple(_dt._get_mma_scaled_scaling_block_sizes(x, scale))

@@ -1,0 +1,261 @@
+"""Kernel-side views of global arrays: ``Array``, ``TiledView`` and ``Slice``.
+
+An :class:`Array` wraps a numpy view of the caller's array, so stores land in place even
+for strided, non-contiguous arrays. It remembers which kernel argument it views and where
+its origin lies in that argument (``Array.slice`` shifts it), so every access is recorded
+in the argument's own index space, which is what the race detector and the ownership
+diagrams need.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cuda.tile import PaddingMode
+from tilelab.interp.context import active, compile_error, current_location, launch_error, \
+    unsupported
+from tilelab.interp.dtypes import INT32, TileDType
+from tilelab.interp.tile import Tile
+
+__all__ = ["ArgRoot", "Array", "TiledView", "Slice", "index_value"]
+
+
+@dataclass
+class ArgRoot:
+    """A kernel array argument: its name, the caller's numpy array and its annotations."""
+
+    name: str
+    data: np.ndarray
+    dtype: TileDType
+    index_dtype: TileDType = INT32
+    static_shape: tuple[bool, ...] = ()
+    static_strides: tuple[bool, ...] = ()
+
+
+def index_value(x: Any, what: str, *, signed: bool = True) -> int:
+    """A scalar integer index (Python int or 0-d integer tile) as a Python int."""
+    if isinstance(x, Tile):
+        if x.ndim != 0 or x._dt.kind not in "iu" or (signed and x._dt.kind != "i"):
+            kind = "signed integer" if signed else "integer"
+            raise compile_error(f"{what}: Expected a {kind} scalar, but given value has type "
+                                f"{x._dt}{x.shape}")
+        return int(x._v)
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise compile_error(f"{what}: Expected an integer scalar, got {x!r}")
+    return int(x)
+
+
+class Array:
+    """A global array as seen inside a kernel (``x.shape``, ``x.dtype``, ``x.slice``...).
+
+    ``shape`` and ``strides`` are tuples of int32 scalars (run-time values, as in cuTile;
+    dimensions annotated with ``ArrayAnnotation(static_shape_dims=...)`` are Python ints).
+    """
+
+    __slots__ = ("_root", "_data", "_origin")
+
+    def __init__(self, root: ArgRoot, data: np.ndarray, origin: tuple[int, ...]):
+        self._root = root
+        self._data = data
+        self._origin = origin
+
+    @property
+    def dtype(self) -> TileDType:
+        """The element dtype (a compile-time constant)."""
+        return self._root.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions (a compile-time constant)."""
+        return self._data.ndim
+
+    def _index_tuple(self, values: tuple[int, ...], static: tuple[bool, ...]) -> tuple:
+        idt = self._root.index_dtype
+        return tuple(v if i < len(static) and static[i] else
+                     Tile(np.asarray(v, dtype=idt.storage), idt) for i, v in enumerate(values))
+
+    @property
+    def shape(self) -> tuple:
+        """Dimensions as int32 scalars (Python ints for static dimensions)."""
+        static = self._root.static_shape if self._data.shape == self._root.data.shape else ()
+        return self._index_tuple(self._data.shape, static)
+
+    @property
+    def strides(self) -> tuple:
+        """Strides in elements as int32 scalars (Python ints for static strides)."""
+        item = self._data.itemsize
+        return self._index_tuple(tuple(s // item for s in self._data.strides),
+                                 self._root.static_strides)
+
+    def slice(self, axis: Any, start: Any, stop: Any) -> "Array":
+        """A view restricted to ``[start, stop)`` along ``axis`` (no copy)."""
+        from tilelab.interp.shapes import constant_int, normalize_axis
+        ax = normalize_axis(constant_int(axis, "axis"), self.ndim)
+        lo = index_value(start, "start")
+        hi = index_value(stop, "stop")
+        if type(start) is int and start < 0:
+            raise compile_error("Slice start must be non-negative")
+        if type(stop) is int and stop < 0:
+            raise compile_error("Slice stop must be non-negative")
+        if type(start) is int and type(stop) is int and stop < start:
+            raise compile_error("Slice stop must be greater than or equal to start")
+        n = self._data.shape[ax]
+        if not (0 <= lo <= hi <= n) or (lo == n and n > 0 and hi > lo):
+            raise launch_error(f"Array.slice(axis={ax}, start={lo}, stop={hi}) is outside the "
+                               f"array's extent {n} along that axis (undefined behaviour on "
+                               f"the GPU)")
+        sl = [slice(None)] * self.ndim
+        sl[ax] = slice(lo, hi)
+        origin = list(self._origin)
+        origin[ax] += lo
+        return Array(self._root, self._data[tuple(sl)], tuple(origin))
+
+    def tiled_view(self, tile_shape: Any, *, padding_mode: Any = PaddingMode.UNDETERMINED,
+                   traversal_steps: Any = None) -> "TiledView":
+        """A view partitioned into tiles of ``tile_shape`` (see :class:`TiledView`)."""
+        from tilelab.interp.memory_args import padding_mode_value
+        from tilelab.interp.shapes import constant_shape
+        shape = constant_shape(tile_shape, "tile_shape", allow_single_int=True,
+                               expected_rank=self.ndim, allow_0d=True)
+        padding_mode_value(padding_mode)
+        full = shape if shape else (1,) * self.ndim
+        if traversal_steps is None:
+            steps = full
+        else:
+            steps = constant_shape(traversal_steps, "traversal_steps", allow_single_int=True,
+                                   expected_rank=self.ndim, allow_non_pow2=True)
+        return TiledView(self, shape, padding_mode, steps)
+
+    @property
+    def foreign_pointer(self) -> Any:
+        raise unsupported("Array.foreign_pointer", "the CPU interpreter has no device pointers")
+
+    @staticmethod
+    def from_foreign(pointer: Any, shape: Any, strides: Any) -> "Array":
+        raise unsupported("Array.from_foreign", "the CPU interpreter has no device pointers")
+
+    def get_raw_memory(self) -> Any:
+        raise unsupported("Array.get_raw_memory",
+                          "raw element offsets bypass the array's shape and strides",
+                          hint="use ct.gather/ct.scatter with element indices instead, or "
+                               "run on a GPU")
+
+    def __getitem__(self, key: Any) -> Any:
+        raise compile_error("Arrays are not directly subscriptable. Use load() or gather() "
+                            "instead.")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise compile_error("Arrays do not support item assignment. Use store() or scatter() "
+                            "instead.")
+
+    def __repr__(self) -> str:
+        return f"Array[{self.dtype}, {self._data.shape}]({self._root.name})"
+
+    # ---- element access used by the memory ops -------------------------------------------------
+    def trace(self, kind: str, op: str, region: Any, count: int) -> None:
+        """Record an access; ``region`` is a box (in this view) or per-dim index arrays."""
+        state = active()
+        if state is None or state.tracer is None or count == 0:
+            return
+        root = self._root
+        if isinstance(region, tuple) and region and isinstance(region[0], tuple):
+            reg = tuple((o + a, o + b) for o, (a, b) in zip(self._origin, region))
+        elif isinstance(region, tuple) and not region:
+            reg = ()
+        else:
+            coords = tuple(np.asarray(c, np.int64) + o for c, o in zip(region, self._origin))
+            reg = np.ravel_multi_index(coords, root.data.shape) if coords else \
+                np.zeros(count, np.int64)
+        state.tracer.record(root.name, root.data.shape, root.dtype.itemsize, kind, op, reg,
+                            count, current_location())
+
+
+class TiledView:
+    """An array partitioned into tiles: ``load``/``store``/``atomic_store_*`` by tile index.
+
+    Consecutive tiles start ``traversal_steps`` elements apart (``tile_shape`` by default).
+    """
+
+    __slots__ = ("_array", "_tile_shape", "_padding", "_steps")
+
+    def __init__(self, array: Array, tile_shape: tuple[int, ...], padding: Any,
+                 steps: tuple[int, ...]):
+        self._array = array
+        self._tile_shape = tile_shape
+        self._padding = padding
+        self._steps = steps
+
+    @property
+    def dtype(self) -> TileDType:
+        return self._array.dtype
+
+    @property
+    def tile_shape(self) -> tuple[int, ...]:
+        return self._tile_shape
+
+    @property
+    def traversal_steps(self) -> tuple[int, ...]:
+        return self._steps
+
+    def num_tiles(self, axis: Any) -> Tile:
+        """Number of tile origins along ``axis``: ``cdiv(shape[axis], step[axis])``."""
+        from tilelab.interp.shapes import constant_int, normalize_axis
+        ax = normalize_axis(constant_int(axis, "axis"), self._array.ndim)
+        n = -(-self._array._data.shape[ax] // self._steps[ax])
+        return Tile(np.asarray(n, np.int32), INT32)
+
+    def load(self, index: Any, *, check_bounds: Any = True, latency: Any = None,
+             allow_tma: Any = None) -> Tile:
+        """The tile at ``index`` (out-of-bounds elements get the view's padding)."""
+        from tilelab.interp.memory import tiled_view_load
+        return tiled_view_load(self, index, check_bounds, latency, allow_tma)
+
+    def store(self, index: Any, tile: Any, *, check_bounds: Any = True, latency: Any = None,
+              allow_tma: Any = None) -> None:
+        """Store ``tile`` (broadcast to ``tile_shape``) at ``index``; OOB elements are dropped."""
+        from tilelab.interp.memory import tiled_view_store
+        tiled_view_store(self, index, tile, check_bounds, latency, allow_tma)
+
+    def atomic_store_add(self, index: Any, update: Any, /) -> None:
+        from tilelab.interp.atomics import tiled_view_atomic
+        tiled_view_atomic("add", self, index, update)
+
+    def atomic_store_max(self, index: Any, update: Any, /) -> None:
+        from tilelab.interp.atomics import tiled_view_atomic
+        tiled_view_atomic("max", self, index, update)
+
+    def atomic_store_min(self, index: Any, update: Any, /) -> None:
+        from tilelab.interp.atomics import tiled_view_atomic
+        tiled_view_atomic("min", self, index, update)
+
+    def atomic_store_and(self, index: Any, update: Any, /) -> None:
+        from tilelab.interp.atomics import tiled_view_atomic
+        tiled_view_atomic("and", self, index, update)
+
+    def atomic_store_or(self, index: Any, update: Any, /) -> None:
+        from tilelab.interp.atomics import tiled_view_atomic
+        tiled_view_atomic("or", self, index, update)
+
+    def atomic_store_xor(self, index: Any, update: Any, /) -> None:
+        from tilelab.interp.atomics import tiled_view_atomic
+        tiled_view_atomic("xor", self, index, update)
+
+    def __repr__(self) -> str:
+        return f"TiledView[{self.dtype}, tile {self._tile_shape}]({self._array._root.name})"
+
+
+class Slice:
+    """``ct.Slice(start, length)``: a dense dimension of ``load/store_advanced_indexing``."""
+
+    __slots__ = ("start", "length")
+
+    def __init__(self, start: Any, length: Any, /):
+        index_value(start, "ct.Slice start")
+        index_value(length, "ct.Slice length")
+        self.start = start
+        self.length = length
+
+    def __repr__(self) -> str:
+        return f"Slice({self.start}, {self.length})"

@@ -1,0 +1,177 @@
+"""Per-launch state of the interpreter and where errors point.
+
+While a kernel runs, the ops need three things that are not in their arguments: which
+block is executing (``ct.bid``), where to record accesses (the tracer) and which line of
+the user's source they were called from (for errors and race reports). This module keeps
+that state for the current thread and turns "the innermost frame of tile code" into a
+:class:`tilelab.errors.SourceLocation`.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from types import CodeType, FrameType
+from typing import Any, Callable, TextIO
+
+from tilelab.errors import CompileError, LaunchError, SourceLocation
+
+__all__ = ["LaunchState", "current", "active", "enter", "register_tile_globals",
+           "register_location_map", "user_frame", "current_location", "location_of_frame",
+           "compile_error", "launch_error", "unsupported"]
+
+
+class LaunchState:
+    """What the ops of one ``interpret()`` call share while blocks run.
+
+    Attributes:
+        grid: the (x, y, z) grid.
+        block: index of the block now running.
+        tracer: records accesses and FLOPs, or None when tracing is off.
+        stdout: where device ``print``/``printf`` output goes (None: ``sys.stdout``).
+        kernel_name: name of the kernel, for messages.
+    """
+
+    def __init__(self, grid: tuple[int, int, int], tracer: Any, stdout: TextIO | None,
+                 kernel_name: str):
+        self.grid = grid
+        self.block: tuple[int, int, int] = (0, 0, 0)
+        self.tracer = tracer
+        self.stdout = stdout
+        self.kernel_name = kernel_name
+        self.tile_globals: set[int] = set()
+        self.pending_output = ""
+        self.blocks_run = 0
+
+    def count_flops(self, n: int, *, mma: bool = False) -> None:
+        """Add ``n`` floating-point operations to the running block's record."""
+        if self.tracer is not None and n:
+            self.tracer.count_flops(n, mma=mma)
+
+
+_local = threading.local()
+
+
+def current() -> LaunchState:
+    """The state of the launch running on this thread.
+
+    Raises LaunchError when a ``cuda.tile`` op of the interpreter is called outside of
+    ``tilelab.interp.interpret``.
+    """
+    state = getattr(_local, "state", None)
+    if state is None:
+        raise LaunchError("a cuda.tile operation was called outside of a running kernel",
+                          hint="run the kernel with tilelab.interp.interpret(kernel, *args, "
+                               "grid=...)")
+    return state
+
+
+def active() -> LaunchState | None:
+    """The running launch's state, or None outside of a kernel."""
+    return getattr(_local, "state", None)
+
+
+class enter:
+    """Context manager that makes ``state`` the current launch state of this thread."""
+
+    def __init__(self, state: LaunchState):
+        self._state = state
+        self._saved: LaunchState | None = None
+
+    def __enter__(self) -> LaunchState:
+        self._saved = getattr(_local, "state", None)
+        _local.state = self._state
+        return self._state
+
+    def __exit__(self, *exc) -> None:
+        _local.state = self._saved
+
+
+def register_tile_globals(globals_dict: dict) -> None:
+    """Mark a rebuilt globals dict: frames running with it are the user's tile code."""
+    state = active()
+    if state is not None:
+        state.tile_globals.add(id(globals_dict))
+
+
+def user_frame(start: FrameType | None = None) -> FrameType | None:
+    """The innermost frame that executes the user's kernel or one of its helpers."""
+    state = active()
+    if state is None:
+        return None
+    frame = start if start is not None else sys._getframe(1)
+    known = state.tile_globals
+    while frame is not None:
+        if id(frame.f_globals) in known:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+_positions_cache: dict[CodeType, list] = {}
+_location_maps: dict[str, Callable[[int, int], SourceLocation]] = {}
+
+
+def register_location_map(filename: str, to_user: Callable[[int, int], SourceLocation]) -> None:
+    """Report locations in ``filename`` (a generated source file) as ``to_user(line, col)``.
+
+    ``col`` is the 0-based (UTF-8 byte) column Python reports. tilelab's compiler lowers
+    kernels into synthetic files; registering its source map makes the interpreter's
+    errors, accesses and races point at the user's own cell or file.
+
+    Example:
+        >>> register_location_map("<generated>", lambda line, col: SourceLocation(
+        ...     "cell.py", line, col + 1))
+    """
+    _location_maps[filename] = to_user
+
+
+def location_of_frame(frame: FrameType, lasti: int | None = None) -> SourceLocation:
+    """File, line and columns of the instruction a frame is executing."""
+    code = frame.f_code
+    positions = _positions_cache.get(code)
+    if positions is None:
+        positions = list(code.co_positions())
+        _positions_cache[code] = positions
+    index = (frame.f_lasti if lasti is None else lasti) // 2
+    line = frame.f_lineno
+    col, end_col = 1, None
+    if 0 <= index < len(positions):
+        pos_line, _end_line, pos_col, pos_end_col = positions[index]
+        if pos_line is not None:
+            line = pos_line
+        if pos_col is not None:
+            col = pos_col + 1
+            if pos_end_col is not None and _end_line == pos_line:
+                end_col = pos_end_col + 1
+    mapper = _location_maps.get(code.co_filename)
+    if mapper is not None:
+        try:
+            return mapper(line or 1, col - 1)
+        except Exception:  # a broken map must not hide the original location
+            pass
+    return SourceLocation(code.co_filename, line or 1, col, end_col)
+
+
+def current_location() -> SourceLocation | None:
+    """Location of the kernel line that is calling the running op, when known."""
+    frame = user_frame(sys._getframe(1))
+    return None if frame is None else location_of_frame(frame)
+
+
+def compile_error(message: str, hint: str | None = None) -> CompileError:
+    """A CompileError for what cuTile rejects when it compiles, at the calling kernel line."""
+    return CompileError(message, location=current_location(), hint=hint)
+
+
+def launch_error(message: str, hint: str | None = None) -> LaunchError:
+    """A LaunchError for a run-time failure in the running block, at the calling line."""
+    state = active()
+    if state is not None:
+        message = f"{message} (block {state.block})"
+    return LaunchError(message, location=current_location(), hint=hint)
+
+
+def unsupported(op: str, why: str, hint: str | None = None) -> CompileError:
+    """The error for a cuTile op that the CPU interpreter cannot run."""
+    return compile_error(f"{op} is not supported by the CPU interpreter: {why}",
+                         hint=hint or "run this kernel on a GPU (tilelab's GPU backend)")

@@ -1,0 +1,351 @@
+"""``interpret()``: run a cuTile kernel block by block on numpy arrays.
+
+Arguments are bound as ``ct.launch`` would bind them: numpy arrays become global arrays
+(writes land in place, strided views included), Python ``int``/``float``/``bool`` become
+int32/float32/bool scalars (int64 with ``ct.ScalarInt64``), ``ct.Constant`` parameters
+stay Python values, tuples and lists are converted item by item. Blocks then run one at
+a time, in grid order or in a seeded random order.
+"""
+from __future__ import annotations
+
+import enum
+import inspect
+import types
+from typing import Any, Callable, Sequence, TextIO
+
+import numpy as np
+
+from tilelab.errors import CompileError, LaunchError, TilelabError
+from tilelab.interp import _cutile, context, misc
+from tilelab.interp._cutile import HeterogeneousTupleNode, HomogeneousTupleNode, ct
+from tilelab.interp.arrays import ArgRoot, Array
+from tilelab.interp.dtypes import (BOOL, FLOAT32, INT32, INT64, TileDType, as_dtype,
+                                   from_numpy)
+from tilelab.interp.elementwise import const_array
+from tilelab.interp.rebuild import Rebuilder
+from tilelab.interp.tile import Tile
+from tilelab.interp.trace import ArgInfo, Trace, Tracer
+
+__all__ = ["interpret"]
+
+_ORDERS = ("sequential", "shuffled")
+_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def _resolve(kernel: Any) -> tuple[types.FunctionType, str]:
+    func = getattr(kernel, "_pyfunc", kernel)
+    while _cutile.is_tile_function_wrapper(func):
+        func = func.__wrapped__
+    if not isinstance(func, types.FunctionType):
+        raise LaunchError(f"interpret() expects a @ct.kernel or a Python function, got "
+                          f"{type(kernel).__name__}",
+                          hint="decorate the kernel with @ct.kernel or pass the function")
+    return func, func.__name__
+
+
+def _grid(grid: Any) -> tuple[int, int, int]:
+    def is_int(d: Any) -> bool:
+        return isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+
+    if is_int(grid):
+        dims: tuple[int, ...] | None = (int(grid),)
+    else:
+        try:
+            dims = tuple(grid)
+        except TypeError:
+            dims = None
+        if dims is not None and all(is_int(d) for d in dims):
+            dims = tuple(int(d) for d in dims)
+        else:
+            dims = None
+    if dims is None or not 1 <= len(dims) <= 3:
+        raise LaunchError(f"grid must be 1 to 3 positive integers, got {grid!r}",
+                          hint="e.g. grid=(n_tiles,) or grid=(m_tiles, n_tiles)")
+    dims = dims + (1,) * (3 - len(dims))
+    for axis, (d, limit) in enumerate(zip(dims, _GRID_LIMITS)):
+        if not 1 <= d <= limit:
+            raise LaunchError(f"grid dimension {axis} is {d}; it must be between 1 and {limit}")
+    return dims  # type: ignore[return-value]
+
+
+class _Binder:
+    """Converts launch arguments into what the kernel body sees."""
+
+    def __init__(self, kernel: str):
+        self.kernel = kernel
+        self.roots: list[ArgRoot] = []
+
+    def bind(self, name: str, value: Any, node: Any) -> Any:
+        if isinstance(node, (HomogeneousTupleNode, HeterogeneousTupleNode)):
+            if not isinstance(value, tuple):
+                raise self._error(name, value, "the annotation says a tuple")
+            items = node.items if isinstance(node, HeterogeneousTupleNode) else \
+                (node.each,) * len(value)
+            if len(items) != len(value):
+                why = f"the annotation implies a tuple of length {len(items)}"
+                raise self._error(name, value, why)
+            return tuple(self.bind(f"{name}[{i}]", v, n)
+                         for i, (v, n) in enumerate(zip(value, items)))
+        constant = getattr(node, "constant", False)
+        if constant:
+            return self._constant(name, value)
+        if isinstance(value, np.ndarray) or _array_like(value):
+            return self._array(name, value, getattr(node, "array", None))
+        if getattr(node, "array", None) is not None:
+            raise self._error(name, value, "ArrayAnnotation needs an array argument")
+        if isinstance(value, list):
+            elem = getattr(getattr(node, "list", None), "element", None)
+            return [self._array(f"{name}[{i}]", v, elem) for i, v in enumerate(value)]
+        if isinstance(value, tuple):
+            return tuple(self.bind(f"{name}[{i}]", v, node) for i, v in enumerate(value))
+        if isinstance(value, bool):
+            return Tile(np.asarray(value), BOOL)
+        if isinstance(value, int):
+            scalar = getattr(node, "scalar", None)
+            dt = INT64 if scalar is not None and scalar.dtype == ct.int64 else INT32
+            lo, hi = -(1 << (dt.bitwidth - 1)), (1 << (dt.bitwidth - 1)) - 1
+            if not lo <= value <= hi:
+                hint = ("annotate the parameter with ct.ScalarInt64" if dt is INT32
+                        else "pass a smaller value")
+                raise LaunchError(f"kernel '{self.kernel}' argument '{name}' = {value} does "
+                                  f"not fit in {dt}", hint=hint)
+            return Tile(np.asarray(value, dt.storage), dt)
+        if isinstance(value, float):
+            return Tile(const_array(value, FLOAT32), FLOAT32)
+        if isinstance(value, np.generic):
+            dt = from_numpy(value.dtype)
+            return Tile(np.asarray(value, dt.storage), dt)
+        if value is None or isinstance(value, (str, enum.Enum, ct.DType, TileDType)):
+            raise LaunchError(f"kernel '{self.kernel}' argument '{name}' = {value!r} is not a "
+                              f"run-time value", hint=f"annotate the parameter as "
+                                                      f"'{name}: ct.Constant' to pass it as a "
+                                                      f"compile-time constant")
+        raise self._error(name, value, "expected an array, a bool/int/float scalar, a tuple, "
+                                       "a list of arrays or a ct.Constant value")
+
+    def _constant(self, name: str, value: Any) -> Any:
+        if isinstance(value, np.ndarray) or _array_like(value):
+            raise self._error(name, value, "a ct.Constant parameter needs a scalar, tuple or "
+                                           "dataclass constant")
+        if isinstance(value, ct.DType):
+            return as_dtype(value)
+        if isinstance(value, tuple):
+            return tuple(self._constant(name, v) for v in value)
+        if isinstance(value, np.generic):
+            return value.item()
+        return value
+
+    def _array(self, name: str, value: Any, ann: Any) -> Array:
+        if not isinstance(value, np.ndarray):
+            try:
+                value = np.from_dlpack(value) if hasattr(value, "__dlpack__") else \
+                    np.asarray(value)
+            except Exception as e:
+                raise self._error(name, value, f"it could not be viewed as a numpy array ({e})")
+        try:
+            dt = from_numpy(value.dtype)
+        except CompileError:
+            raise self._error(name, value, f"numpy dtype {value.dtype} has no cuTile "
+                                           f"equivalent") from None
+        if value.dtype.byteorder == ">":
+            raise self._error(name, value, "big-endian arrays are not supported")
+        index_dtype = INT32
+        static_shape: tuple[bool, ...] = ()
+        static_strides: tuple[bool, ...] = ()
+        if ann is not None:
+            index_dtype = as_dtype(ann.index_dtype)
+            static_shape = _static_mask(ann.static_shape_dims, value.ndim, name)
+            static_strides = _static_mask(ann.static_stride_dims, value.ndim, name)
+        if index_dtype is INT32 and any(n > 2**31 - 1 for n in value.shape):
+            raise LaunchError(f"argument '{name}' has a dimension beyond int32",
+                              hint="annotate the parameter with ct.IndexedWithInt64")
+        root = ArgRoot(name, value, dt, index_dtype, static_shape, static_strides)
+        self.roots.append(root)
+        return Array(root, value, (0,) * value.ndim)
+
+    def _error(self, name: str, value: Any, why: str) -> LaunchError:
+        return LaunchError(f"kernel '{self.kernel}' argument '{name}' of type "
+                           f"{type(value).__name__} is invalid: {why}")
+
+
+def _array_like(value: Any) -> bool:
+    return hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")
+
+
+def _static_mask(dims: Sequence[int], ndim: int, name: str) -> tuple[bool, ...]:
+    mask = [False] * ndim
+    for d in dims:
+        if not -ndim <= d < ndim:
+            raise LaunchError(f"argument '{name}': static axis {d} is out of range for rank "
+                              f"{ndim}")
+        mask[d % ndim] = True
+    return tuple(mask)
+
+
+def _block_order(total: int, order: str, seed: int | None,
+                 sample: int | None) -> tuple[list[int], bool]:
+    rng = np.random.default_rng(0 if seed is None else seed)
+    ids = list(range(total))
+    sampled = False
+    if sample is not None:
+        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
+            raise LaunchError(f"sample_blocks must be a positive int, got {sample!r}")
+        if sample < total:
+            edges = np.linspace(0, total, int(sample) + 1)
+            ids = [int(rng.integers(int(lo), max(int(lo) + 1, int(hi))))
+                   for lo, hi in zip(edges[:-1], edges[1:])]
+            ids = sorted(set(ids))
+            sampled = True
+    if order == "shuffled":
+        ids = [int(i) for i in rng.permutation(ids)]
+    return ids, sampled
+
+
+def _as_compile_error(exc: Exception, state: context.LaunchState) -> CompileError:
+    """A Python error raised by kernel code is what cuTile reports when compiling."""
+    loc = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if id(tb.tb_frame.f_globals) in state.tile_globals:
+            loc = context.location_of_frame(tb.tb_frame, tb.tb_lasti)
+        tb = tb.tb_next
+    return CompileError(f"{type(exc).__name__}: {exc}", location=loc,
+                        hint="cuTile would reject this kernel when compiling it")
+
+
+def _overlap_warnings(roots: list[ArgRoot], blocks: list) -> list[str]:
+    written = {a.arg for b in blocks for a in b.accesses if a.kind in ("write", "atomic")}
+    out = []
+    for i, a in enumerate(roots):
+        for b in roots[i + 1:]:
+            if a.name in written or b.name in written:
+                if np.may_share_memory(a.data, b.data) and np.shares_memory(
+                        a.data, b.data, max_work=10**6):
+                    out.append(f"arguments '{a.name}' and '{b.name}' overlap in memory and one "
+                               f"of them is written: cuTile leaves this undefined")
+    return out
+
+
+def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "sequential",
+              seed: int | None = None, trace: bool = True, sample_blocks: int | None = None,
+              stdout: TextIO | None = None) -> Trace:
+    """Run a cuTile kernel on the CPU, one block at a time, and trace what it does.
+
+    Args:
+        kernel: a ``@ct.kernel`` or a plain Python function written against ``cuda.tile``.
+        *args: one per kernel parameter: numpy arrays (any cuTile dtype, strided views
+            allowed; writes land in place), Python/numpy scalars, tuples, lists of arrays,
+            and plain values for ``ct.Constant`` parameters.
+        grid: 1 to 3 block counts.
+        order: ``"sequential"`` (grid order, x fastest) or ``"shuffled"`` (seeded random
+            order, to expose order-dependent kernels).
+        seed: seed of the shuffle and of block sampling (default 0).
+        trace: record accesses, bytes, FLOPs and races (off: faster, empty trace).
+        sample_blocks: run only this many blocks, spread over the grid; totals are then
+            extrapolated and race detection covers the sampled blocks only.
+        stdout: where device ``print``/``printf`` output goes (default ``sys.stdout``);
+            each line is prefixed with the block index.
+
+    Returns:
+        A :class:`~tilelab.interp.trace.Trace`.
+
+    Raises:
+        CompileError: for what cuTile rejects when compiling (type/shape errors,
+            unsupported ops), pointing at the kernel line.
+        LaunchError: for bad arguments or grid, a failed ``ct.assert_``, or undefined
+            behaviour such as a tile entirely outside its array.
+        Errors raised while blocks run carry the partial trace in ``error.trace``.
+
+    Example:
+        >>> import numpy as np, cuda.tile as ct
+        >>> @ct.kernel
+        ... def add(x, y, z, TILE: ct.Constant[int]):
+        ...     b = ct.bid(0)
+        ...     t = ct.load(x, (b,), (TILE,)) + ct.load(y, (b,), (TILE,))
+        ...     ct.store(z, (b,), t)
+        >>> x = np.arange(8, dtype=np.float32); y = np.ones(8, np.float32)
+        >>> z = np.zeros(8, np.float32)
+        >>> tr = interpret(add, x, y, z, 4, grid=(2,))
+        >>> z.tolist(), tr.bytes_read, tr.has_races
+        ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 64, False)
+    """
+    pyfunc, name = _resolve(kernel)
+    grid3 = _grid(grid)
+    if order not in _ORDERS:
+        raise LaunchError(f"order must be one of {_ORDERS}, got {order!r}")
+    params, nodes = _parameters(kernel, pyfunc, name, len(args))
+    total = grid3[0] * grid3[1] * grid3[2]
+    run, sampled = _block_order(total, order, seed, sample_blocks)
+    tracer = Tracer(grid3) if trace else None
+    state = context.LaunchState(grid3, tracer, stdout, name)
+    binder = _Binder(name)
+
+    def result() -> Trace:
+        ran = run[:state.blocks_run]
+        if tracer is None:
+            return Trace(name, grid3, [], {}, [], total, order, seed, ran, sampled=sampled,
+                         traced=False)
+        detector = tracer.detector
+        return Trace(name, grid3, tracer.blocks, tracer.args,
+                     detector.races if detector is not None else [], total, order, seed,
+                     ran, sampled=sampled, races_dropped=detector.dropped if detector else 0,
+                     warnings=_overlap_warnings(binder.roots, tracer.blocks))
+
+    with context.enter(state), np.errstate(all="ignore"):
+        rebuilder = Rebuilder(context.register_tile_globals)
+        with _cutile.host_dispatch(rebuilder.dispatch):
+            fn = rebuilder.function(pyfunc)
+            bound = [binder.bind(p.name, a, n) for p, a, n in zip(params, args, nodes)]
+            if tracer is not None:
+                for root in binder.roots:
+                    tracer.add_arg(ArgInfo(root.name, root.data.shape, root.dtype.name,
+                                           root.dtype.itemsize))
+            try:
+                _run_blocks(fn, bound, run, grid3, state, tracer)
+            except TilelabError as e:
+                e.trace = result()  # type: ignore[attr-defined]  # what ran before it failed
+                raise
+    return result()
+
+
+def _parameters(kernel: Any, pyfunc: types.FunctionType, name: str, nargs: int
+                ) -> tuple[list[inspect.Parameter], tuple]:
+    """The kernel's parameters and cuTile's parsed annotation of each (checked against
+    the number of arguments)."""
+    parsed = getattr(kernel, "_annotated_function", None)
+    try:
+        nodes = tuple(parsed.parameter_annotations) if parsed is not None else \
+            _cutile.parameter_annotations(pyfunc)
+    except Exception as e:
+        raise LaunchError(f"cannot read the parameter annotations of kernel '{name}': {e}",
+                          hint="make every name used in the annotations importable") from e
+    params = list(inspect.signature(pyfunc).parameters.values())
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            raise LaunchError(f"kernel '{name}' parameter '{p.name}' must be positional")
+    if nargs != len(params):
+        listed = ", ".join(p.name for p in params)
+        raise LaunchError(f"kernel '{name}' takes {len(params)} arguments ({listed}), got "
+                          f"{nargs}")
+    return params, nodes
+
+
+def _run_blocks(fn: Callable, bound: list, run: list[int], grid: tuple[int, int, int],
+                state: context.LaunchState, tracer: Tracer | None) -> None:
+    gx, gy, _gz = grid
+    for linear in run:
+        index = (linear % gx, (linear // gx) % gy, linear // (gx * gy))
+        state.block = index
+        state.blocks_run += 1
+        if tracer is not None:
+            tracer.begin_block(index, linear)
+        try:
+            fn(*bound)
+        except TilelabError:
+            raise
+        except Exception as e:
+            raise _as_compile_error(e, state) from e
+        finally:
+            misc.flush_output()
+            if tracer is not None:
+                tracer.end_block()

@@ -1,0 +1,193 @@
+"""Tile-space memory ops: ``ct.load``, ``ct.store``, ``ct.num_tiles`` and tiled views.
+
+``ct.load``/``ct.store`` address the *tile space* of an array (``order`` permutes the axes
+first). Elements of a partial tile outside the array are padded on load (per
+``padding_mode``; ``UNDETERMINED`` pads with zeros, as TMA does) and dropped on store. A
+tile entirely outside the array, or partly outside with ``check_bounds=False``, is
+undefined behaviour in cuTile, so the interpreter raises LaunchError there. Every access
+is recorded as a box of the argument when tracing is on.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
+from tilelab.interp.arrays import Array, TiledView
+from tilelab.interp.context import compile_error, launch_error
+from tilelab.interp.dtypes import INT32, check_implicit_cast
+from tilelab.interp.elementwise import const_array
+from tilelab.interp.memory_args import (as_array, as_flag, assign, axis_order, check_hints,
+                                        check_memory_semantics, padding_fill,
+                                        padding_mode_value, stored_values, tile_index,
+                                        view_values)
+from tilelab.interp.rounding import convert
+from tilelab.interp.shapes import constant_int, constant_shape, normalize_axis
+from tilelab.interp.tile import Tile
+
+__all__ = ["load", "store", "num_tiles", "tiled_view_load", "tiled_view_store", "clip_box",
+           "box_size", "tile_origin", "padding_mode_value"]
+
+
+def clip_box(arr: Array, starts: list[int], sizes: tuple[int, ...], check_bounds: bool,
+             op: str) -> tuple[tuple, tuple, tuple, bool]:
+    """(box, array slices, tile slices, fully inside) of a tile at element ``starts``."""
+    shape = arr._data.shape
+    lo = [max(s, 0) for s in starts]
+    hi = [min(s + n, d) for s, n, d in zip(starts, sizes, shape)]
+    if any(stop <= start for start, stop in zip(lo, hi)):
+        raise launch_error(
+            f"{op}: the tile at element offset {tuple(starts)} with shape {tuple(sizes)} lies "
+            f"entirely outside array '{arr._root.name}' of shape {shape}; cuTile leaves this "
+            f"undefined",
+            hint="check the tile index (e.g. the grid is larger than the number of tiles)")
+    inside = all(s >= 0 and s + n <= d for s, n, d in zip(starts, sizes, shape))
+    if not inside and not check_bounds:
+        raise launch_error(
+            f"{op}: check_bounds=False but the tile at element offset {tuple(starts)} with "
+            f"shape {tuple(sizes)} extends beyond array '{arr._root.name}' of shape {shape} "
+            f"(undefined behaviour on the GPU)",
+            hint="drop check_bounds=False, or make the array a multiple of the tile shape")
+    box = tuple(zip(lo, hi))
+    clipped = tuple(slice(start, stop) for start, stop in box)
+    inner = tuple(slice(a - s, b - s) for s, a, b in zip(starts, lo, hi))
+    return box, clipped, inner, inside
+
+
+def box_size(box: tuple) -> int:
+    """Number of elements of a box ``((start, stop), ...)``."""
+    return int(np.prod([stop - start for start, stop in box]))
+
+
+def _read_box(arr: Array, starts: list[int], sizes: tuple[int, ...], pad: np.ndarray,
+              check_bounds: bool, op: str) -> np.ndarray:
+    box, clipped, inner, inside = clip_box(arr, starts, sizes, check_bounds, op)
+    data = arr._data
+    if inside:
+        out = np.array(data[clipped], dtype=data.dtype, copy=True)
+    else:
+        out = np.full(sizes, pad, dtype=data.dtype)
+        out[inner] = data[clipped]
+    arr.trace("read", op, box, box_size(box))
+    return out
+
+
+def _write_box(arr: Array, starts: list[int], values: np.ndarray, check_bounds: bool,
+               op: str) -> None:
+    box, clipped, inner, _inside = clip_box(arr, starts, values.shape, check_bounds, op)
+    assign(arr, clipped, values[inner], op)
+    arr.trace("write", op, box, box_size(box))
+
+
+def tile_origin(index: list[int], steps: tuple[int, ...], order: tuple[int, ...],
+                sizes_tile: tuple[int, ...]) -> tuple[list[int], tuple[int, ...]]:
+    """Element offsets and sizes per *array* axis of the tile at ``index``."""
+    ndim = len(order)
+    inv = [0] * ndim
+    for a, d in enumerate(order):
+        inv[d] = a
+    starts = [index[inv[d]] * steps[inv[d]] for d in range(ndim)]
+    sizes = tuple(sizes_tile[inv[d]] for d in range(ndim))
+    return starts, sizes
+
+
+def _load(arr: Array, index: list[int], shape: tuple[int, ...], order: tuple[int, ...],
+          steps: tuple[int, ...] | None, padding: PaddingMode, check_bounds: bool,
+          op: str) -> Tile:
+    full = shape if shape else (1,) * arr.ndim
+    steps = full if steps is None else steps
+    starts, sizes = tile_origin(index, steps, order, full)
+    pad = padding_fill(padding, arr.dtype, op)
+    values = _read_box(arr, starts, sizes, pad, check_bounds, op)
+    return Tile(np.transpose(values, order).reshape(shape), arr.dtype)
+
+
+def _store(arr: Array, index: list[int], values: np.ndarray, order: tuple[int, ...],
+           steps: tuple[int, ...] | None, check_bounds: bool, op: str) -> None:
+    full = values.shape
+    steps = full if steps is None else steps
+    starts, _sizes = tile_origin(index, steps, order, full)
+    inv = [0] * len(order)
+    for a, d in enumerate(order):
+        inv[d] = a
+    _write_box(arr, starts, np.transpose(values, inv), check_bounds, op)
+
+
+def load(array, /, index, shape, *, order="C", padding_mode=PaddingMode.UNDETERMINED,
+         check_bounds=True, latency=None, allow_tma=None, memory_order=MemoryOrder.WEAK,
+         memory_scope=MemoryScope.NONE) -> Tile:
+    """The tile at ``index`` of ``array``'s tile space of ``shape``."""
+    op = "ct.load"
+    arr = as_array(array, op)
+    idx = tile_index(index, arr.ndim, op)
+    sh = constant_shape(shape, "shape", allow_single_int=True, expected_rank=arr.ndim,
+                        allow_0d=True)
+    perm = axis_order(order, arr.ndim, op)
+    mode = padding_mode_value(padding_mode)
+    check_hints(latency, allow_tma)
+    check_memory_semantics("tile_load", memory_order, memory_scope,
+                           (MemoryOrder.RELAXED, MemoryOrder.ACQUIRE, MemoryOrder.WEAK))
+    return _load(arr, idx, sh, perm, None, mode, as_flag(check_bounds, "check_bounds"), op)
+
+
+def store(array, /, index, tile, *, order="C", check_bounds=True, latency=None,
+          allow_tma=None, memory_order=MemoryOrder.WEAK,
+          memory_scope=MemoryScope.NONE) -> None:
+    """Store ``tile`` at ``index`` of ``array``'s tile space (shape taken from the tile)."""
+    op = "ct.store"
+    arr = as_array(array, op)
+    idx = tile_index(index, arr.ndim, op)
+    values, shape = stored_values(tile, arr.dtype,
+                                  "Stored tile is incompatible with array's dtype")
+    if len(shape) == 0:
+        values = values.reshape((1,) * arr.ndim)
+    elif len(shape) != arr.ndim:
+        raise compile_error(f"{op}: the rank of the tile ({len(shape)}) must match the rank of "
+                            f"the array ({arr.ndim}), unless it is a scalar")
+    perm = axis_order(order, arr.ndim, op)
+    check_hints(latency, allow_tma)
+    check_memory_semantics("tile_store", memory_order, memory_scope,
+                           (MemoryOrder.RELAXED, MemoryOrder.RELEASE, MemoryOrder.WEAK))
+    _store(arr, idx, values, perm, None, as_flag(check_bounds, "check_bounds"), op)
+
+
+def num_tiles(array, /, axis, shape, order="C") -> Tile:
+    """Number of tiles of ``shape`` along ``axis`` of the array's tile space (int32)."""
+    op = "ct.num_tiles"
+    arr = as_array(array, op)
+    ax = normalize_axis(constant_int(axis, "axis"), arr.ndim)
+    sh = constant_shape(shape, "shape", allow_single_int=True, expected_rank=arr.ndim,
+                        allow_0d=True)
+    full = sh if sh else (1,) * arr.ndim
+    perm = axis_order(order, arr.ndim, op)
+    n = -(-arr._data.shape[perm[ax]] // full[ax])
+    return Tile(np.asarray(n, np.int32), INT32)
+
+
+# ---- tiled views ----------------------------------------------------------------------------
+
+def tiled_view_load(view: TiledView, index: Any, check_bounds: Any, latency: Any,
+                    allow_tma: Any) -> Tile:
+    """Implementation of ``TiledView.load``."""
+    op = "TiledView.load"
+    arr = view._array
+    idx = tile_index(index, arr.ndim, op, "tiled view")
+    check_hints(latency, allow_tma)
+    return _load(arr, idx, view._tile_shape, tuple(range(arr.ndim)), view._steps,
+                 padding_mode_value(view._padding), as_flag(check_bounds, "check_bounds"), op)
+
+
+def tiled_view_store(view: TiledView, index: Any, tile: Any, check_bounds: Any, latency: Any,
+                     allow_tma: Any) -> None:
+    """Implementation of ``TiledView.store``."""
+    op = "TiledView.store"
+    arr = view._array
+    idx = tile_index(index, arr.ndim, op, "tiled view")
+    v, d, full = view_values(view, tile, "Tile")
+    check_implicit_cast(d, v, arr.dtype, "Stored tile is incompatible with tiled view's dtype")
+    values = const_array(v, arr.dtype) if d is None else convert(v, d, arr.dtype)
+    values = np.broadcast_to(values, view._tile_shape).reshape(full)
+    check_hints(latency, allow_tma)
+    _store(arr, idx, values, tuple(range(arr.ndim)), view._steps,
+           as_flag(check_bounds, "check_bounds"), op)

@@ -1,0 +1,308 @@
+"""The interpreter's tile: an immutable numpy array with a cuTile dtype.
+
+cuTile treats scalars as 0-d tiles with a dtype (``ct.bid(0)`` is an int32 scalar), while
+Python literals and ``ct.Constant`` parameters stay *loosely typed* constants. The
+interpreter mirrors this: Python ``int``/``float``/``bool`` values flow through kernels
+untouched (so ``BLOCK * 2`` is plain Python), and everything with a dtype is a
+:class:`Tile`. A 0-d integer tile can index Python sequences and drive ``range`` (through
+``__index__``), and a 0-d tile can be the condition of ``if``/``while`` (``__bool__``), as
+in cuTile.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from tilelab.interp.context import compile_error
+from tilelab.interp.dtypes import TileDType
+
+__all__ = ["Tile", "format_tile", "format_printf"]
+
+
+class Tile:
+    """A cuTile tile value: ``dtype``, ``shape`` and the values (``numpy()``).
+
+    Tiles are immutable: every op returns a new tile. Operators follow cuTile's typing,
+    so ``int8_tile + 1`` is int8 and ``int8_tile + float16_tile`` is float16.
+
+    Example:
+        >>> import numpy as np
+        >>> from tilelab.interp.dtypes import INT32
+        >>> t = Tile(np.arange(4, dtype=np.int32), INT32)
+        >>> t.shape, t.dtype, str(t)
+        ((4,), <DType 'int32'>, '[0, 1, 2, 3]')
+    """
+
+    __slots__ = ("_v", "_dt", "_c")
+    __array_ufunc__ = None  # numpy must defer to our reflected operators
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, values: np.ndarray, dtype: TileDType, const: bool = False):
+        self._v = values
+        self._dt = dtype
+        # True when the value is a compile-time constant in cuTile (built only from
+        # constants, e.g. ``ct.int16(2) + 5``); ``ct.bid(0)`` or a load is not.
+        self._c = const
+
+    # ---- attributes -------------------------------------------------------------------
+    @property
+    def dtype(self) -> TileDType:
+        """The tile's dtype (a compile-time constant)."""
+        return self._dt
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The tile's shape as a tuple of Python ints (compile-time constants)."""
+        return self._v.shape
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions (a compile-time constant)."""
+        return self._v.ndim
+
+    @property
+    def is_constant(self) -> bool:
+        """Whether cuTile would know this value at compile time."""
+        return self._c
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the values in the dtype's numpy storage type (for tests and tools)."""
+        return np.array(self._v, copy=True)
+
+    # ---- methods that mirror cuda.tile functions --------------------------------------
+    def item(self) -> "Tile":
+        """``reshape(())``: the single element of a one-element tile as a scalar."""
+        from tilelab.interp.shapes import reshape
+        return reshape(self, ())
+
+    def extract(self, index, shape) -> "Tile":
+        from tilelab.interp.shapes import extract
+        return extract(self, index, shape)
+
+    def insert(self, index, value) -> "Tile":
+        from tilelab.interp.shapes import insert
+        return insert(self, index, value)
+
+    def reshape(self, shape) -> "Tile":
+        from tilelab.interp.shapes import reshape
+        return reshape(self, shape)
+
+    def permute(self, axes) -> "Tile":
+        from tilelab.interp.shapes import permute
+        return permute(self, axes)
+
+    def transpose(self, axis0=None, axis1=None) -> "Tile":
+        from tilelab.interp.shapes import transpose
+        return transpose(self, axis0, axis1)
+
+    def astype(self, dtype, *, rounding_mode=None) -> "Tile":
+        from tilelab.interp.casts import astype
+        return astype(self, dtype, rounding_mode=rounding_mode)
+
+    # ---- Python protocol ---------------------------------------------------------------
+    def __index__(self) -> int:
+        if self._v.ndim != 0 or self._dt.kind not in "iu":
+            raise compile_error(f"only an integer scalar can be used as an index, got a "
+                                f"{self._dt} tile of shape {self.shape}")
+        return int(self._v)
+
+    def __bool__(self) -> bool:
+        if self._v.ndim != 0:
+            raise compile_error(f"the truth value of a tile of shape {self.shape} is "
+                                f"ambiguous: conditions must be scalars",
+                                hint="reduce it first, e.g. ct.max(mask) > 0, or use "
+                                     "ct.where for element-wise choices")
+        return bool(self._v != 0)
+
+    def __iter__(self):
+        raise compile_error("tiles are not iterable",
+                            hint="use ct.extract or a reduction instead")
+
+    def __getitem__(self, key) -> "Tile":
+        from tilelab.interp.shapes import getitem_expand
+        return getitem_expand(self, key)
+
+    def __setitem__(self, key, value) -> None:
+        raise compile_error("Tiles are immutable: item assignment is not supported.",
+                            hint="build a new tile with ct.where or ct.insert")
+
+    def __format__(self, spec: str) -> str:
+        return format_tile(self, spec)
+
+    def __str__(self) -> str:
+        return format_tile(self, "")
+
+    def __repr__(self) -> str:
+        return f"Tile[{self._dt}, {self.shape}]({format_tile(self, '')})"
+
+    # ---- operators (see tilelab.interp.elementwise for the typing rules) ---------------
+    def __add__(self, o): return _binop("add", self, o)
+    def __radd__(self, o): return _binop("add", o, self)
+    def __sub__(self, o): return _binop("sub", self, o)
+    def __rsub__(self, o): return _binop("sub", o, self)
+    def __mul__(self, o): return _binop("mul", self, o)
+    def __rmul__(self, o): return _binop("mul", o, self)
+    def __truediv__(self, o): return _binop("truediv", self, o)
+    def __rtruediv__(self, o): return _binop("truediv", o, self)
+    def __floordiv__(self, o): return _binop("floordiv", self, o)
+    def __rfloordiv__(self, o): return _binop("floordiv", o, self)
+    def __mod__(self, o): return _binop("mod", self, o)
+    def __rmod__(self, o): return _binop("mod", o, self)
+    def __pow__(self, o): return _binop("pow", self, o)
+    def __rpow__(self, o): return _binop("pow", o, self)
+    def __divmod__(self, o): return _binop("divmod", self, o)
+    def __rdivmod__(self, o): return _binop("divmod", o, self)
+    def __and__(self, o): return _binop("and", self, o)
+    def __rand__(self, o): return _binop("and", o, self)
+    def __or__(self, o): return _binop("or", self, o)
+    def __ror__(self, o): return _binop("or", o, self)
+    def __xor__(self, o): return _binop("xor", self, o)
+    def __rxor__(self, o): return _binop("xor", o, self)
+    def __lshift__(self, o): return _binop("lshift", self, o)
+    def __rlshift__(self, o): return _binop("lshift", o, self)
+    def __rshift__(self, o): return _binop("rshift", self, o)
+    def __rrshift__(self, o): return _binop("rshift", o, self)
+    def __matmul__(self, o): return _binop("matmul", self, o)
+    def __rmatmul__(self, o): return _binop("matmul", o, self)
+    def __lt__(self, o): return _binop("lt", self, o)
+    def __le__(self, o): return _binop("le", self, o)
+    def __gt__(self, o): return _binop("gt", self, o)
+    def __ge__(self, o): return _binop("ge", self, o)
+    def __eq__(self, o): return _binop("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o): return _binop("ne", self, o)  # type: ignore[override]
+
+    def __neg__(self):
+        from tilelab.interp.unary import negative
+        return negative(self)
+
+    def __pos__(self):
+        from tilelab.interp.unary import positive
+        return positive(self)
+
+    def __invert__(self):
+        from tilelab.interp.unary import invert
+        return invert(self)
+
+    def __abs__(self):
+        from tilelab.interp.unary import abs_
+        return abs_(self)
+
+
+_TILE_LIKE = (Tile, int, float, bool, np.generic)
+
+
+def _binop(name: str, x: Any, y: Any) -> Any:
+    if not isinstance(x, _TILE_LIKE) or not isinstance(y, _TILE_LIKE):
+        return NotImplemented
+    from tilelab.interp.elementwise import OPERATORS
+    return OPERATORS[name](x, y)
+
+
+# ---- device printing ------------------------------------------------------------------------
+
+def _c_to_python_spec(spec: str, dtype: TileDType) -> tuple[str, bool]:
+    """A Python %-format for one element, and whether ints print as unsigned."""
+    m = re.fullmatch(r"([-+ #0]*)(\d*)(\.\d+)?(hh|h|ll|l|L)?([diouxXeEfFgGaAc])", spec)
+    if m is None:
+        raise compile_error(f"unsupported printf format '%{spec}'")
+    flags, width, prec, _length, conv = m.groups()
+    unsigned = conv in "ouxX" or (conv == "u")
+    if conv in "iu":
+        conv = "d"
+    if conv in "aA":
+        conv = "e" if conv == "a" else "E"
+    return "%" + flags + width + (prec or "") + conv, unsigned
+
+
+def _element_strings(t: Tile, pyfmt: str, unsigned: bool) -> np.ndarray:
+    values = t._v
+    dt = t._dt
+    flat = values.reshape(-1)
+    out = []
+    if dt.kind == "f":
+        for v in flat.astype(np.float64):
+            out.append(pyfmt % float(v))
+    else:
+        bits = dt.bitwidth
+        for v in flat.tolist():
+            v = int(v)
+            if unsigned and v < 0:
+                v += 1 << bits
+            out.append(pyfmt % v)
+    return np.array(out, dtype=object).reshape(values.shape)
+
+
+def _nest(strings: np.ndarray) -> str:
+    if strings.ndim == 0:
+        return str(strings[()])
+    if strings.ndim == 1:
+        return "[" + ", ".join(strings.tolist()) + "]"
+    return "[" + ", ".join(_nest(strings[i]) for i in range(strings.shape[0])) + "]"
+
+
+def _default_spec(dtype: TileDType) -> str:
+    if dtype.kind == "f":
+        return "f"
+    return "u" if dtype.kind == "u" else "d"
+
+
+def format_tile(t: Tile, spec: str) -> str:
+    """Render a tile as cuTile's device ``print`` does: ``[1, 2]`` nested per dimension.
+
+    ``spec`` is a Python format spec (``'.3f'``, ``'#x'``, ``'10.4f'``); empty infers
+    ``%d``/``%u`` for integers and booleans and ``%f`` for floats.
+    """
+    dt = t._dt
+    if not spec:
+        cspec = _default_spec(dt)
+    else:
+        m = re.fullmatch(r"([<>^])?([+ -])?(#)?(0)?(\d+)?(?:\.(\d+))?([diouxXeEfFgGaA])?", spec)
+        if m is None:
+            raise compile_error(f"print(): unsupported format spec '{spec}'")
+        align, sign, alt, zero, width, prec, typ = m.groups()
+        flags = ("-" if align == "<" else "") + (sign if sign in ("+", " ") else "") + \
+                ("#" if alt else "") + ("0" if zero and align != "<" else "")
+        if typ is None:
+            typ = _default_spec(dt)
+        elif (typ in "diouxX") != (dt.kind != "f"):
+            raise compile_error(f"print(): format spec '{spec}' is incompatible with dtype "
+                                f"{dt}")
+        cspec = flags + (width or "") + (f".{prec}" if prec is not None else "") + typ
+    pyfmt, unsigned = _c_to_python_spec(cspec, dt)
+    return _nest(_element_strings(t, pyfmt, unsigned or dt.kind == "u"))
+
+
+_PRINTF_SPEC = re.compile(r"%([-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|L)?[a-zA-Z%])")
+
+
+def format_printf(fmt: str, args: tuple) -> str:
+    """Expand a C printf format whose arguments are tiles (each printed element-wise)."""
+    out = []
+    pos = 0
+    arg_index = 0
+    for m in _PRINTF_SPEC.finditer(fmt):
+        out.append(fmt[pos:m.start()])
+        pos = m.end()
+        spec = m.group(1)
+        if spec == "%":
+            out.append("%")
+            continue
+        conv = spec[-1]
+        if conv not in "diouxXeEfFgGaA":
+            raise compile_error(f"Specifier {conv} in %{spec} is not supported")
+        if arg_index >= len(args):
+            raise compile_error("Not enough arguments for format string")
+        arg = args[arg_index]
+        arg_index += 1
+        is_int_spec = conv in "diouxX"
+        if (arg._dt.kind != "f") != is_int_spec:
+            raise compile_error(f"Format %{spec} for arg #{arg_index - 1} got unexpected type "
+                                f"{arg._dt}")
+        pyfmt, unsigned = _c_to_python_spec(spec, arg._dt)
+        out.append(_nest(_element_strings(arg, pyfmt, unsigned or arg._dt.kind == "u")))
+    out.append(fmt[pos:])
+    if arg_index < len(args):
+        raise compile_error("Too many arguments for format string")
+    return "".join(out)
