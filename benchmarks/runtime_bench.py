@@ -164,6 +164,24 @@ def bench_launch_overhead(torch, res: dict) -> None:
     out["bare_async_us"] = per_call(lambda: cu_launch(s, config, k, *words)) * 1e6
     out["driver_async_us"] = per_call(lambda: driver.cuLaunchKernel(
         k.handle, gx, gy, gz, 1, 1, 1, 0, sh, packed[0], 0)) * 1e6
+    kh, shi = int(k.handle), int(sh)
+    try:
+        out["driver_int_async_us"] = per_call(lambda: driver.cuLaunchKernel(
+            kh, gx, gy, gz, 1, 1, 1, 0, shi, packed[0], 0)) * 1e6
+    except Exception as e:
+        out["driver_int_error"] = repr(e)
+    import ctypes
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        fn = libcuda.cuLaunchKernel
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        assert fn(kh, gx, gy, gz, 1, 1, 1, 0, shi, packed[0], None) == 0
+        s.sync()
+        out["ctypes_async_us"] = per_call(
+            lambda: fn(kh, gx, gy, gz, 1, 1, 1, 0, shi, packed[0], None)) * 1e6
+    except Exception as e:
+        out["ctypes_error"] = repr(e)
     out["bare_sync_us"] = per_call(lambda: cu_launch(s, config, k, *words), True) * 1e6
     out["safe_sync_us"] = per_call(lambda: vector_add(zp, x, y)) * 1e6
     futs = []

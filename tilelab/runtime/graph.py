@@ -142,9 +142,9 @@ class Graph:
             LEDGER.check_launch("graph replay", claims, key)
             self._cuda_graph.launch(s)
             rec = LaunchRecord(f"graph of {len(self.entries)} launches", call_site(), key,
-                               None)
-            LEDGER.add(rec, claims, self)   # the graph holds its tensors
-            return Future(rec, stream=s)
+                               None, self, s)   # the graph holds its tensors
+            LEDGER.add(rec, claims)
+            return Future(rec)
         LEDGER.check_launch("graph replay", claims, "cpu")
         for e in self.entries:
             if isinstance(e, _Entry):
@@ -152,8 +152,8 @@ class Graph:
             else:
                 e.dst._copy_from_on(e.src, None)
         rec = LaunchRecord(f"graph of {len(self.entries)} launches", call_site(), "cpu",
-                           None)
-        LEDGER.add(rec, claims, self)
+                           None, self)
+        LEDGER.add(rec, claims)
         return Future(rec)
 
     def __repr__(self) -> str:

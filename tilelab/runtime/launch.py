@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -24,7 +25,12 @@ from tilelab.compiler.signature import ArraySpec, PartitionSpec, describe_arg
 from tilelab.compiler.specialize import Specialization
 from tilelab.errors import AliasError, LaunchError
 from tilelab.runtime import capture
-from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, checks_enabled, unchecked
+from tilelab.runtime.future import Future as _Future
+from tilelab.runtime.ledger import (LEDGER, SPECIAL_MODES as _SPECIAL_MODES, LaunchRecord,
+                                    call_site, checks_enabled, raw_site, unchecked)
+from tilelab.runtime.memory import FREE_EPOCH as _FREE_EPOCH
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 __all__ = ["LaunchPlan", "Launcher", "to_kernel_arg"]
 
@@ -301,7 +307,7 @@ class Launcher:
             return None
         from tilelab.runtime.future import Future
 
-        rec = LaunchRecord(self.definition.name, call_site(), "cpu", _true)
+        rec = LaunchRecord(self.definition.name, call_site(), "cpu")
         LEDGER.add(rec, claims, [_tensor_of(a) for a in args if _tensor_of(a) is not None])
         return Future(rec)
 
@@ -311,8 +317,9 @@ _SCALARS = (bool, int, float)
 
 
 def _fast_key(args: Sequence[Any]) -> tuple:
-    """Identity of a launch's arguments: objects by id, scalars by value."""
-    return tuple((type(a), a) if type(a) in _SCALARS else id(a) for a in args)
+    """Identity of a launch's arguments (the prepared launch keeps scalars alive, and
+    weak references to the rest, so an id cannot silently name another object)."""
+    return tuple(map(id, args))
 
 
 def _true() -> bool:
@@ -328,17 +335,18 @@ _CTYPE = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int3
           "float64": ctypes.c_double, "bool": ctypes.c_bool}
 
 
-def _driver():
-    from cuda.bindings import driver
-
-    if _SUCCESS[0] is None:
-        _SUCCESS[0] = driver.CUresult.CUDA_SUCCESS
-    return driver
+_cuLaunchKernel: list = [None]
 
 
 def _default_gpu():
+    """The GPU, with the driver entry points the fast path uses bound once."""
+    from cuda.bindings import driver
+
     from tilelab.runtime.device import gpu
 
+    if _cuLaunchKernel[0] is None:
+        _SUCCESS[0] = driver.CUresult.CUDA_SUCCESS
+        _cuLaunchKernel[0] = driver.cuLaunchKernel
     g = gpu()
     if getattr(g, "stream_cu", None) is None:
         g.stream_cu = g.stream.handle
@@ -382,61 +390,74 @@ class _GpuLaunch:
     argument objects (tensors and partitions are immutable) only re-checks that they are
     alive and unfreed, checks the borrow ledger, and calls the driver."""
 
-    __slots__ = ("launcher", "name", "refs", "storages", "claims", "words", "config",
-                 "kernel", "epoch", "fault", "params", "grid", "handle")
+    __slots__ = ("launcher", "definition", "helpers", "name", "refs", "scalars", "storages",
+                 "claims", "words", "config", "kernel", "epoch", "free_epoch", "fault",
+                 "params", "grid", "handle", "gpu", "spaces")
 
     def __init__(self, launcher: Launcher, plan: LaunchPlan, args: Sequence[Any],
                  norm: list[Any], grid: tuple, claims: list):
         from cuda.core import LaunchConfig
 
+        from tilelab.runtime.memory import FREE_EPOCH
+
         self.launcher = launcher
+        self.definition = launcher.definition
+        self.helpers = launcher.definition.analysis.helpers
         self.name = launcher.definition.name
-        self.refs = tuple(None if type(a) in _SCALARS else weakref.ref(a) for a in args)
+        self.refs = tuple(weakref.ref(a) for a in args if type(a) not in _SCALARS)
+        self.scalars = tuple(a for a in args if type(a) in _SCALARS)  # keeps their ids
         tensors = [t for t in map(_tensor_of, norm) if t is not None]
         self.storages = tuple({id(t.storage): t.storage for t in tensors}.values())
         self.claims = claims
+        self.spaces = tuple({c[0] for c in claims})
         self.words = tuple(launcher.words(plan, norm))
         self.config = LaunchConfig(grid=grid, block=(1, 1, 1))
         self.kernel = plan.cu_kernel
         self.grid = grid
         self.epoch = launcher.definition.helper_epoch
+        self.free_epoch = FREE_EPOCH[0]
         self.fault = launcher._fault
         # The kernel parameters packed once, as the driver wants them (an array of
         # pointers to values), so that a repeated launch converts nothing.
         self.params = _pack_params(plan, norm)
         self.handle = plan.cu_kernel.handle
+        self.gpu = _default_gpu()
 
     def valid(self) -> bool:
-        d = self.launcher.definition
-        if self.epoch != d.helper_epoch or (d.analysis.helpers.bindings
-                                            and d.analysis.helpers.changed()):
+        """Whether the prepared launch still describes these arguments exactly."""
+        if self.epoch != self.definition.helper_epoch or (
+                self.helpers.bindings and self.helpers.changed()):
             return False
         for r in self.refs:
-            if r is not None and r() is None:
+            if r() is None:
                 return False
-        for st in self.storages:
-            if st._freed:
-                return False
-        return checks_enabled()
+        if self.free_epoch != _FREE_EPOCH[0]:
+            for st in self.storages:
+                if st._freed:
+                    return False
+            self.free_epoch = _FREE_EPOCH[0]
+        if _SPECIAL_MODES[0]:  # an unchecked block or a graph capture is open somewhere
+            return checks_enabled() and capture.current_graph() is None
+        return True
 
     def run(self, stream: Any, sync: bool) -> Any:
-        from cuda.core import launch as cu_launch
-
-        from tilelab.runtime.streams import resolve_stream, stream_key
-
         if stream is None:
-            g = _default_gpu()
+            g = self.gpu
+            g.make_current()
             s, key, sh = g.stream, g.stream_handle, g.stream_cu
         else:
+            from tilelab.runtime.streams import resolve_stream, stream_key
+
             s = resolve_stream(stream)
             key = stream_key(s)
             sh = s.handle
-        LEDGER.check_launch(self.name, self.claims, key)
+        if LEDGER._pending:
+            LEDGER.check_launch(self.name, self.claims, key)
         if _DRIVER_LAUNCH[0]:
             gx, gy, gz = self.grid
             try:
-                err = _driver().cuLaunchKernel(self.handle, gx, gy, gz, 1, 1, 1, 0, sh,
-                                               self.params[0], 0)[0]
+                err = _cuLaunchKernel[0](self.handle, gx, gy, gz, 1, 1, 1, 0, sh,
+                                         self.params[0], 0)[0]
             except TypeError:  # a cuda-bindings without this signature: use cuda.core
                 _DRIVER_LAUNCH[0] = False
                 return self.run(stream, sync)
@@ -444,6 +465,8 @@ class _GpuLaunch:
                 raise LaunchError(f"launch of {self.name!r} (grid {self.grid}) failed: "
                                   f"{getattr(err, 'name', err)}")
         else:
+            from cuda.core import launch as cu_launch
+
             try:
                 cu_launch(s, self.config, self.kernel, *self.words)
             except Exception as e:
@@ -455,9 +478,11 @@ class _GpuLaunch:
             except Exception as e:
                 raise self.fault(e) from None
             return None
-        from tilelab.runtime.future import Future
-
-        rec = LaunchRecord(self.name, call_site(), key, _true)
+        f = sys._getframe(1)
+        while f.f_code.co_filename.startswith(_PKG_DIR):  # the user's launching line
+            f = f.f_back
+        rec = LaunchRecord(self.name, ((f.f_code.co_filename, f.f_lineno),), key, None,
+                           [r() for r in self.refs], s)
         # the pending launch keeps its arguments (and so their memory) alive
-        LEDGER.add(rec, self.claims, tuple(r() for r in self.refs if r is not None))
-        return Future(rec, stream=s, error_map=self.fault)
+        LEDGER.add(rec, self.claims, None, self.spaces)
+        return _Future(rec, self.fault)

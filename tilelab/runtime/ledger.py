@@ -20,6 +20,7 @@ Borrows are kept per memory space and per stream, so a launch only scans the bor
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import sys
@@ -28,16 +29,19 @@ from typing import Any, Callable, Iterator
 
 from tilelab.errors import BorrowError
 
-__all__ = ["LaunchRecord", "Borrow", "Ledger", "unchecked", "checks_enabled", "call_site",
+__all__ = ["LaunchRecord", "Ledger", "unchecked", "checks_enabled", "call_site", "raw_site",
            "LEDGER"]
 
 _state = threading.local()
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: how many ``unchecked`` blocks and graph captures are open in any thread: when zero,
+#: hot paths skip the per-thread lookups entirely
+SPECIAL_MODES = [0]
 
 
 def checks_enabled() -> bool:
     """False inside ``with tl.unchecked():``."""
-    return not getattr(_state, "unchecked", 0)
+    return not SPECIAL_MODES[0] or not getattr(_state, "unchecked", 0)
 
 
 @contextlib.contextmanager
@@ -53,10 +57,12 @@ def unchecked() -> Iterator[None]:
         ...     pass   # launches here are not alias- or borrow-checked
     """
     _state.unchecked = getattr(_state, "unchecked", 0) + 1
+    SPECIAL_MODES[0] += 1
     try:
         yield
     finally:
         _state.unchecked -= 1
+        SPECIAL_MODES[0] -= 1
 
 
 def call_site() -> str:
@@ -73,124 +79,140 @@ def call_site() -> str:
 class LaunchRecord:
     """One pending unit of device work (a launch or a graph replay).
 
-    ``query`` polls whether the work finished (without observing it); ``site`` is a
-    callable or a string saying where it was launched (made lazily: it is only needed
-    for error messages).
+    ``query`` polls whether the work finished (without observing it); ``site`` says
+    where it was launched: a string, or raw (file, line) pairs of the calling frames,
+    formatted only when an error message needs them.
     """
 
     __slots__ = ("kernel", "_site", "stream", "query", "observed", "borrows", "keepalive",
-                 "orphaned")
+                 "orphaned", "cuda_stream", "event")
 
-    def __init__(self, kernel: str, site: Any, stream: Any, query: Callable[[], bool],
-                 keepalive: Any = None):
+    def __init__(self, kernel: str, site: Any, stream: Any,
+                 query: Callable[[], bool] | None = None, keepalive: Any = None,
+                 cuda_stream: Any = None):
         self.kernel = kernel
         self._site = site
         self.stream = stream
         self.query = query
         self.observed = False
-        self.borrows: list[Borrow] = []
+        self.borrows: list = []   # its claims (space, lo, hi, exclusive, param)
         self.keepalive = keepalive
         self.orphaned = False
+        #: the cuda.core stream the work went to (None: finished CPU work), and the event
+        #: recorded after it there, made on first need
+        self.cuda_stream = cuda_stream
+        self.event = None
+
+    def ensure_event(self) -> Any:
+        """An event recorded on the launch's stream (after the launch) — made lazily."""
+        if self.event is None:
+            self.event = self.cuda_stream.record()
+        return self.event
+
+    def poll(self) -> bool:
+        """Whether the work has finished (does not observe it)."""
+        if self.query is not None:
+            return self.query()
+        if self.cuda_stream is None:
+            return True
+        return self.ensure_event().is_done
 
     @property
     def site(self) -> str:
-        return self._site
+        s = self._site
+        if isinstance(s, tuple):
+            for fn, line in s:
+                if not fn.startswith(_PKG):
+                    return f"{fn}:{line}"
+            return "<unknown>"
+        return s
 
     def describe(self) -> str:
         return f"kernel {self.kernel!r} launched at {self.site}"
 
 
-class Borrow:
-    """A pending launch's claim on bytes [lo, hi) (absolute addresses) of a memory space.
-
-    A space is ``("cpu",)`` or ``("cuda", device_id)``: keying by address rather than by
-    tensor object makes two wrappers of the same memory conflict as they should.
-    """
-
-    __slots__ = ("space", "lo", "hi", "exclusive", "record", "param")
-
-    def __init__(self, space: Any, lo: int, hi: int, exclusive: bool, record: LaunchRecord,
-                 param: str = ""):
-        self.space = space
-        self.lo = lo
-        self.hi = hi
-        self.exclusive = exclusive
-        self.record = record
-        self.param = param
-
-    def overlaps(self, lo: int, hi: int) -> bool:
-        return self.lo < hi and lo < self.hi
+def raw_site() -> tuple:
+    """The calling frames as (file, line) pairs: cheap now, formatted on demand."""
+    f = sys._getframe(2)
+    out = []
+    while f is not None and len(out) < 6:
+        out.append((f.f_code.co_filename, f.f_lineno))
+        if not f.f_code.co_filename.startswith(_PKG):
+            break
+        f = f.f_back
+    return tuple(out)
 
 
 class Ledger:
-    """The process-wide table of pending borrows: space -> stream -> borrows."""
+    """The process-wide log of pending launches, one FIFO per stream.
 
-    ORPHAN_SWEEP = 256  # sweep finished orphans once this many have piled up
+    Launches on one stream finish in order, so observing a launch complete observes
+    every earlier launch of its stream too: ``observe`` releases the stream's log up to
+    and including it. A record's borrows are its claims ``(space, lo, hi, exclusive,
+    param)``: absolute byte addresses [lo, hi) in a memory space (``("cpu",)`` or
+    ``("cuda", device_id)``). Keying by address rather than by tensor object makes two
+    wrappers of the same memory conflict as they should. Registering a launch is an
+    append; the checks scan only what is pending.
+    """
+
+    LOG_LIMIT = 4096  # past this many unobserved launches on a stream, poll its tail
 
     def __init__(self):
         self._lock = threading.RLock()
-        self._borrows: dict[Any, dict[Any, list[Borrow]]] = {}
+        self._logs: dict[Any, collections.deque] = {}
         self._pending = 0
-        self._orphans: list[LaunchRecord] = []
 
     # ---- bookkeeping -------------------------------------------------------------
     @property
     def pending_count(self) -> int:
         return self._pending
 
-    def _release(self, rec: LaunchRecord) -> None:
-        # O(1): the record is marked observed and its borrows become dead entries that
-        # scans skip and later compactions drop.
-        if rec.observed:
-            return
+    def _drop(self, rec: LaunchRecord) -> None:
         rec.observed = True
-        rec.borrows = []
         rec.keepalive = None
         self._pending -= 1
-        if self._pending == 0:
-            self._borrows.clear()
-            self._orphans = []
-
-    @staticmethod
-    def _live(lst: list) -> list:
-        return [b for b in lst if not b.record.observed]
 
     def observe(self, rec: LaunchRecord) -> None:
-        """The user has seen ``rec`` complete: release its borrows."""
-        with self._lock:
-            self._release(rec)
-
-    def orphan(self, rec: LaunchRecord) -> None:
-        """A future was dropped unobserved: release its borrows once its work finishes."""
+        """The user has seen ``rec`` complete: release it and everything launched before
+        it on the same stream."""
         with self._lock:
             if rec.observed:
                 return
-            rec.orphaned = True
-            self._orphans.append(rec)
-            if len(self._orphans) >= self.ORPHAN_SWEEP:
-                self._sweep_orphans()
-
-    def _sweep_orphans(self) -> None:
-        keep = []
-        for rec in self._orphans:
-            if rec.observed:
-                continue
-            try:
-                finished = rec.query()
-            except Exception:
-                finished = False
-            if finished:
-                self._release(rec)
+            log = self._logs.get(rec.stream)
+            if log is None:
+                self._drop(rec)
+                return
+            if rec.stream is None:   # unordered: only this record
+                try:
+                    log.remove(rec)
+                except ValueError:
+                    pass
+                self._drop(rec)
             else:
-                keep.append(rec)
-        self._orphans = keep
+                while log:
+                    r = log.popleft()
+                    if not r.observed:
+                        self._drop(r)
+                    if r is rec:
+                        break
+                else:
+                    if not rec.observed:
+                        self._drop(rec)
+            if not log:
+                del self._logs[rec.stream]
+
+    def orphan(self, rec: LaunchRecord) -> None:
+        """A future was dropped unobserved: its launch keeps its memory alive until a
+        later launch on its stream is observed (or the work is found finished when its
+        borrows get in someone's way)."""
+        rec.orphaned = True
 
     def _finished_orphan(self, rec: LaunchRecord) -> bool:
         """Release rec if it is an orphan whose work is done (then it no longer conflicts)."""
         if rec.orphaned:
             try:
-                if rec.query():
-                    self._release(rec)
+                if rec.poll():
+                    self.observe(rec)
                     return True
             except Exception:
                 return False
@@ -199,91 +221,93 @@ class Ledger:
     def observe_all(self) -> None:
         """After a device-wide synchronize: every pending record is complete."""
         with self._lock:
-            for rec in self.pending_records():
-                self._release(rec)
-            self._borrows.clear()
-            self._orphans = []
+            for log in self._logs.values():
+                for r in log:
+                    if not r.observed:
+                        self._drop(r)
+            self._logs.clear()
             self._pending = 0
 
     def pending_records(self) -> list[LaunchRecord]:
         with self._lock:
-            recs = {id(b.record): b.record for streams in self._borrows.values()
-                    for lst in streams.values() for b in lst if not b.record.observed}
-            return list(recs.values())
+            return [r for log in self._logs.values() for r in log if not r.observed]
 
     # ---- checks ------------------------------------------------------------------
+    def _conflicts(self, records, space: Any, lo: int, hi: int, excl: bool):
+        for rec in list(records):
+            if rec.observed:
+                continue
+            for rspace, rlo, rhi, rexcl, rparam in rec.borrows:
+                if rspace == space and (excl or rexcl) and rlo < hi and lo < rhi:
+                    if self._finished_orphan(rec):
+                        break
+                    yield rec, rexcl, rparam
+                    break
+
     def check_launch(self, kernel: str, claims: list[tuple[Any, int, int, bool, str]],
                      stream: Any) -> None:
         """Raise BorrowError if a claim (space, lo, hi, exclusive, param) conflicts with
         a pending launch on another stream."""
         if not self._pending or not checks_enabled():
             return
+        logs = self._logs
+        if stream is not None and len(logs) == 1 and stream in logs:
+            return  # only this stream has pending work: ordered by the stream
         with self._lock:
-            for space, lo, hi, excl, param in claims:
-                streams = self._borrows.get(space)
-                if not streams:
-                    continue
-                for s, lst in list(streams.items()):
-                    if s == stream and stream is not None:
-                        continue  # same stream: ordered, no race
-                    for b in list(lst):
-                        if b.record.observed:
-                            continue
-                        if (excl or b.exclusive) and b.overlaps(lo, hi):
-                            if self._finished_orphan(b.record):
-                                continue
-                            what = "writes" if excl else "reads"
-                            theirs = "writes" if b.exclusive else "reads"
-                            raise BorrowError(
-                                f"launch of {kernel!r} {what} {param!r}, which the pending "
-                                f"{b.record.describe()} {theirs} (as {b.param!r}) on "
-                                "another stream",
-                                hint="wait for the first launch (future.wait()), launch "
-                                     "both on the same stream, or chain with "
-                                     "future.then(...)")
+            for key, log in list(logs.items()):
+                if key == stream and stream is not None:
+                    continue  # same stream: ordered, no race
+                for space, lo, hi, excl, param in claims:
+                    for rec, rexcl, rparam in self._conflicts(log, space, lo, hi, excl):
+                        what = "writes" if excl else "reads"
+                        theirs = "writes" if rexcl else "reads"
+                        raise BorrowError(
+                            f"launch of {kernel!r} {what} {param!r}, which the pending "
+                            f"{rec.describe()} {theirs} (as {rparam!r}) on another stream",
+                            hint="wait for the first launch (future.wait()), launch both on "
+                                 "the same stream, or chain with future.then(...)")
 
     def add(self, rec: LaunchRecord, claims: list[tuple[Any, int, int, bool, str]],
-            keepalive: Any = None) -> None:
+            keepalive: Any = None, spaces: Any = None) -> None:
         """Register a launch's borrows (after check_launch passed); ``keepalive`` (the
         launch's tensors) stays referenced until the borrows are released."""
+        rec.borrows = claims
         if keepalive is not None:
             rec.keepalive = keepalive
         with self._lock:
-            for space, lo, hi, excl, param in claims:
-                b = Borrow(space, lo, hi, excl, rec, param)
-                rec.borrows.append(b)
-                streams = self._borrows.get(space)
-                if streams is None:
-                    streams = self._borrows[space] = {}
-                lst = streams.get(rec.stream)
-                if lst is None:
-                    lst = streams[rec.stream] = []
-                elif len(lst) >= 64 and not len(lst) & 63:
-                    lst[:] = self._live(lst)   # drop released borrows now and then
-                lst.append(b)
+            log = self._logs.get(rec.stream)
+            if log is None:
+                log = self._logs[rec.stream] = collections.deque()
+            log.append(rec)
             self._pending += 1
+            if len(log) > self.LOG_LIMIT and not len(log) & 255:
+                self._relieve(log)
+
+    def _relieve(self, log: collections.deque) -> None:
+        """A long unobserved log: if the stream has finished it all, release it."""
+        tail = log[-1]
+        try:
+            if tail.cuda_stream is not None and tail.poll():
+                self.observe(tail)
+        except Exception:
+            pass
 
     def check_host(self, space: Any, lo: int, hi: int, *, write: bool, what: str) -> None:
         """Raise BorrowError if host code may not touch bytes [lo, hi) now."""
         if not self._pending or not checks_enabled():
             return
         with self._lock:
-            for lst in list(self._borrows.get(space, {}).values()):
-                for b in list(lst):
-                    if b.record.observed:
-                        continue
-                    if b.overlaps(lo, hi) and (write or b.exclusive):
-                        if self._finished_orphan(b.record):
-                            continue
-                        action = "writes" if b.exclusive else "reads"
-                        extra = (" (its future was dropped before anyone waited on it)"
-                                 if b.record.orphaned else "")
-                        raise BorrowError(
-                            f"{what} touches memory that the pending "
-                            f"{b.record.describe()} {action} (as {b.param!r}){extra}",
-                            hint="call .wait() on the launch's future first (or "
-                                 "tl.synchronize()); a pending launch keeps its borrows "
-                                 "until its completion is observed")
+            for log in list(self._logs.values()):
+                for rec, rexcl, rparam in self._conflicts(log, space, lo, hi, write):
+                    action = "writes" if rexcl else "reads"
+                    extra = (" (its future was dropped before anyone waited on it)"
+                             if rec.orphaned else "")
+                    raise BorrowError(
+                        f"{what} touches memory that the pending {rec.describe()} "
+                        f"{action} (as {rparam!r}){extra}",
+                        hint="call .wait() on the launch's future first (or "
+                             "tl.synchronize()); a pending launch keeps its borrows until "
+                             "its completion is observed")
 
     def check_free(self, space: Any, lo: int, hi: int, what: str) -> None:
         """Raise BorrowError if a pending launch still uses bytes [lo, hi) of a space."""

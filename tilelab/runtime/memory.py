@@ -27,6 +27,10 @@ HOST_SPACE: tuple = ("cpu",)
 HOST_ALIGN = 64
 
 
+#: bumped by every Storage.free(): a prepared launch made before a free re-validates
+FREE_EPOCH = [0]
+
+
 def _cuda_space(device_id: int = 0) -> tuple:
     return ("cuda", int(device_id))
 
@@ -168,6 +172,7 @@ class Storage:
         LEDGER.check_host(self.space, self.ptr, self.ptr + max(self.nbytes, 1), write=True,
                           what=f"freeing {self.nbytes} bytes of {self.device} memory")
         self._freed = True
+        FREE_EPOCH[0] += 1  # prepared launches re-check their tensors after any free
         buf, self._buffer = self._buffer, None
         self._host = None
         self._owner = None
