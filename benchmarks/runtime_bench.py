@@ -39,6 +39,7 @@ def env_info() -> dict:
             vers[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             vers[pkg] = None
+    vers["tilelab"] = tl.__version__
     return {"gpu": g.name, "arch": g.arch, "sms": g.num_sms, "l2_bytes": g.l2_bytes,
             "driver_cuda": g.driver_version, "toolchain": find_toolchain().describe(),
             "python": platform.python_version(), "versions": vers,
@@ -205,6 +206,14 @@ def bench_launch_overhead(torch, res: dict) -> None:
     r = tl.bench(lambda: gr.replay(), rep=30, warmup=5, flush_l2=False)
     out["graph_replay_device_us_per_kernel"] = r.median * 1e6 / 100
     out["graph_replay_host_us_per_replay"] = r.host_median * 1e6
+    outs = [tl.empty(1024, device="cuda") for _ in range(100)]
+    with tl.graph() as gi:   # 100 launches with disjoint outputs: parallel graph branches
+        for o in outs:
+            vector_add(o.partition(1024), x, y)
+    gi.replay().wait()
+    assert all(np.allclose(o.numpy(), x.numpy() + y.numpy()) for o in outs[:3])
+    r = tl.bench(lambda: gi.replay(), rep=30, warmup=5, flush_l2=False)
+    out["graph_independent_device_us_per_kernel"] = r.median * 1e6 / 100
     r = tl.bench(lambda: cu_launch(s, config, k, *words), rep=30, warmup=5, inner=100,
                  flush_l2=False)
     out["stream_launch_device_us_per_kernel"] = r.median * 1e6

@@ -292,3 +292,19 @@ def test_repeated_launch_fast_path_still_checks():
     y.free()
     with pytest.raises(tl.TilelabError, match="freed"):
         vector_add(zp, x, y)
+
+
+def test_graph_is_a_dag_of_the_borrows():
+    x = tl.randn(1 << 16, device="cuda")
+    zs = [poisoned(1 << 16, "float32") for _ in range(4)]
+    with tl.graph() as g:
+        vector_add(zs[0].partition(1024), x, x)          # independent of the next
+        vector_add(zs[1].partition(1024), x, x)
+        vector_add(zs[2].partition(1024), zs[0], zs[1])  # needs both
+        vector_add(zs[3].partition(1024), zs[2], x)      # needs the third
+        vector_add(zs[0].partition(1024), x, zs[3])      # rewrites an input of the third
+    assert g.dependencies() == [[], [], [0, 1], [2], [3]]
+    g.replay().wait()
+    xn = x.numpy()
+    assert np.allclose(zs[3].numpy(), 5 * xn)
+    assert np.allclose(zs[0].numpy(), 6 * xn)

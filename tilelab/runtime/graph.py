@@ -19,6 +19,15 @@ from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site
 __all__ = ["Graph", "graph"]
 
 
+def _conflict(a: list, b: list) -> bool:
+    """Whether two claim lists touch overlapping memory with at least one write."""
+    for sa, lo, hi, ea, _ in a:
+        for sb, lo2, hi2, eb, _ in b:
+            if sa == sb and (ea or eb) and lo < hi2 and lo2 < hi:
+                return True
+    return False
+
+
 @dataclass
 class _Entry:
     launcher: Any
@@ -83,6 +92,13 @@ class Graph:
     def record_copy(self, dst: Any, src: Any) -> None:
         """Called by ``Tensor.copy_`` inside the block."""
         device = "cpu" if dst.device == "cpu" and src.device == "cpu" else "gpu"
+        if device == "gpu" and not (dst.is_contiguous and src.is_contiguous
+                                    and dst.shape == src.shape and dst.dtype == src.dtype):
+            raise LaunchError("a copy recorded in a GPU graph must be between contiguous "
+                              f"tensors of one shape and dtype (got {src.shape} "
+                              f"{src.dtype} -> {dst.shape} {dst.dtype})",
+                              hint="make the copy outside the graph, or copy contiguous "
+                                   "tensors")
         self._set_device(device, "a tensor copy")
         lo, hi = dst.byte_range()
         slo, shi = src.byte_range()
@@ -91,26 +107,58 @@ class Graph:
         self.entries.append(_Copy(dst, src, claims))
 
     # ---- building and replaying -------------------------------------------------
+    def dependencies(self) -> list[list[int]]:
+        """For each recorded entry, the earlier entries it must wait for.
+
+        Two entries depend when one writes memory the other reads or writes (their
+        claims overlap and one is exclusive); the rest may run concurrently. This is
+        the same rule the borrow ledger applies to launches on different streams, so a
+        graph is as parallel as its ownership allows.
+        """
+        deps: list[list[int]] = []
+        for j, e in enumerate(self.entries):
+            mine = []
+            for i in range(j):
+                if _conflict(self.entries[i].claims, e.claims):
+                    mine.append(i)
+            # drop edges implied by others (i -> k -> j makes i -> j redundant)
+            implied = set()
+            for k in mine:
+                implied.update(self._ancestors(deps, k))
+            deps.append([i for i in mine if i not in implied])
+        return deps
+
+    @staticmethod
+    def _ancestors(deps: list[list[int]], k: int) -> set[int]:
+        out, stack = set(), list(deps[k])
+        while stack:
+            i = stack.pop()
+            if i not in out:
+                out.add(i)
+                stack.extend(deps[i])
+        return out
+
     def _build(self) -> None:
         if self.device != "gpu":
             return
-        from cuda.core import LaunchConfig, launch as cu_launch
+        from cuda.core import LaunchConfig
+        from cuda.core.graph import GraphDefinition
 
-        from tilelab.runtime.device import gpu as get_gpu
-
-        builder = get_gpu().stream.create_graph_builder()
-        builder.begin_building()
-        try:
-            for e in self.entries:
-                if isinstance(e, _Entry):
-                    words = e.launcher.words(e.plan, e.args)
-                    cu_launch(builder, LaunchConfig(grid=e.grid, block=(1, 1, 1)),
-                              e.plan.cu_kernel, *words)
-                else:
-                    e.dst._copy_from_on(e.src, builder)
-        finally:
-            builder.end_building()
-        self._cuda_graph = builder.complete()
+        gd = GraphDefinition()
+        nodes = []
+        for e, deps in zip(self.entries, self.dependencies()):
+            parent = nodes[deps[0]] if deps else gd
+            if isinstance(e, _Entry):
+                words = e.launcher.words(e.plan, e.args)
+                node = parent.launch(LaunchConfig(grid=e.grid, block=(1, 1, 1)),
+                                     e.plan.cu_kernel, *words)
+            else:
+                node = parent.memcpy(e.dst.data_ptr, e.src.data_ptr, e.dst.nbytes)
+            if len(deps) > 1:
+                node.pred = {nodes[i] for i in deps}
+            nodes.append(node)
+        self._cuda_graph = gd.instantiate()
+        self._definition = gd
 
     def _claims(self) -> list:
         """The borrows of one replay: every claim of every entry, merged per range."""
