@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition, KernelOptions
+from tilelab.runtime.events import LISTENERS as _LISTENERS
 
 __all__ = ["Kernel", "kernel"]
 
@@ -56,7 +57,7 @@ class Kernel:
     def _launcher(self):
         from tilelab.runtime.launch import Launcher
 
-        return Launcher(self.definition)
+        return Launcher(self.definition, self)
 
     def __call__(self, *args: Any, grid: Any = None, stream: Any = None) -> None:
         """Launch and wait (on the GPU, or on the CPU interpreter without one).
@@ -66,7 +67,7 @@ class Kernel:
         and ``tl.BorrowError`` if a pending async launch conflicts.
         """
         launcher = self._launcher
-        if grid is None:  # a launch repeated with the same objects: prepared already
+        if grid is None and not _LISTENERS:  # a repeated launch: prepared already
             fast = launcher._fast.get(tuple(map(id, args)))
             if fast is not None and fast.valid():
                 fast.run(stream, True)
@@ -76,7 +77,7 @@ class Kernel:
     def launch_async(self, *args: Any, grid: Any = None, stream: Any = None):
         """Launch without waiting; returns a ``tl.Future`` holding the launch's borrows."""
         launcher = self._launcher
-        if grid is None:
+        if grid is None and not _LISTENERS:
             fast = launcher._fast.get(tuple(map(id, args)))
             if fast is not None and fast.valid():
                 return fast.run(stream, False)

@@ -24,7 +24,7 @@ from tilelab.compiler.export import _cutile_function
 from tilelab.compiler.signature import ArraySpec, PartitionSpec, describe_arg
 from tilelab.compiler.specialize import Specialization
 from tilelab.errors import AliasError, LaunchError
-from tilelab.runtime import capture
+from tilelab.runtime import capture, events as _events
 from tilelab.runtime.future import Future as _Future
 from tilelab.runtime.ledger import (LEDGER, SPECIAL_MODES as _SPECIAL_MODES, LaunchRecord,
                                     call_site, checks_enabled, raw_site, unchecked)
@@ -94,8 +94,10 @@ class LaunchPlan:
 class Launcher:
     """The launch machinery of one kernel (its table of plans)."""
 
-    def __init__(self, definition: KernelDefinition):
+    def __init__(self, definition: KernelDefinition, kernel: Any = None):
         self.definition = definition
+        #: the user-facing tl.Kernel (for launch events)
+        self.kernel = kernel
         self.plans: dict[tuple, LaunchPlan] = {}
         self._fast: dict[tuple, _GpuLaunch] = {}
         self.last_trace = None
@@ -268,8 +270,14 @@ class Launcher:
                 if len(self._fast) >= _FAST_CACHE_SIZE:
                     self._fast.clear()
                 self._fast[_fast_key(args)] = fast
-            return fast.run(stream, sync)
-        return self._launch_cpu(plan, norm, g, claims, sync, trace)
+            result = fast.run(stream, sync)
+        else:
+            result = self._launch_cpu(plan, norm, g, claims, sync, trace)
+        if _events.LISTENERS:
+            _events.emit(_events.LaunchEvent(self.kernel, tuple(norm), plan.spec, g, device,
+                                             sync, self.last_trace if device == "cpu"
+                                             else None))
+        return result
 
     def _fault(self, e: Exception) -> Exception:
         return LaunchError(f"kernel {self.definition.name!r} failed while running on the "
