@@ -3,9 +3,12 @@
 The hot path of a launch is: turn each argument into a tensor or partition (foreign
 arrays are borrowed without copies), look the argument signature up in the kernel's
 in-memory table (a miss specializes, compiles or hits the disk cache, and loads the
-cubin), check aliasing and borrows, pack the ``cutile_python_v1`` words and launch with
-``cuda.core.launch`` (grid = tile blocks, block = (1, 1, 1)). The CPU backend runs the
-same lowered kernel in :mod:`tilelab.interp`.
+cubin), check aliasing and borrows, pack the ``cutile_python_v1`` words and launch
+(grid = tile blocks, block = (1, 1, 1)). A launch repeated with the very same argument
+objects reuses everything prepared the first time: its parameters are packed once for
+the driver's ``cuLaunchKernel`` (``TILELAB_LAUNCH=cuda.core`` launches through
+``cuda.core.launch`` instead; graphs are always built with cuda.core). The CPU backend
+runs the same lowered kernel in :mod:`tilelab.interp`.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import numpy as np
 
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition
+from tilelab.compiler.dtypes import to_numpy_dtype
 from tilelab.compiler.export import _cutile_function
 from tilelab.compiler.signature import ArraySpec, PartitionSpec, describe_arg
 from tilelab.compiler.specialize import Specialization
@@ -27,7 +31,7 @@ from tilelab.errors import AliasError, LaunchError
 from tilelab.runtime import capture, events as _events
 from tilelab.runtime.future import Future as _Future
 from tilelab.runtime.ledger import (LEDGER, SPECIAL_MODES as _SPECIAL_MODES, LaunchRecord,
-                                    call_site, checks_enabled, raw_site, unchecked)
+                                    call_site, checks_enabled, unchecked)
 from tilelab.runtime.memory import FREE_EPOCH as _FREE_EPOCH
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -154,8 +158,8 @@ class Launcher:
         spec = d.specialize(args)
         writable = tuple(p.kind in ("Out", "InOut", "Raw") for p in d.analysis.params)
         arrays = tuple(i for i, a in enumerate(args) if _tensor_of(a) is not None)
-        scalars = {i: _NP_SCALAR[lay.dtype] for i, lay in enumerate(spec.layouts)
-                   if lay.kind == "scalar"}
+        scalars = {i: _NP_SCALAR.get(lay.dtype) or to_numpy_dtype(lay.dtype).type
+                   for i, lay in enumerate(spec.layouts) if lay.kind == "scalar"}
         if device == "gpu":
             from tilelab.runtime.device import gpu as get_gpu
 
@@ -328,10 +332,6 @@ def _fast_key(args: Sequence[Any]) -> tuple:
     """Identity of a launch's arguments (the prepared launch keeps scalars alive, and
     weak references to the rest, so an id cannot silently name another object)."""
     return tuple(map(id, args))
-
-
-def _true() -> bool:
-    return True
 
 
 #: whether repeated launches call cuLaunchKernel directly (False: cuda.core.launch)
