@@ -314,12 +314,19 @@ class _Checker:
         return target is _UNRESOLVED and self.callee_name(call) == "load_like"
 
     def is_tilelab_object(self, obj: Any) -> bool:
+        """Whether obj is part of tilelab's host API (tensors, schedules, tl.kernel...),
+        which has no meaning inside a kernel. Plain functions of the kernel library
+        (``tilelab.kernels.*``) are ordinary helpers, checked like the user's own."""
         if obj is _UNRESOLVED or obj is _LOCAL or obj is language.load_like:
             return False
         if isinstance(obj, types.ModuleType):
-            return obj.__name__ == "tilelab" or obj.__name__.startswith("tilelab.")
+            name = obj.__name__
+            return (name == "tilelab" or name.startswith("tilelab.")) and \
+                not name.startswith("tilelab.kernels")
         mod = getattr(obj, "__module__", None)
-        return isinstance(mod, str) and (mod == "tilelab" or mod.startswith("tilelab."))
+        if not isinstance(mod, str) or not (mod == "tilelab" or mod.startswith("tilelab.")):
+            return False
+        return not (mod.startswith("tilelab.kernels") and isinstance(obj, types.FunctionType))
 
     def enclosing_nested_function(self, node: ast.AST) -> ast.AST | None:
         cur = self.parents.get(node)

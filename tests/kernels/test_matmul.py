@@ -1,0 +1,502 @@
+"""GEMM, batched GEMM, split-K and GEMV (tilelab.kernels.matmul) on the CPU interpreter.
+
+Results are compared with float64 references (tilelab.kernels.reference_matmul) in the
+Frobenius norm. Every tensor the host functions allocate (outputs and split-K scratch)
+starts as NaN, so an element no block writes fails the comparison. The kernels also run
+under the race detector, and the Hopper configurations compile for sm_90 (no GPU needed)
+with tensor-core MMAs and TMA loads.
+"""
+from __future__ import annotations
+
+import doctest
+import importlib
+import re
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilelab as tl
+from tilelab.kernels.reference_matmul import matmul_ref, rel_error, to_f64
+
+mm = importlib.import_module("tilelab.kernels.matmul")
+refmod = importlib.import_module("tilelab.kernels.reference_matmul")
+MatmulConfig = mm.MatmulConfig
+
+#: Frobenius-norm relative tolerance by output dtype (one rounding of the result)
+TOL = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
+#: fp32 inputs run as tf32 (10-bit mantissa): the inputs' rounding dominates
+TF32_TOL = 1e-3
+SMALL = MatmulConfig(tm=32, tn=32, tk=16, group_m=2)
+
+
+@pytest.fixture(autouse=True)
+def poisoned_outputs(monkeypatch):
+    """Tensors the host functions allocate (outputs, scratch) start as NaN."""
+    real = tl.empty
+
+    def empty(shape, dtype="float32", device=None):
+        t = real(shape, dtype, device)
+        t.copy_(np.full(t.shape, np.nan, t.dtype))
+        return t
+
+    monkeypatch.setattr(tl, "empty", empty)
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """A seed from the test id: fresh data per test, reproducible runs."""
+    return zlib.crc32(request.node.nodeid.encode())
+
+
+def rand(shape, dtype="bfloat16", seed=0, scale=1.0) -> tl.Tensor:
+    x = np.random.default_rng(seed).standard_normal(shape) * scale
+    return tl.tensor(x.astype(np.float32), dtype=dtype, device="cpu")
+
+
+def check(got, want, tol) -> None:
+    g = to_f64(got)
+    assert g.shape == np.shape(want)
+    assert not np.isnan(g).any(), "NaN in the output: an element was never written"
+    err = rel_error(g, want)
+    assert err <= tol, f"relative error {err:.3g} > {tol:.3g}"
+
+
+def names(plan) -> list[str]:
+    return [k.name for k, _ in plan.launches]
+
+
+# ======================================================================================
+# numerics
+
+
+@pytest.mark.parametrize("in_dtype,out_dtype", [
+    ("bfloat16", None), ("bfloat16", "float32"), ("bfloat16", "float16"),
+    ("float16", None), ("float16", "float32"), ("float32", None)])
+def test_dtypes(in_dtype, out_dtype, seed):
+    a, b = rand((72, 56), in_dtype, seed), rand((56, 40), in_dtype, seed + 1)
+    c = mm.matmul(a, b, out_dtype=out_dtype, config=SMALL)
+    out = out_dtype or in_dtype
+    assert c.dtype.name == out
+    tol = TF32_TOL if in_dtype == "float32" else max(TOL[out], 1e-5)
+    check(c, matmul_ref(a, b), tol)
+
+
+def test_tf32_is_not_full_fp32(seed):
+    """fp32 inputs take the tensor cores (tf32 operands): close to, not equal to, fp32."""
+    a, b = rand((32, 64), "float32", seed), rand((64, 32), "float32", seed + 1)
+    err = rel_error(mm.matmul(a, b, config=SMALL), matmul_ref(a, b))
+    assert 1e-6 < err < TF32_TOL
+
+
+SCHEDULES = {
+    "row_major": SMALL.with_(schedule="row_major"),
+    "grouped": SMALL.with_(schedule="grouped", group_m=2),
+    "grouped_8": SMALL.with_(schedule="grouped", group_m=8),
+    "persistent_3": SMALL.with_(schedule="persistent", num_blocks=3, group_m=2),
+    "persistent_default": SMALL.with_(schedule="persistent"),
+    "persistent_row_order": SMALL.with_(schedule="persistent", num_blocks=5, group_m=1),
+}
+
+
+def test_schedules_agree_bitwise(seed):
+    """Every schedule computes each tile the same way: identical bits, right values."""
+    a, b = rand((100, 70), "bfloat16", seed), rand((70, 90), "bfloat16", seed + 1)
+    outs = {k: mm.matmul(a, b, out_dtype="float32", config=c).numpy()
+            for k, c in SCHEDULES.items()}
+    first = outs["row_major"]
+    for k, v in outs.items():
+        assert np.array_equal(v, first), k
+    check(first, matmul_ref(a, b), 1e-5)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (17, 33, 65), (130, 7, 9), (5, 300, 3),
+                                   (64, 64, 64), (33, 31, 100)])
+def test_ragged_shapes(m, n, k, seed):
+    a, b = rand((m, k), "bfloat16", seed), rand((k, n), "bfloat16", seed + 1)
+    check(mm.matmul(a, b, out_dtype="float32", config=SMALL), matmul_ref(a, b), 1e-5)
+    check(mm.matmul(a, b, out_dtype="float32"), matmul_ref(a, b), 1e-5)   # default tiles
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 8, 16])
+def test_small_m_defaults(m, seed):
+    """Decode-sized M: GEMV for M = 1, split-K on the tensor cores up to 16 rows."""
+    a, b = rand((m, 2048), "bfloat16", seed), rand((2048, 96), "bfloat16", seed + 1)
+    plan = mm.plan_matmul(a, b, out_dtype="float32")
+    cfg = mm.default_config(m, 96, 2048)
+    assert cfg.schedule == ("gemv" if m == 1 else "splitk") and cfg.split_k > 1
+    assert names(plan) == ["splitk_partial_kernel", "splitk_reduce_kernel"]
+    check(plan.run(), matmul_ref(a, b), 1e-5)
+
+
+@pytest.mark.parametrize("cfg", [
+    MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv"),
+    MatmulConfig(tm=1, tn=32, tk=32, schedule="gemv", split_k=3),
+    MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv", split_k=64),   # more than K tiles
+    MatmulConfig(tm=16, tn=16, tk=16, schedule="splitk", split_k=4),
+    MatmulConfig(tm=16, tn=32, tk=32, schedule="splitk"),              # split_k 1: direct
+], ids=["gemv", "gemv_split3", "gemv_split_many", "splitk4", "splitk1"])
+def test_gemv_and_splitk(cfg, seed):
+    m = 1 if cfg.schedule == "gemv" else 5
+    a, b = rand((m, 200), "float16", seed), rand((200, 70), "float16", seed + 1)
+    want = matmul_ref(a, b, bias=np.linspace(-1, 1, 70), activation="silu", alpha=0.5)
+    got = mm.matmul(a, b, bias=tl.tensor(np.linspace(-1, 1, 70), "float32", device="cpu"),
+                    activation="silu", scale_a=0.5, out_dtype="float32", config=cfg)
+    check(got, want, 1e-5)
+
+
+EPILOGUE_CONFIGS = {
+    "grouped": (7, SMALL),
+    "persistent": (7, SMALL.with_(schedule="persistent", num_blocks=2)),
+    "gemv": (1, MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv")),
+    "splitk": (7, MatmulConfig(tm=16, tn=16, tk=16, schedule="splitk", split_k=3)),
+}
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_erf", "silu"])
+@pytest.mark.parametrize("path", list(EPILOGUE_CONFIGS))
+def test_fused_epilogue(path, activation, seed):
+    """act(alpha * a @ b + bias) + residual on every code path, mixed operand dtypes."""
+    rows, cfg = EPILOGUE_CONFIGS[path]
+    m = rows * 7 if path in ("grouped", "persistent") else rows
+    a, b = rand((m, 48), "bfloat16", seed), rand((48, 40), "bfloat16", seed + 1)
+    bias, res = rand((40,), "bfloat16", seed + 2), rand((m, 40), "float16", seed + 3)
+    got = mm.matmul(a, b, bias=bias, residual=res, activation=activation, scale_a=2.0,
+                    scale_b=0.25, out_dtype="float32", config=cfg)
+    check(got, matmul_ref(a, b, bias=bias, residual=res, activation=activation, alpha=0.5),
+          1e-5)
+
+
+def test_epilogue_pieces_alone(seed):
+    a, b = rand((40, 24), "bfloat16", seed), rand((24, 36), "bfloat16", seed + 1)
+    bias, res = rand((36,), "float32", seed + 2), rand((40, 36), "float32", seed + 3)
+    for kw, want in [({"bias": bias}, matmul_ref(a, b, bias=bias)),
+                     ({"residual": res}, matmul_ref(a, b, residual=res)),
+                     ({"activation": "gelu_tanh"}, matmul_ref(a, b, activation="gelu_tanh")),
+                     ({"activation": "gelu"}, matmul_ref(a, b, activation="gelu_tanh")),
+                     ({"scale_b": 3.0}, matmul_ref(a, b, alpha=3.0))]:
+        check(mm.matmul(a, b, out_dtype="float32", config=SMALL, **kw), want, 1e-5)
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_fp8(fmt, trans_b, seed):
+    """fp8 inputs, fp32 accumulation, per-tensor dequantization scales, bf16 output."""
+    a = rand((50, 64), fmt, seed)
+    w = rand((40, 64) if trans_b else (64, 40), fmt, seed + 1)
+    b = w.T if trans_b else w
+    want = matmul_ref(a, b, alpha=0.125 * 3.0)
+    cfg = SMALL.with_(tk=32, fast_acc=True)
+    check(mm.matmul(a, b, scale_a=0.125, scale_b=3.0, config=cfg), want, TOL["bfloat16"])
+    check(mm.matmul(a, b, scale_a=0.125, scale_b=3.0, out_dtype="float32", config=cfg),
+          want, 1e-5)
+    assert mm.matmul(a, b, config=cfg).dtype.name == "bfloat16"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_transposed_b_is_read_k_major(dtype, seed):
+    """b = W.T (an (N, K) weight viewed transposed) is passed as W with TRANS_B."""
+    a, w = rand((33, 80), dtype, seed), rand((45, 80), dtype, seed + 1)
+    plan = mm.plan_matmul(a, w.T, out_dtype="float32", config=SMALL)
+    (_, args), = plan.launches
+    assert args[2] is not None and args[2].shape == (45, 80) and args[7] is True
+    tol = TF32_TOL if dtype == "float32" else 1e-5
+    check(plan.run(), matmul_ref(a, w.T), tol)
+
+
+def test_vector_times_matrix(seed):
+    x, b = rand((64,), "bfloat16", seed), rand((64, 48), "bfloat16", seed + 1)
+    res = rand((48,), "float32", seed + 2)
+    y = mm.matmul(x, b, residual=res, out_dtype="float32")
+    assert y.shape == (48,)
+    check(y, matmul_ref(x, b, residual=res), 1e-5)
+
+
+@pytest.mark.parametrize("n,k", [(48, 64), (300, 1000), (1, 40), (40, 1)])
+def test_gemv_weight_times_vector(n, k, seed):
+    """gemv(w, x) = w @ x for an (N, K) weight: matmul of x with w.T, read K-major."""
+    w, x = rand((n, k), "bfloat16", seed), rand((k,), "bfloat16", seed + 1)
+    bias = rand((n,), "float32", seed + 2)
+    y = mm.gemv(w, x, bias=bias, activation="silu", out_dtype="float32")
+    assert y.shape == (n,)
+    check(y, matmul_ref(x, w.T, bias=bias, activation="silu"), 1e-5)
+    plan = mm.plan_matmul(x, w.T)
+    if n > 1 and k > 1:
+        assert all(args[2] is not None for _, args in plan.launches)
+        assert plan.launches[0][1][2].shape == (n, k)          # w itself, K-major
+
+
+def test_numpy_inputs_and_out(seed):
+    a = np.random.default_rng(seed).standard_normal((20, 30)).astype(np.float32)
+    b = np.random.default_rng(seed + 1).standard_normal((30, 10)).astype(np.float32)
+    out = tl.zeros((20, 10), "float32", device="cpu")
+    got = mm.matmul(a, b, out=out, config=SMALL)
+    assert got is out
+    check(out, matmul_ref(a, b), TF32_TOL)
+
+
+def test_out_is_poisoned_and_fully_written(seed):
+    a, b = rand((70, 50), "bfloat16", seed), rand((50, 60), "bfloat16", seed + 1)
+    for cfg in SCHEDULES.values():
+        out = tl.full((70, 60), np.nan, "float32", device="cpu")
+        mm.matmul(a, b, out=out, config=cfg)
+        check(out, matmul_ref(a, b), 1e-5)
+
+
+# ======================================================================================
+# batched
+
+
+@pytest.mark.parametrize("shared_b", [False, True])
+@pytest.mark.parametrize("schedule", ["grouped", "row_major"])
+def test_bmm(shared_b, schedule, seed):
+    a = rand((3, 37, 40), "bfloat16", seed)
+    b = rand((40, 29) if shared_b else (3, 40, 29), "bfloat16", seed + 1)
+    bias, res = rand((29,), "float32", seed + 2), rand((3, 37, 29), "bfloat16", seed + 3)
+    cfg = MatmulConfig(tm=16, tn=16, tk=16, group_m=2, schedule=schedule)
+    got = mm.bmm(a, b, bias=bias, residual=res, activation="relu", out_dtype="float32",
+                 config=cfg)
+    check(got, refmod.bmm_ref(a, b, bias=bias, residual=res, activation="relu"), 1e-5)
+    check(mm.bmm(a, b, config=cfg), refmod.bmm_ref(a, b), TOL["bfloat16"])
+
+
+def test_bmm_default_config(seed):
+    a, b = rand((2, 100, 24), "float16", seed), rand((2, 24, 20), "float16", seed + 1)
+    check(mm.bmm(a, b), refmod.bmm_ref(a, b), TOL["float16"])
+
+
+# ======================================================================================
+# races and safety
+
+
+RACE_CASES = {
+    "grouped": (63, SMALL),
+    "row_major": (63, SMALL.with_(schedule="row_major")),
+    "persistent": (63, SMALL.with_(schedule="persistent", num_blocks=3)),
+    "splitk": (9, MatmulConfig(tm=16, tn=16, tk=16, schedule="splitk", split_k=3)),
+    "gemv": (1, MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv")),
+    "gemv_split": (1, MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv", split_k=2)),
+}
+
+
+@pytest.mark.parametrize("case", list(RACE_CASES))
+def test_no_races(case, seed):
+    rows, cfg = RACE_CASES[case]
+    a, b = rand((rows, 64), "bfloat16", seed), rand((64, 50), "bfloat16", seed + 1)
+    plan = mm.plan_matmul(a, b, bias=rand((50,), "float32"), activation="relu",
+                          out_dtype="float32", config=cfg)
+    for kern, args in plan.launches:
+        trace = tl.interpret(kern, *args, order="shuffled", seed=seed)
+        assert not trace.has_races, trace.races
+    check(plan.out, matmul_ref(a, b, bias=rand((50,), "float32"), activation="relu"), 1e-5)
+
+
+def test_bmm_no_races(seed):
+    a, b = rand((2, 40, 32), "bfloat16", seed), rand((2, 32, 40), "bfloat16", seed + 1)
+    plan = mm.plan_bmm(a, b, config=MatmulConfig(tm=16, tn=16, tk=16, group_m=2))
+    (kern, args), = plan.launches
+    assert not tl.interpret(kern, *args, order="shuffled", seed=1).has_races
+
+
+def test_kernels_are_safe():
+    """No library GEMM needs unsafe=True: every output goes through a partition."""
+    for name in ("matmul_kernel", "persistent_matmul_kernel", "batched_matmul_kernel",
+                 "splitk_partial_kernel", "splitk_reduce_kernel", "gemv_kernel"):
+        kern = getattr(mm, name)
+        assert isinstance(kern, tl.Kernel) and not kern.options.unsafe, name
+
+
+def test_hint_variants_are_cached():
+    cfg = SMALL.with_(occupancy=2)
+    assert mm._variant(mm.matmul_kernel, 2, None) is mm._variant(mm.matmul_kernel, 2, None)
+    assert mm._variant(mm.matmul_kernel, None, None) is mm.matmul_kernel
+    a, b = rand((40, 16)), rand((16, 40))
+    check(mm.matmul(a, b, config=cfg), matmul_ref(a, b), TOL["bfloat16"])
+
+
+# ======================================================================================
+# configuration and validation
+
+
+@pytest.mark.parametrize("m", [1, 5, 100])
+def test_every_searched_config_computes_the_product(m, seed):
+    """An autotuner may pick any configuration of the search space: all are correct."""
+    a, b = rand((m, 96), "bfloat16", seed), rand((96, 80), "bfloat16", seed + 1)
+    want = matmul_ref(a, b, bias=np.ones(80), activation="relu")
+    space = mm.search_space(m, 80, 96)
+    assert space[0] == mm.default_config(m, 80, 96)
+    for cfg in space:
+        got = mm.matmul(a, b, bias=tl.ones(80, device="cpu"), activation="relu",
+                        out_dtype="float32", config=cfg)
+        check(got, want, 1e-5)
+
+
+def test_empty_results_need_no_launch():
+    plan = mm.plan_matmul(_cpu((0, 8)), _cpu((8, 5)))
+    assert plan.launches == [] and plan.run().shape == (0, 5)
+    assert mm.bmm(_cpu((2, 3, 8)), _cpu((8, 0))).shape == (2, 3, 0)
+
+
+def test_default_config_choices():
+    assert mm.default_config(8192, 8192, 8192) == MatmulConfig(tm=128, tn=128, tk=64)
+    assert mm.default_config(8192, 8192, 8192, "float8_e4m3fn").tk == 128
+    assert mm.default_config(4096, 4096, 4096, "float32").tk == 32
+    assert mm.default_config(48, 4096, 4096).tm == 64
+    g = mm.default_config(1, 4096, 4096)
+    assert (g.schedule, g.tm, g.split_k) == ("gemv", 1, 5)       # 64 blocks x 5 splits
+    s = mm.default_config(8, 4096, 4096)
+    assert (s.schedule, s.tm) == ("splitk", 16)
+    assert mm.default_config(8, 16384, 64).schedule == "grouped"  # enough blocks already
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    ({"tm": 96}, "powers of two"), ({"schedule": "fancy"}, "choose one of"),
+    ({"group_m": 0}, "positive int"), ({"split_k": 0}, "positive int"),
+    ({"latency": 11}, "latency hint"), ({"occupancy": 0}, "1..32"),
+    ({"num_ctas": 3}, "power of"), ({"num_blocks": 0}, "num_blocks"),
+    ({"schedule": "gemv"}, "tm=1")])
+def test_config_validation(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        MatmulConfig(**kwargs)
+
+
+def _cpu(shape, dtype="bfloat16"):
+    return tl.zeros(shape, dtype, device="cpu")
+
+
+@pytest.mark.parametrize("call,exc,msg", [
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((6, 3))), ValueError, "inner dimensions"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3), "float16")), TypeError, "cast one"),
+    (lambda: mm.matmul(_cpu((4, 5), "float8_e4m3fn"), _cpu((5, 3), "float8_e5m2")),
+     TypeError, "fp8 kinds included"),
+    (lambda: mm.matmul(_cpu((4, 5), "int32"), _cpu((5, 3), "int32")), TypeError,
+     "inputs must be"),
+    (lambda: mm.matmul(_cpu((2, 4, 5)), _cpu((5, 3))), ValueError, "use bmm"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)), activation="tanh"), ValueError,
+     "activation='tanh'"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)), bias=_cpu((4,))), ValueError,
+     "one value per output column"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)), residual=_cpu((3, 4))), ValueError,
+     "output's shape"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)), bias=_cpu((3,), "int32")), TypeError,
+     "bias must be"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)), out=_cpu((4, 4))), ValueError,
+     "out has shape"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)), out=_cpu((4, 3)), out_dtype="f32"),
+     TypeError, "out_dtype"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)), out_dtype="int8"), TypeError,
+     "not supported"),
+    (lambda: mm.matmul(_cpu((4, 0)), _cpu((0, 3))), ValueError, "K = 0"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)), config={"tm": 64}), TypeError,
+     "MatmulConfig"),
+    (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)),
+                       config=MatmulConfig(tm=1, schedule="gemv")), ValueError, "M == 1"),
+    (lambda: mm.matmul("abc", _cpu((5, 3))), TypeError, "a must be"),
+    (lambda: mm.gemv(_cpu((4, 5)), _cpu((4,))), ValueError, "x has 4 elements"),
+    (lambda: mm.gemv(_cpu((4, 5)), _cpu((5, 1))), ValueError, "(N, K)"),
+    (lambda: mm.bmm(_cpu((2, 4, 5)), _cpu((3, 5, 3))), ValueError, "do not match"),
+    (lambda: mm.bmm(_cpu((4, 5)), _cpu((5, 3))), ValueError, "(G, M, K)"),
+    (lambda: mm.bmm(_cpu((2, 4, 5), "float8_e4m3fn"), _cpu((5, 3), "float8_e4m3fn")),
+     TypeError, "fp8 batches"),
+    (lambda: mm.bmm(_cpu((2, 4, 5)), _cpu((5, 3)),
+                    config=MatmulConfig(schedule="persistent")), ValueError, "batches"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_host_validation(call, exc, msg):
+    with pytest.raises(exc, match=re.escape(msg)):
+        call()
+
+
+# ======================================================================================
+# Hopper code (compiled for sm_90 without a GPU)
+
+
+def _mma_ops(art) -> set[str]:
+    return set(re.findall(r"\b([HQ]GMMA\.[\w.]+|HMMA\.[\w.]+)", art.sass))
+
+
+def _remarked(art, what: str) -> bool:
+    return any(what in str(r.args.get("Instruction")) for r in art.remarks)
+
+
+def _spills(art) -> int:
+    m = re.search(r"spills\s+(\d+) B stored", str(art.resources))
+    return int(m.group(1)) if m else 0
+
+
+@pytest.mark.parametrize("dtype,kw,mma", [
+    ("bfloat16", {}, "HGMMA.64x128x16.F32.BF16"),
+    ("bfloat16", {"config": MatmulConfig(schedule="persistent")}, "HGMMA.64x128x16.F32.BF16"),
+    ("float8_e4m3fn", {"trans_b": True}, "QGMMA.64x128x32.F32.E4M3.E4M3"),
+    ("float32", {}, "HGMMA.64x128x8.F32.TF32"),
+], ids=["bf16_grouped", "bf16_persistent", "fp8_k_major", "tf32"])
+def test_sm90_gemm_uses_wgmma_and_tma(dtype, kw, mma):
+    """The 8192^3 GEMM spec: warpgroup MMAs (HGMMA, QGMMA for fp8) fed by TMA loads."""
+    (art,) = mm.compile_matmul(8192, 8192, 8192, dtype, arch="sm_90", **kw)
+    assert mma in _mma_ops(art)
+    assert _remarked(art, "TMA Load") and _remarked(art, "Tensor-core SM90")
+    if dtype != "float8_e4m3fn":
+        assert _spills(art) == 0
+
+
+def test_sm90_decode_gemm_uses_tensor_cores():
+    """M = 8 split-K runs its 16-row tiles on the tensor cores (mma.sync: HMMA)."""
+    part, red = mm.compile_matmul(8, 4096, 4096, "bfloat16", bias=True,
+                                  activation="silu", arch="sm_90")
+    assert any(op.startswith("HMMA") for op in _mma_ops(part))
+    assert _remarked(part, "TMA Load") and _spills(part) == 0 and _spills(red) == 0
+
+
+# ======================================================================================
+# raw cuTile baselines and documentation
+
+
+def _raw():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    return importlib.import_module("raw_matmul_attention")
+
+
+def test_raw_baselines_compute_the_same(seed):
+    raw = _raw()
+    a = rand((70, 50), "bfloat16", seed).numpy()
+    b = rand((50, 40), "bfloat16", seed + 1).numpy()
+    want = matmul_ref(a, b)
+    for launch in (raw.matmul_launch, ):
+        c = np.full((70, 40), np.nan, np.float32)
+        grid, kern, args = launch(c, a, b, 32, 16, 16, 2)
+        assert not tl.interpret(kern, *args, grid=grid).has_races
+        check(c, want, 1e-5)
+    c = np.full((70, 40), np.nan, np.float32)
+    grid, kern, args = raw.persistent_matmul_launch(c, a, b, 3, 32, 16, 16, 2)
+    tl.interpret(kern, *args, grid=grid)
+    check(c, want, 1e-5)
+    a3, b3 = np.stack([a[:20]] * 2), np.stack([b] * 2)
+    c3 = np.full((2, 20, 40), np.nan, np.float32)
+    grid, kern, args = raw.batched_matmul_launch(c3, a3, b3, 16, 16, 16, 2)
+    tl.interpret(kern, *args, grid=grid)
+    check(c3, refmod.bmm_ref(a3, b3), 1e-5)
+    c1 = np.full((1, 40), np.nan, np.float32)
+    grid, kern, args = raw.gemv_launch(c1, a[:1], b, 16, 16)
+    tl.interpret(kern, *args, grid=grid)
+    check(c1, matmul_ref(a[:1], b), 1e-5)
+    c1[:] = np.nan
+    grid, kern, args = raw.gemv_launch(c1, a[:1], np.ascontiguousarray(b.T), 16, 16,
+                                       trans_b=True)
+    tl.interpret(kern, *args, grid=grid)
+    check(c1, matmul_ref(a[:1], b), 1e-5)
+
+
+@pytest.mark.parametrize("module", [mm, refmod], ids=lambda m: m.__name__)
+def test_doctests(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_public_names_have_examples():
+    for name in mm.__all__:
+        obj = getattr(mm, name)
+        doc = getattr(obj, "__doc__", None) or ""
+        if name in ("ACTIVATIONS", "SCHEDULES"):
+            continue
+        assert "Example" in doc, name

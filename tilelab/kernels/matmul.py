@@ -1,0 +1,895 @@
+"""Matrix multiplication in the safe language: GEMM, batched GEMM, split-K and GEMV.
+
+Every kernel writes its output through a partition, so blocks own disjoint tiles and
+cannot race; the schedule (row-major, grouped, persistent) only decides which block
+computes which tile. Inputs are bf16, fp16, fp32 (run on the tensor cores as tf32) or
+fp8 (e4m3/e5m2, sm_89+), accumulated in fp32; an optional fused epilogue applies
+``alpha * acc + bias``, an activation and a residual before the single rounding to the
+output dtype. Edge tiles are zero-padded on load and clipped on store, so no shape has
+to be a multiple of the tiles.
+
+The host function :func:`matmul` validates its arguments, picks a :class:`MatmulConfig`
+(:func:`default_config`) unless given one, and launches the right kernel:
+
+- ``row_major`` / ``grouped``: one block per (tm, tn) tile of C (grouped = L2 swizzle);
+- ``persistent``: a fixed set of blocks looping over the tiles;
+- ``splitk``: small M (2..16, decode): each block computes a K slice of one tile into
+  a partitioned fp32 scratch, a second safe kernel sums the slices and runs the epilogue;
+- ``gemv``: M == 1, a CUDA-core dot-product kernel aimed at memory bandwidth (with the
+  same optional split-K).
+
+Example:
+    >>> import tilelab as tl
+    >>> from tilelab.kernels.matmul import matmul
+    >>> a = tl.randn(64, 48, dtype="bf16", device="cpu", seed=0)
+    >>> b = tl.randn(48, 32, dtype="bf16", device="cpu", seed=1)
+    >>> matmul(a, b, config=MatmulConfig(tm=32, tn=32, tk=16)).shape
+    (64, 32)
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import cuda.tile as ct
+
+import tilelab as tl
+
+__all__ = [
+    "MatmulConfig", "ACTIVATIONS", "SCHEDULES", "Plan", "default_config", "search_space",
+    "matmul", "bmm", "gemv", "plan_matmul", "plan_bmm", "compile_matmul",
+    "matmul_kernel", "persistent_matmul_kernel", "batched_matmul_kernel",
+    "splitk_partial_kernel", "splitk_reduce_kernel", "gemv_kernel",
+]
+
+#: activation name -> code used by the kernels (0 means none)
+ACTIVATIONS: dict[str | None, int] = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 2,
+                                      "silu": 3, "gelu_erf": 4}
+#: the schedules a :class:`MatmulConfig` can name
+SCHEDULES = ("row_major", "grouped", "persistent", "splitk", "gemv")
+
+_FLOAT_INPUTS = ("float16", "bfloat16", "float32")
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+_OUT_DTYPES = ("float16", "bfloat16", "float32")
+
+
+# ======================================================================================
+# configuration
+
+
+def _pow2(v: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and not v & (v - 1)
+
+
+@dataclass(frozen=True)
+class MatmulConfig:
+    """Tiles, schedule and compiler hints of one GEMM launch (what an autotuner searches).
+
+    ``tm, tn, tk``: tile sizes (powers of two); ``schedule``: one of :data:`SCHEDULES`;
+    ``group_m``: tile rows per L2 group (grouped and persistent); ``num_blocks``:
+    persistent blocks (None: one per SM); ``split_k``: K slices for ``splitk``/``gemv``;
+    ``latency``: cuTile's load latency hint (1..10) for the A/B loads, None lets the
+    compiler infer it (tileiras picks the pipeline depth itself: cuTile exposes no
+    ``num_stages``); ``occupancy``, ``num_ctas``: cuTile kernel hints; ``fast_acc``:
+    fp8 fast accumulation (Hopper).
+
+    Example:
+        >>> MatmulConfig(tm=128, tn=256, schedule="persistent").with_(group_m=4).group_m
+        4
+    """
+
+    tm: int = 128
+    tn: int = 128
+    tk: int = 64
+    schedule: str = "grouped"
+    group_m: int = 8
+    num_blocks: int | None = None
+    split_k: int = 1
+    latency: int | None = None
+    occupancy: int | None = None
+    num_ctas: int | None = None
+    fast_acc: bool = False
+
+    def __post_init__(self):
+        for name in ("tm", "tn", "tk"):
+            if not _pow2(getattr(self, name)):
+                raise ValueError(f"MatmulConfig.{name}={getattr(self, name)!r}: tile sizes "
+                                 "must be powers of two (cuTile tiles are)")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"MatmulConfig.schedule={self.schedule!r}: choose one of "
+                             f"{', '.join(SCHEDULES)}")
+        for name in ("group_m", "split_k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"MatmulConfig.{name}={v!r} must be a positive int")
+        if self.num_blocks is not None and (not isinstance(self.num_blocks, int)
+                                            or self.num_blocks < 1):
+            raise ValueError(f"MatmulConfig.num_blocks={self.num_blocks!r} must be a "
+                             "positive int or None")
+        if self.latency is not None and not (isinstance(self.latency, int)
+                                             and 1 <= self.latency <= 10):
+            raise ValueError(f"MatmulConfig.latency={self.latency!r}: cuTile's latency "
+                             "hint is an int from 1 (low) to 10 (high), or None")
+        if self.occupancy is not None and not (isinstance(self.occupancy, int)
+                                               and 1 <= self.occupancy <= 32):
+            raise ValueError(f"MatmulConfig.occupancy={self.occupancy!r} must be 1..32 "
+                             "or None")
+        if self.num_ctas is not None and not (_pow2(self.num_ctas) and self.num_ctas <= 16):
+            raise ValueError(f"MatmulConfig.num_ctas={self.num_ctas!r} must be a power of "
+                             "two up to 16, or None")
+        if self.schedule == "gemv" and self.tm != 1:
+            raise ValueError("MatmulConfig(schedule='gemv') computes one row: set tm=1")
+
+    def with_(self, **changes: Any) -> "MatmulConfig":
+        """A copy with some fields changed.
+
+        Example:
+            >>> MatmulConfig().with_(tk=32).tk
+            32
+        """
+        return dataclasses.replace(self, **changes)
+
+
+def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
+                   num_sms: int = 132) -> MatmulConfig:
+    """A good starting configuration for an (m, k) @ (k, n) GEMM on Hopper.
+
+    Large problems use 128x128 tiles (tk 64 for 16-bit inputs, 128 for fp8, 32 for
+    tf32) in the grouped schedule; M = 1 uses the bandwidth-bound GEMV kernel and
+    M <= 16 split-K with tm = 16, with enough K slices to give every SM two blocks.
+
+    Example:
+        >>> default_config(8192, 8192, 8192).schedule, default_config(1, 4096, 4096).schedule
+        ('grouped', 'gemv')
+    """
+    name = _dtype_name(dtype)
+    if m == 1:
+        tn, tk = 64, 256 if name not in _FP8 else 512
+        split = _split_for(n, k, tn, tk, num_sms)
+        return MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv", split_k=split)
+    if m <= 16:
+        tn, tk = 64, 128
+        split = _split_for(n, k, tn, tk, num_sms)
+        return MatmulConfig(tm=16, tn=tn, tk=tk, schedule="splitk" if split > 1
+                            else "grouped", split_k=split)
+    tk = {"float32": 32}.get(name, 128 if name in _FP8 else 64)
+    if m <= 64:
+        return MatmulConfig(tm=64, tn=128, tk=tk)
+    return MatmulConfig(tm=128, tn=128, tk=tk)
+
+
+def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16") -> list[MatmulConfig]:
+    """Configurations worth timing for one GEMM shape on Hopper (the default first).
+
+    Tiles, schedules (grouped / persistent), group sizes and load-latency hints for
+    large problems; GEMV or split-K variants for M <= 16.
+
+    Example:
+        >>> space = search_space(4096, 4096, 4096)
+        >>> space[0] == default_config(4096, 4096, 4096), len(space) > 10
+        (True, True)
+    """
+    base = default_config(m, n, k, dtype)
+    space = [base]
+
+    def add(cfg: MatmulConfig) -> None:
+        if cfg not in space:
+            space.append(cfg)
+
+    if m <= 16:
+        sched = "gemv" if m == 1 else "splitk"
+        for tn in (32, 64, 128):
+            for split in sorted({1, 2, base.split_k, 2 * base.split_k}):
+                add(base.with_(tn=tn, split_k=split, schedule=sched))
+        return space
+    for tm, tn in ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64)):
+        for sched in ("grouped", "persistent"):
+            for group_m in (8, 16):
+                add(base.with_(tm=tm, tn=tn, schedule=sched, group_m=group_m))
+    for lat in (2, 4, 8):
+        add(base.with_(latency=lat))
+    add(base.with_(tk=2 * base.tk))
+    add(base.with_(occupancy=2, tm=64))
+    return space
+
+
+def _split_for(n: int, k: int, tn: int, tk: int, num_sms: int) -> int:
+    """K slices so that (n / tn) * slices fills two blocks per SM, >= 2 K tiles each."""
+    blocks = -(-n // tn)
+    k_tiles = -(-k // tk)
+    want = -(-2 * num_sms // blocks)
+    return max(1, min(want, k_tiles // 2, 64))
+
+
+# ======================================================================================
+# device-side helpers (plain cuTile, inlined into the kernels)
+
+
+def _load_a(a, m, k, TM, TK, LAT):
+    """A's (TM, TK) tile (m, k), zero-padded; LAT > 0 passes the latency hint."""
+    if LAT > 0:
+        x = ct.load(a, index=(m, k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO,
+                    latency=LAT)
+    else:
+        x = ct.load(a, index=(m, k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
+    return x
+
+
+def _load_b(b, k, n, TK, TN, TRANS_B, LAT):
+    """B's (TK, TN) tile (k, n); with TRANS_B, ``b`` holds B^T (N, K), read K-major."""
+    if TRANS_B:
+        if LAT > 0:
+            y = ct.load(b, index=(k, n), shape=(TK, TN), order=(1, 0),
+                        padding_mode=ct.PaddingMode.ZERO, latency=LAT)
+        else:
+            y = ct.load(b, index=(k, n), shape=(TK, TN), order=(1, 0),
+                        padding_mode=ct.PaddingMode.ZERO)
+    else:
+        if LAT > 0:
+            y = ct.load(b, index=(k, n), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO,
+                        latency=LAT)
+        else:
+            y = ct.load(b, index=(k, n), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
+    return y
+
+
+def _mma_step(x, y, acc, FAST_ACC):
+    """acc += x @ y on the tensor cores (fp32 operands as tf32)."""
+    if x.dtype == ct.float32:
+        x = x.astype(ct.tfloat32)
+        y = y.astype(ct.tfloat32)
+    return ct.mma(x, y, acc, use_fast_acc=FAST_ACC)
+
+
+def _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC):
+    """fp32 (TM, TN) tile of A[m-rows, K tiles k_begin..k_end) @ B[..., n-cols]."""
+    acc = ct.full((TM, TN), 0, dtype=ct.float32)
+    for k in range(k_begin, k_end):
+        x = _load_a(a, m, k, TM, TK, LAT)
+        y = _load_b(b, k, n, TK, TN, TRANS_B, LAT)
+        acc = _mma_step(x, y, acc, FAST_ACC)
+    return acc
+
+
+def _activate(x, ACT):
+    """The fused activation in fp32. ACT: 0 none, 1 relu, 2 gelu (tanh form, as
+    x * sigmoid(2u): no cancellation in 1 + tanh(u) for negative x), 3 silu, 4 gelu
+    (erf form; cuTile has no erf: Abramowitz-Stegun 7.1.26 for erfc, |error| < 1.5e-7)."""
+    if ACT == 1:
+        x = ct.maximum(x, 0.0)
+    elif ACT == 2:
+        u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        x = x / (1.0 + ct.exp(-2.0 * u))
+    elif ACT == 3:
+        x = x / (1.0 + ct.exp(-x))
+    elif ACT == 4:
+        z = ct.abs(x) * 0.7071067811865476
+        t = 1.0 / (1.0 + 0.3275911 * z)
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (
+            -1.453152027 + t * 1.061405429))))
+        erfc = poly * ct.exp(-z * z)              # erfc(|x| / sqrt(2))
+        x = 0.5 * x * ct.where(x >= 0.0, 2.0 - erfc, erfc)
+    return x
+
+
+def _epilogue(acc, bias, n, TN, alpha, SCALE, HAS_BIAS, ACT):
+    """alpha * acc + bias[n-cols], then the activation; all in fp32."""
+    if SCALE:
+        acc = acc * alpha
+    if HAS_BIAS:
+        bt = ct.load(bias, index=(n,), shape=(TN,), padding_mode=ct.PaddingMode.ZERO)
+        acc = acc + ct.reshape(bt.astype(ct.float32), (1, TN))
+    return _activate(acc, ACT)
+
+
+# ======================================================================================
+# kernels
+
+
+@tl.kernel
+def matmul_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In, alpha: float,
+            TK: ct.Constant[int], TRANS_B: ct.Constant[bool], LAT: ct.Constant[int],
+            FAST_ACC: ct.Constant[bool], SCALE: ct.Constant[bool],
+            HAS_BIAS: ct.Constant[bool], ACT: ct.Constant[int], HAS_RES: ct.Constant[bool]):
+    """C = act(alpha * A @ B + bias) + res; one (tm, tn) tile of C per block.
+
+    The schedule of ``c``'s partition (row-major or grouped) picks each block's tile.
+    ``bias`` and ``res`` are only read when HAS_BIAS / HAS_RES (pass any small tensor
+    otherwise). With TRANS_B, ``b`` is B^T, shape (N, K).
+
+    Example:
+        >>> matmul_kernel(c.partition((128, 128), schedule=tl.grouped(8)), a, b,
+        ...               a, a, 1.0, 64, False, 0, False, False, False, 0, False)  # doctest: +SKIP
+    """
+    tm, tn = c.tile_shape
+    m, n = c.tile_index
+    acc = _mainloop(a, b, m, n, 0, ct.cdiv(a.shape[1], TK), tm, tn, TK, TRANS_B, LAT,
+                    FAST_ACC)
+    acc = _epilogue(acc, bias, n, tn, alpha, SCALE, HAS_BIAS, ACT)
+    if HAS_RES:
+        acc = acc + tl.load_like(res, c).astype(ct.float32)
+    c.store(acc.astype(c.dtype))
+
+
+@tl.kernel
+def persistent_matmul_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In,
+                       alpha: float, TK: ct.Constant[int], TRANS_B: ct.Constant[bool],
+                       LAT: ct.Constant[int], FAST_ACC: ct.Constant[bool],
+                       SCALE: ct.Constant[bool], HAS_BIAS: ct.Constant[bool],
+                       ACT: ct.Constant[int], HAS_RES: ct.Constant[bool]):
+    """:func:`matmul_kernel` with a fixed set of blocks, each looping over its tiles.
+
+    Example:
+        >>> persistent_matmul_kernel(c.partition((128, 128), schedule=tl.persistent(
+        ...     group_m=8)), a, b, a, a, 1.0, 64, False, 0, False, False, False, 0,
+        ...     False)  # doctest: +SKIP
+    """
+    tm, tn = c.tile_shape
+    num_k = ct.cdiv(a.shape[1], TK)
+    for t in c.tiles():
+        m, n = c.tile_index_of(t)
+        acc = _mainloop(a, b, m, n, 0, num_k, tm, tn, TK, TRANS_B, LAT, FAST_ACC)
+        acc = _epilogue(acc, bias, n, tn, alpha, SCALE, HAS_BIAS, ACT)
+        if HAS_RES:
+            acc = acc + tl.load_like(res, c, at=t).astype(ct.float32)
+        c.store(acc.astype(c.dtype), at=t)
+
+
+@tl.kernel
+def batched_matmul_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In, alpha: float,
+                    TK: ct.Constant[int], B_BATCHED: ct.Constant[bool],
+                    LAT: ct.Constant[int], SCALE: ct.Constant[bool],
+                    HAS_BIAS: ct.Constant[bool], ACT: ct.Constant[int],
+                    HAS_RES: ct.Constant[bool]):
+    """Batched C[g] = act(alpha * A[g] @ B[g] + bias) + res[g]; tile (1, tm, tn) of C.
+
+    ``c`` is partitioned (1, tm, tn), usually with ``tl.grouped(group_m)`` (grouped
+    within each batch); ``b`` is (G, K, N), or (K, N) shared by every batch when
+    B_BATCHED is False.
+
+    Example:
+        >>> batched_matmul_kernel(c.partition((1, 128, 128), schedule=tl.grouped(8)),
+        ...                       a, b, a, a, 1.0, 64, True, 0, False, False, 0,
+        ...                       False)  # doctest: +SKIP
+    """
+    _, tm, tn = c.tile_shape
+    g, m, n = c.tile_index
+    acc = ct.full((tm, tn), 0, dtype=ct.float32)
+    for k in range(ct.cdiv(a.shape[2], TK)):
+        if LAT > 0:
+            x = ct.load(a, index=(g, m, k), shape=(1, tm, TK),
+                        padding_mode=ct.PaddingMode.ZERO, latency=LAT)
+        else:
+            x = ct.load(a, index=(g, m, k), shape=(1, tm, TK),
+                        padding_mode=ct.PaddingMode.ZERO)
+        if B_BATCHED:
+            if LAT > 0:
+                y = ct.load(b, index=(g, k, n), shape=(1, TK, tn),
+                            padding_mode=ct.PaddingMode.ZERO, latency=LAT)
+            else:
+                y = ct.load(b, index=(g, k, n), shape=(1, TK, tn),
+                            padding_mode=ct.PaddingMode.ZERO)
+            y = ct.reshape(y, (TK, tn))
+        else:
+            y = _load_b(b, k, n, TK, tn, False, LAT)
+        acc = _mma_step(ct.reshape(x, (tm, TK)), y, acc, False)
+    acc = _epilogue(acc, bias, n, tn, alpha, SCALE, HAS_BIAS, ACT)
+    if HAS_RES:
+        acc = acc + ct.reshape(tl.load_like(res, c), (tm, tn)).astype(ct.float32)
+    c.store(ct.reshape(acc.astype(c.dtype), (1, tm, tn)))
+
+
+@tl.kernel
+def splitk_partial_kernel(p: tl.Out, a: tl.In, b: tl.In, TK: ct.Constant[int],
+                    K_TILES_PER_SPLIT: int, TRANS_B: ct.Constant[bool],
+                    LAT: ct.Constant[int], FAST_ACC: ct.Constant[bool]):
+    """Split-K phase 1: P[s] = A[:, K slice s] @ B[K slice s, :] in fp32.
+
+    ``p`` is the (splits, M, N) fp32 scratch partitioned (1, tm, tn); block (s, m, n)
+    sums K tiles [s * K_TILES_PER_SPLIT, (s + 1) * K_TILES_PER_SPLIT). With tm == 1
+    (GEMV) it multiplies on the CUDA cores, a dot product per column, instead of the
+    tensor cores.
+
+    Example:
+        >>> splitk_partial_kernel(p.partition((1, 16, 64)), a, b, 128, 8, False, 0,
+        ...                       False)  # doctest: +SKIP
+    """
+    _, tm, tn = p.tile_shape
+    s, m, n = p.tile_index
+    k_begin = s * K_TILES_PER_SPLIT
+    k_end = min(k_begin + K_TILES_PER_SPLIT, ct.cdiv(a.shape[1], TK))
+    if tm == 1:
+        acc = _gemv_loop(a, b, m, n, k_begin, k_end, tn, TK, TRANS_B, LAT)
+    else:
+        acc = _mainloop(a, b, m, n, k_begin, k_end, tm, tn, TK, TRANS_B, LAT, FAST_ACC)
+    p.store(ct.reshape(acc, (1, tm, tn)))
+
+
+@tl.kernel
+def splitk_reduce_kernel(c: tl.Out, p: tl.In, bias: tl.In, res: tl.In, alpha: float,
+                   SCALE: ct.Constant[bool], HAS_BIAS: ct.Constant[bool],
+                   ACT: ct.Constant[int], HAS_RES: ct.Constant[bool]):
+    """Split-K phase 2: C = act(alpha * sum_s P[s] + bias) + res, one tile per block.
+
+    Example:
+        >>> splitk_reduce_kernel(c.partition((16, 64)), p, a, a, 1.0, False, False, 0,
+        ...                      False)  # doctest: +SKIP
+    """
+    tm, tn = c.tile_shape
+    m, n = c.tile_index
+    acc = ct.full((tm, tn), 0, dtype=ct.float32)
+    for s in range(p.shape[0]):
+        part = ct.load(p, index=(s, m, n), shape=(1, tm, tn),
+                       padding_mode=ct.PaddingMode.ZERO)
+        acc = acc + ct.reshape(part, (tm, tn))
+    acc = _epilogue(acc, bias, n, tn, alpha, SCALE, HAS_BIAS, ACT)
+    if HAS_RES:
+        acc = acc + tl.load_like(res, c).astype(ct.float32)
+    c.store(acc.astype(c.dtype))
+
+
+def _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT):
+    """fp32 (1, TN) row m of A @ B over K tiles [k_begin, k_end), on the CUDA cores."""
+    acc = ct.full((1, TN), 0, dtype=ct.float32)
+    for k in range(k_begin, k_end):
+        x = _load_a(a, m, k, 1, TK, LAT)
+        w = _load_b(b, k, n, TK, TN, TRANS_B, LAT)
+        prod = ct.reshape(x.astype(ct.float32), (TK, 1)) * w.astype(ct.float32)
+        acc = acc + ct.sum(prod, axis=0, keepdims=True)
+    return acc
+
+
+@tl.kernel
+def gemv_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In, alpha: float,
+          TK: ct.Constant[int], TRANS_B: ct.Constant[bool], LAT: ct.Constant[int],
+          SCALE: ct.Constant[bool], HAS_BIAS: ct.Constant[bool], ACT: ct.Constant[int],
+          HAS_RES: ct.Constant[bool]):
+    """Row-vector times matrix, c (1, N) = act(alpha * a (1, K) @ b + bias) + res.
+
+    Memory-bound: each block streams a (K, tn) column panel of B once and keeps (TK, tn)
+    fp32 partial products, reduced once at the end; ``c`` is partitioned (1, tn).
+
+    Example:
+        >>> gemv_kernel(c.partition((1, 64)), a, b, a, a, 1.0, 256, False, 0, False,
+        ...             False, 0, False)  # doctest: +SKIP
+    """
+    _, tn = c.tile_shape
+    m, n = c.tile_index
+    acc = _gemv_loop(a, b, m, n, 0, ct.cdiv(a.shape[1], TK), tn, TK, TRANS_B, LAT)
+    acc = _epilogue(acc, bias, n, tn, alpha, SCALE, HAS_BIAS, ACT)
+    if HAS_RES:
+        acc = acc + tl.load_like(res, c).astype(ct.float32)
+    c.store(acc.astype(c.dtype))
+
+
+def _variant(kernel: tl.Kernel, occupancy: int | None, num_ctas: int | None) -> tl.Kernel:
+    """``kernel`` itself, or a copy compiled with these cuTile hints."""
+    if occupancy is None and num_ctas is None:
+        return kernel
+    return _hinted(kernel.__wrapped__, occupancy, num_ctas)
+
+
+@functools.lru_cache(maxsize=None)
+def _hinted(fn: Callable, occupancy: int | None, num_ctas: int | None) -> tl.Kernel:
+    return tl.kernel(occupancy=occupancy, num_ctas=num_ctas)(fn)
+
+
+# ======================================================================================
+# host side
+
+
+@dataclass
+class Plan:
+    """The launches of one library call, in order, and the tensor they produce.
+
+    ``run()`` launches them; tests and tools can instead pass each ``(kernel, args)`` to
+    ``tl.interpret`` (race detection, traces) or to ``kernel.compile``.
+
+    Example:
+        >>> import tilelab as tl
+        >>> a = tl.randn(1, 64, device="cpu", seed=0); b = tl.randn(64, 32, device="cpu")
+        >>> p = plan_matmul(a, b, config=MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv",
+        ...                                           split_k=2))
+        >>> [k.name for k, _ in p.launches]
+        ['splitk_partial_kernel', 'splitk_reduce_kernel']
+        >>> p.run().shape
+        (1, 32)
+    """
+
+    out: Any
+    launches: list[tuple[tl.Kernel, tuple]]
+
+    def run(self) -> Any:
+        """Launch every kernel in order and return the output.
+
+        Example:
+            >>> Plan(out=None, launches=[]).run() is None
+            True
+        """
+        for kern, args in self.launches:
+            kern(*args)
+        return self.out
+
+
+def _dtype_name(dtype: Any) -> str:
+    from tilelab.compiler.dtypes import dtype_name
+
+    return dtype_name(dtype)
+
+
+def _as_tensor(x: Any, name: str, who: str = "matmul") -> tl.Tensor:
+    """A tl.Tensor, or a foreign array borrowed where it lives (as a launch does)."""
+    if isinstance(x, tl.Tensor):
+        return x
+    from tilelab.runtime.tensor import _native_device
+
+    try:
+        return tl.tensor(x, device=_native_device(x))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{who}: {name} must be a tilelab tensor or an array, got "
+                        f"{type(x).__name__} ({e})") from None
+
+
+@dataclass(frozen=True)
+class _Epilogue:
+    """Epilogue operands and flags, as the kernels take them (tensors or specs)."""
+
+    bias: Any
+    res: Any
+    alpha: float = 1.0
+    has_bias: bool = False
+    act: int = 0
+    has_res: bool = False
+
+    def args(self) -> tuple:
+        return (self.bias, self.res, self.alpha)
+
+    def flags(self) -> tuple:
+        return (self.alpha != 1.0, self.has_bias, self.act, self.has_res)
+
+
+_PLACEHOLDERS: dict[tuple[str, int], tl.Tensor] = {}
+
+
+def _placeholder(device: str, ndim: int) -> tl.Tensor:
+    """A tiny tensor passed for an absent bias/residual (never read)."""
+    t = _PLACEHOLDERS.get((device, ndim))
+    if t is None:
+        t = _PLACEHOLDERS[(device, ndim)] = tl.zeros((1,) * ndim, "float32", device=device)
+    return t
+
+
+def _epilogue_operand(x: Any, name: str, shape: tuple[int, ...], device: str,
+                      who: str) -> tl.Tensor:
+    t = _as_tensor(x, name, who)
+    if t.dtype.name not in _FLOAT_INPUTS:
+        raise TypeError(f"{who}: {name} must be float16, bfloat16 or float32, got "
+                        f"{t.dtype.name}")
+    if tuple(t.shape) != shape:
+        what = "one value per output column" if name == "bias" else "the output's shape"
+        raise ValueError(f"{who}: {name} has shape {t.shape}; it must be {shape} ({what})")
+    if t.device != device:
+        raise ValueError(f"{who}: {name} lives on {t.device}, the operands on {device}")
+    return t
+
+
+def _epilogue_args(out_shape: tuple[int, ...], device: str, bias: Any, residual: Any,
+                   activation: str | None, alpha: float, who: str) -> _Epilogue:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{who}: activation={activation!r} is not one of "
+                         f"{', '.join(repr(k) for k in ACTIVATIONS)}")
+    if bias is not None:
+        bias = _epilogue_operand(bias, "bias", (out_shape[-1],), device, who)
+    if residual is not None:
+        residual = _epilogue_operand(residual, "residual", tuple(out_shape), device, who)
+    return _Epilogue(bias if bias is not None else _placeholder(device, 1),
+                     residual if residual is not None
+                     else _placeholder(device, len(out_shape)),
+                     float(alpha), bias is not None, ACTIVATIONS[activation],
+                     residual is not None)
+
+
+def _input_dtype(a: Any, b: Any, who: str) -> str:
+    da, db = _dtype_name(a.dtype), _dtype_name(b.dtype)
+    if da not in _FLOAT_INPUTS + _FP8 or db not in _FLOAT_INPUTS + _FP8:
+        raise TypeError(f"{who}: inputs must be float16, bfloat16, float32 or fp8 "
+                        f"(float8_e4m3fn, float8_e5m2); got {da} and {db}")
+    if da != db:
+        raise TypeError(f"{who}: a is {da} but b is {db}; cast one of them (cuTile's mma "
+                        "multiplies equal types, fp8 kinds included)")
+    return da
+
+
+def _check_arch(device: str, dtype: str, who: str) -> None:
+    if dtype in _FP8 and device != "cpu":
+        from tilelab.runtime.device import current_arch
+
+        arch = current_arch() or ""
+        digits = "".join(ch for ch in arch if ch.isdigit())
+        if digits and int(digits) < 89:
+            raise TypeError(f"{who}: fp8 inputs need sm_89 or newer (this GPU is {arch})")
+
+
+def _out_dtype(out_dtype: Any, in_dtype: str, who: str) -> str:
+    want = _dtype_name(out_dtype) if out_dtype is not None else (
+        "bfloat16" if in_dtype in _FP8 else in_dtype)
+    if want not in _OUT_DTYPES:
+        raise TypeError(f"{who}: out_dtype={want} is not supported; choose one of "
+                        f"{', '.join(_OUT_DTYPES)}")
+    return want
+
+
+def _output(out: Any, shape: tuple[int, ...], out_dtype: Any, in_dtype: str, device: str,
+            who: str) -> tl.Tensor:
+    if out is None:
+        return tl.empty(shape, _out_dtype(out_dtype, in_dtype, who), device=device)
+    out = _as_tensor(out, "out", who)
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{who}: out has shape {out.shape}, the product has {shape}")
+    if out_dtype is not None and out.dtype.name != _dtype_name(out_dtype):
+        raise TypeError(f"{who}: out is {out.dtype.name} but out_dtype="
+                        f"{_dtype_name(out_dtype)}")
+    if out.dtype.name not in _OUT_DTYPES:
+        raise TypeError(f"{who}: out must be one of {', '.join(_OUT_DTYPES)}, got "
+                        f"{out.dtype.name}")
+    if out.device != device:
+        raise ValueError(f"{who}: out lives on {out.device}, the operands on {device}")
+    return out
+
+
+def _b_operand(b: tl.Tensor) -> tuple[tl.Tensor, bool]:
+    """(tensor to pass, TRANS_B): a column-major B (a .T view) is read K-major."""
+    if b.shape[0] > 1 and b.shape[1] > 1 and b.strides[0] == 1 and b.strides[1] != 1:
+        return b.T, True
+    return b, False
+
+
+def _sms(device: str) -> int:
+    if device == "cpu":
+        return 132      # plan for an H200, so CPU runs take the GPU's code paths
+    from tilelab.runtime.device import num_sms
+
+    return num_sms(device)
+
+
+def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
+                 epi: _Epilogue, fast: bool, alloc: Callable) -> list[tuple]:
+    """The (kernel, args) launches of a 2-D GEMM (tensors, or specs for compiling)."""
+    lat = cfg.latency or 0
+    m, n = c.shape
+    sched = cfg.schedule
+    if sched == "gemv" and m != 1:
+        raise ValueError(f"matmul: schedule 'gemv' needs M == 1, got M = {m}")
+    if sched in ("gemv", "splitk") and cfg.split_k > 1:
+        k_tiles = -(-a.shape[1] // cfg.tk)
+        per = -(-k_tiles // cfg.split_k)
+        tm = 1 if sched == "gemv" else cfg.tm
+        scratch = alloc((-(-k_tiles // per), m, n), "float32")   # no empty K slice
+        return [(_variant(splitk_partial_kernel, cfg.occupancy, cfg.num_ctas),
+                 (scratch.partition((1, tm, cfg.tn)), a, bop, cfg.tk, per, trans_b, lat,
+                  fast)),
+                (_variant(splitk_reduce_kernel, None, None),
+                 (c.partition((tm, cfg.tn)), scratch, *epi.args(), *epi.flags()))]
+    if sched == "gemv":
+        return [(_variant(gemv_kernel, cfg.occupancy, cfg.num_ctas),
+                 (c.partition((1, cfg.tn)), a, bop, *epi.args(), cfg.tk, trans_b, lat,
+                  *epi.flags()))]
+    if sched == "persistent":
+        part = c.partition((cfg.tm, cfg.tn), schedule=tl.persistent(cfg.num_blocks,
+                                                                    cfg.group_m))
+        kern = _variant(persistent_matmul_kernel, cfg.occupancy, cfg.num_ctas)
+    else:
+        schedule = tl.grouped(cfg.group_m) if sched == "grouped" else tl.row_major
+        part = c.partition((cfg.tm, cfg.tn), schedule=schedule)
+        kern = _variant(matmul_kernel, cfg.occupancy, cfg.num_ctas)
+    return [(kern, (part, a, bop, *epi.args(), cfg.tk, trans_b, lat, fast, *epi.flags()))]
+
+
+def plan_matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
+                activation: str | None = None, residual: Any = None, scale_a: float = 1.0,
+                scale_b: float = 1.0, config: MatmulConfig | None = None) -> Plan:
+    """Check the arguments of :func:`matmul` and plan its launches without running them.
+
+    Example:
+        >>> import tilelab as tl
+        >>> a = tl.randn(40, 32, device="cpu", seed=0)
+        >>> p = plan_matmul(a, a.T, config=MatmulConfig(tm=16, tn=16, tk=16))
+        >>> [k.name for k, _ in p.launches], p.out.shape
+        (['matmul_kernel'], (40, 40))
+    """
+    who = "matmul"
+    a, b = _as_tensor(a, "a"), _as_tensor(b, "b")
+    if a.ndim not in (1, 2) or b.ndim != 2:
+        raise ValueError(f"{who}: a must be (M, K) or (K,) and b (K, N); got shapes "
+                         f"{a.shape} and {b.shape} (use bmm for batches)")
+    vector = a.ndim == 1
+    a2 = a[None] if vector else a
+    (m, k), (kb, n) = a2.shape, b.shape
+    if k != kb:
+        raise ValueError(f"{who}: inner dimensions differ: a is {a.shape}, b is {b.shape}")
+    if a.device != b.device:
+        raise ValueError(f"{who}: a lives on {a.device} but b on {b.device}")
+    if k < 1:
+        raise ValueError(f"{who}: K = 0 ({a.shape} @ {b.shape}): nothing to multiply")
+    in_dtype = _input_dtype(a, b, who)
+    _check_arch(a.device, in_dtype, who)
+    if config is not None and not isinstance(config, MatmulConfig):
+        raise TypeError(f"{who}: config must be a MatmulConfig, got {type(config).__name__}")
+    cfg = config or default_config(m, n, k, in_dtype, num_sms=_sms(a.device))
+    out_t = _output(out, (n,) if vector else (m, n), out_dtype, in_dtype, a.device, who)
+    if m == 0 or n == 0:
+        return Plan(out_t, [])                  # an empty result needs no launch
+    if vector and residual is not None:
+        residual = _as_tensor(residual, "residual", who)
+        residual = residual[None] if residual.ndim == 1 else residual
+    epi = _epilogue_args((m, n), a.device, bias, residual, activation, scale_a * scale_b,
+                         who)
+    bop, trans_b = _b_operand(b)
+    fast = bool(cfg.fast_acc and in_dtype in _FP8)
+    dev = a.device
+    launches = _launches_2d(cfg, out_t[None] if vector else out_t, a2, bop, trans_b, epi,
+                            fast, lambda shape, dt: tl.empty(shape, dt, device=dev))
+    return Plan(out_t, launches)
+
+
+def matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
+           activation: str | None = None, residual: Any = None, scale_a: float = 1.0,
+           scale_b: float = 1.0, config: MatmulConfig | None = None) -> tl.Tensor:
+    """``act(scale_a * scale_b * a @ b + bias) + residual`` with fp32 accumulation.
+
+    ``a`` is (M, K) or (K,); ``b`` is (K, N) (a transposed view of an (N, K) weight is
+    read K-major, the fast layout for fp8). Inputs: bf16, fp16, fp32 (tf32 tensor cores)
+    or fp8 e4m3/e5m2 (with optional per-tensor dequantization scales). The output is
+    ``out`` or a new tensor of ``out_dtype`` (default: the input dtype; bf16 for fp8).
+    ``activation``: None, "relu", "gelu" (= "gelu_tanh"), "gelu_erf" or "silu".
+    ``config`` overrides the tiles and schedule chosen by :func:`default_config`.
+
+    Example:
+        >>> import tilelab as tl
+        >>> a = tl.randn(5, 40, dtype="f16", device="cpu", seed=0)
+        >>> w = tl.randn(40, 24, dtype="f16", device="cpu", seed=1)
+        >>> y = matmul(a, w, bias=tl.zeros(24, device="cpu"), activation="relu",
+        ...            config=MatmulConfig(tm=16, tn=32, tk=16))
+        >>> bool((y.numpy().astype("float32") >= 0).all())
+        True
+    """
+    return plan_matmul(a, b, out=out, out_dtype=out_dtype, bias=bias, activation=activation,
+                       residual=residual, scale_a=scale_a, scale_b=scale_b,
+                       config=config).run()
+
+
+def gemv(w: Any, x: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
+         activation: str | None = None, residual: Any = None, scale_a: float = 1.0,
+         scale_b: float = 1.0, config: MatmulConfig | None = None) -> tl.Tensor:
+    """``act(w @ x + bias) + residual`` for a weight ``w`` (N, K) and a vector ``x`` (K,).
+
+    The decode step of a linear layer (``nn.Linear`` keeps its weight as (N, K)): this is
+    :func:`matmul` of ``x`` with ``w.T``, so the weight is streamed K-major by the GEMV
+    kernel (split over K when N alone gives too few blocks). Returns an (N,) tensor.
+
+    Example:
+        >>> import tilelab as tl
+        >>> w = tl.randn(48, 64, dtype="bf16", device="cpu", seed=0)
+        >>> gemv(w, tl.randn(64, dtype="bf16", device="cpu", seed=1)).shape
+        (48,)
+    """
+    who = "gemv"
+    w, x = _as_tensor(w, "w", who), _as_tensor(x, "x", who)
+    if w.ndim != 2 or x.ndim != 1:
+        raise ValueError(f"{who}: w must be (N, K) and x (K,); got {w.shape} and {x.shape}")
+    if w.shape[1] != x.shape[0]:
+        raise ValueError(f"{who}: w is {w.shape} but x has {x.shape[0]} elements")
+    return matmul(x, w.T, out=out, out_dtype=out_dtype, bias=bias, activation=activation,
+                  residual=residual, scale_a=scale_a, scale_b=scale_b, config=config)
+
+
+def _bmm_config(m: int, dtype: str) -> MatmulConfig:
+    """Tiles for batched GEMM: 128x128 (64 or 16 rows for short matrices)."""
+    tm = 128 if m > 64 else 64 if m > 16 else 16
+    return MatmulConfig(tm=tm, tn=128, tk=32 if dtype == "float32" else 64)
+
+
+def _launches_bmm(cfg: MatmulConfig, c: Any, a: Any, b: Any, epi: _Epilogue) -> list[tuple]:
+    if cfg.schedule not in ("grouped", "row_major"):
+        raise ValueError(f"bmm: schedule {cfg.schedule!r} is not available for batches; "
+                         "use 'grouped' or 'row_major'")
+    schedule = tl.grouped(cfg.group_m) if cfg.schedule == "grouped" else tl.row_major
+    return [(_variant(batched_matmul_kernel, cfg.occupancy, cfg.num_ctas),
+             (c.partition((1, cfg.tm, cfg.tn), schedule=schedule), a, b, *epi.args(),
+              cfg.tk, b.ndim == 3, cfg.latency or 0, *epi.flags()))]
+
+
+def plan_bmm(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
+             activation: str | None = None, residual: Any = None, scale_a: float = 1.0,
+             scale_b: float = 1.0, config: MatmulConfig | None = None) -> Plan:
+    """Check the arguments of :func:`bmm` and plan its launch without running it.
+
+    Example:
+        >>> import tilelab as tl
+        >>> a = tl.randn(2, 8, 16, device="cpu", seed=0)
+        >>> plan_bmm(a, tl.randn(16, 8, device="cpu")).out.shape
+        (2, 8, 8)
+    """
+    who = "bmm"
+    a, b = _as_tensor(a, "a", who), _as_tensor(b, "b", who)
+    if a.ndim != 3 or b.ndim not in (2, 3):
+        raise ValueError(f"{who}: a must be (G, M, K) and b (G, K, N) or (K, N); got "
+                         f"{a.shape} and {b.shape}")
+    g, m, k = a.shape
+    kb, n = b.shape[-2:]
+    if k != kb or (b.ndim == 3 and b.shape[0] != g):
+        raise ValueError(f"{who}: shapes do not match: a is {a.shape}, b is {b.shape}")
+    if a.device != b.device:
+        raise ValueError(f"{who}: a lives on {a.device} but b on {b.device}")
+    if k < 1:
+        raise ValueError(f"{who}: K = 0 ({a.shape} @ {b.shape}): nothing to multiply")
+    in_dtype = _input_dtype(a, b, who)
+    if in_dtype in _FP8:
+        raise TypeError(f"{who}: fp8 batches are not supported; call matmul per batch")
+    cfg = config or _bmm_config(max(m, 1), in_dtype)
+    out_t = _output(out, (g, m, n), out_dtype, in_dtype, a.device, who)
+    if min(g, m, n) == 0:
+        return Plan(out_t, [])
+    epi = _epilogue_args((g, m, n), a.device, bias, residual, activation,
+                         scale_a * scale_b, who)
+    return Plan(out_t, _launches_bmm(cfg, out_t, a, b, epi))
+
+
+def bmm(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
+        activation: str | None = None, residual: Any = None, scale_a: float = 1.0,
+        scale_b: float = 1.0, config: MatmulConfig | None = None) -> tl.Tensor:
+    """Batched ``a[g] @ b[g]`` with the epilogue of :func:`matmul`.
+
+    ``a`` is (G, M, K); ``b`` is (G, K, N), or (K, N) shared by every batch. The output
+    (G, M, N) is partitioned (1, tm, tn) and grouped per batch (``config.group_m``);
+    fp8 inputs are not batched here (use :func:`matmul` per batch).
+
+    Example:
+        >>> import tilelab as tl
+        >>> a = tl.randn(3, 20, 16, dtype="bf16", device="cpu", seed=0)
+        >>> b = tl.randn(3, 16, 24, dtype="bf16", device="cpu", seed=1)
+        >>> bmm(a, b, config=MatmulConfig(tm=16, tn=16, tk=16)).shape
+        (3, 20, 24)
+    """
+    return plan_bmm(a, b, out=out, out_dtype=out_dtype, bias=bias, activation=activation,
+                    residual=residual, scale_a=scale_a, scale_b=scale_b,
+                    config=config).run()
+
+
+def compile_matmul(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
+                   out_dtype: Any = None, config: MatmulConfig | None = None,
+                   trans_b: bool = False, bias: bool = False, activation: str | None = None,
+                   residual: bool = False, batch: int | None = None,
+                   arch: str = "sm_90") -> list:
+    """Compile (without data or a GPU) the kernels :func:`matmul` would launch.
+
+    Returns one ``Artifacts`` per launch (split-K has two), so that their SASS,
+    resources and remarks can be inspected (HGMMA/QGMMA, TMA, spills). ``trans_b``
+    describes B given as a transposed (N, K) view; ``batch`` compiles :func:`bmm`.
+
+    Example:
+        >>> arts = compile_matmul(8192, 8192, 8192, "bf16")        # doctest: +SKIP
+        >>> "HGMMA" in arts[0].sass                                 # doctest: +SKIP
+        True
+    """
+    in_dtype = _dtype_name(dtype)
+    out_name = _out_dtype(out_dtype, in_dtype, "compile_matmul")
+    spec = tl.spec
+    lead = () if batch is None else (batch,)
+    epi = _Epilogue(spec(n, "float32") if bias else spec(1, "float32"),
+                    spec(lead + (m, n), "float32") if residual
+                    else spec((1,) * (len(lead) + 2), "float32"),
+                    1.0, bias, ACTIVATIONS[activation], residual)
+    c = spec(lead + (m, n), out_name)
+    a = spec(lead + (m, k), in_dtype)
+    if batch is not None:
+        cfg = config or _bmm_config(m, in_dtype)
+        launches = _launches_bmm(cfg, c, a, spec((batch, k, n), in_dtype), epi)
+    else:
+        cfg = config or default_config(m, n, k, in_dtype)
+        bop = spec((n, k), in_dtype) if trans_b else spec((k, n), in_dtype)
+        fast = bool(cfg.fast_acc and in_dtype in _FP8)
+        launches = _launches_2d(cfg, c, a, bop, trans_b, epi, fast, spec)
+    return [kern.compile(*args, arch=arch) for kern, args in launches]

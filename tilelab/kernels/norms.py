@@ -1,0 +1,323 @@
+"""Layer norm and RMSNorm over the last dimension, optionally fused with a residual add.
+
+``layer_norm``: ``(h - mean) / sqrt(var + eps) * weight (+ bias)`` with the biased
+variance; ``rms_norm``: ``h / sqrt(mean(h^2) + eps) * weight``. The ``add_*`` forms
+compute ``h = x + residual`` (rounded to the storage dtype, as an unfused
+``x + residual`` would be), store ``h`` and normalize that stored ``h`` — one pass
+instead of three kernels. Statistics are float32.
+
+Rows up to 8192 elements fit one tile (one read, one write; the variance is the exact
+two-pass ``mean((h - mean)^2)`` over the tile in registers). Longer rows use a
+persistent schedule (see ``_row_schedule``) and stream the row twice: once for the
+statistics, merging per-tile means and squared deviations with Chan's formula (no
+``E[h^2] - E[h]^2`` cancellation), then once to normalize and store.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import cuda.tile as ct
+
+import tilelab as tl
+from tilelab.kernels.elementwise import (_Call, _as_tensor, _check_block, _check_float,
+                                         _check_same_device, _grid_schedule, _output,
+                                         _row_schedule, _row_tiles, _rows_of)
+
+__all__ = ["layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
+
+
+# ======================================================================================
+# kernel helpers
+# ======================================================================================
+
+
+def _load_h(x, r, m, j, bm, bn, ADD):
+    """Tile (m, j) of h: x, or x + r rounded to x's dtype, as float32 (zero padded)."""
+    v = ct.load(x, index=(m, j), shape=(bm, bn), padding_mode=ct.PaddingMode.ZERO)
+    v = v.astype(ct.float32)
+    if ADD:
+        u = ct.load(r, index=(m, j), shape=(bm, bn), padding_mode=ct.PaddingMode.ZERO)
+        v = (v + u.astype(ct.float32)).astype(x.dtype).astype(ct.float32)
+    return v
+
+
+def _col_mask(j, bn, n):
+    """(1, bn) mask of the columns of column tile j that lie inside a row of n."""
+    cols = j * bn + ct.arange(bn, dtype=ct.int32)
+    return ct.reshape(cols < n, (1, bn))
+
+
+def _tile_stats(h, n, bm, bn, RMS, eps):
+    """(mean, rstd) of rows that fit tile h (zero padded); mean is 0 for RMSNorm."""
+    if RMS:
+        mean = ct.zeros((bm, 1), dtype=ct.float32)
+        var = ct.sum(h * h, axis=1, keepdims=True) / n
+    else:
+        mean = ct.sum(h, axis=1, keepdims=True) / n
+        d = ct.where(_col_mask(0, bn, n), h - mean, 0.0)
+        var = ct.sum(d * d, axis=1, keepdims=True) / n
+    return mean, ct.rsqrt(var + eps)
+
+
+def _streamed_stats(x, r, m, bm, bn, ADD, RMS, eps):
+    """(mean, rstd) of row tile m, streaming column tiles and merging (Chan et al.)."""
+    n = x.shape[1]
+    mean = ct.zeros((bm, 1), dtype=ct.float32)
+    m2 = ct.zeros((bm, 1), dtype=ct.float32)
+    for j in range(ct.cdiv(n, bn)):
+        h = _load_h(x, r, m, j, bm, bn, ADD)
+        if RMS:
+            m2 = m2 + ct.sum(h * h, axis=1, keepdims=True)
+        else:
+            seen = j * bn * 1.0                       # columns merged so far (all full)
+            count = ct.minimum(bn, n - j * bn) * 1.0  # valid columns of this tile
+            tile_mean = ct.sum(h, axis=1, keepdims=True) / count
+            d = ct.where(_col_mask(j, bn, n), h - tile_mean, 0.0)
+            delta = tile_mean - mean
+            total = seen + count
+            mean = mean + delta * (count / total)
+            m2 = m2 + ct.sum(d * d, axis=1, keepdims=True) + \
+                delta * delta * (seen * count / total)
+    return mean, ct.rsqrt(m2 / n + eps)
+
+
+def _affine(h, mean, rstd, w, b, j, bn, HAS_BIAS):
+    """(h - mean) * rstd * w (+ b) for column tile j (w, b are 1-D, zero padded)."""
+    g = ct.load(w, index=(j,), shape=(bn,), padding_mode=ct.PaddingMode.ZERO)
+    y = (h - mean) * rstd * ct.reshape(g.astype(ct.float32), (1, bn))
+    if HAS_BIAS:
+        c = ct.load(b, index=(j,), shape=(bn,), padding_mode=ct.PaddingMode.ZERO)
+        y = y + ct.reshape(c.astype(ct.float32), (1, bn))
+    return y
+
+
+# ======================================================================================
+# kernels
+# ======================================================================================
+
+
+@tl.kernel
+def norm_rows_kernel(y: tl.Out, x: tl.In, w: tl.In, b: tl.In, eps: float,
+                     RMS: ct.Constant[int], HAS_BIAS: ct.Constant[int]):
+    """Layer norm (RMS=0) or RMSNorm (RMS=1) of rows that fit one tile of y.
+
+    ``b`` is only read when HAS_BIAS (pass ``w`` again otherwise).
+
+    Example:
+        >>> norm_rows_kernel(y.partition((2, 4096)), x, w, w, 1e-6, 1, 0)   # doctest: +SKIP
+    """
+    bm, bn = y.tile_shape
+    m, j = y.tile_index
+    h = _load_h(x, x, m, j, bm, bn, 0)
+    mean, rstd = _tile_stats(h, x.shape[1], bm, bn, RMS, eps)
+    y.store(_affine(h, mean, rstd, w, b, j, bn, HAS_BIAS).astype(y.dtype))
+
+
+@tl.kernel
+def add_norm_rows_kernel(y: tl.Out, h_out: tl.Out, x: tl.In, r: tl.In, w: tl.In,
+                         b: tl.In, eps: float, RMS: ct.Constant[int],
+                         HAS_BIAS: ct.Constant[int]):
+    """h = x + r (stored) and y = norm(h), rows that fit one tile.
+
+    Example:
+        >>> add_norm_rows_kernel(y.partition((2, 4096)), h.partition((2, 4096)),
+        ...                      x, r, w, w, 1e-6, 1, 0)                   # doctest: +SKIP
+    """
+    bm, bn = y.tile_shape
+    m, j = y.tile_index
+    h = _load_h(x, r, m, j, bm, bn, 1)
+    h_out.store(h.astype(h_out.dtype))
+    mean, rstd = _tile_stats(h, x.shape[1], bm, bn, RMS, eps)
+    y.store(_affine(h, mean, rstd, w, b, j, bn, HAS_BIAS).astype(y.dtype))
+
+
+@tl.kernel
+def norm_looped_kernel(y: tl.Out, x: tl.In, w: tl.In, b: tl.In, eps: float,
+                       RMS: ct.Constant[int], HAS_BIAS: ct.Constant[int]):
+    """Norm of long rows: streamed statistics, then one store per column tile.
+
+    Launch with ``y.partition((bm, bn), schedule=_row_schedule(rows, bm))``.
+
+    Example:
+        >>> sched = _row_schedule(64, 1)
+        >>> norm_looped_kernel(y.partition((1, 4096), schedule=sched),
+        ...                    x, w, w, 1e-6, 1, 0)                       # doctest: +SKIP
+    """
+    bm, bn = y.tile_shape
+    row = -1
+    mean = ct.zeros((bm, 1), dtype=ct.float32)
+    rstd = ct.zeros((bm, 1), dtype=ct.float32)
+    for t in y.tiles():
+        m, j = y.tile_index_of(t)
+        if m != row:
+            mean, rstd = _streamed_stats(x, x, m, bm, bn, 0, RMS, eps)
+            row = m
+        h = _load_h(x, x, m, j, bm, bn, 0)
+        y.store(_affine(h, mean, rstd, w, b, j, bn, HAS_BIAS).astype(y.dtype), at=t)
+
+
+@tl.kernel
+def add_norm_looped_kernel(y: tl.Out, h_out: tl.Out, x: tl.In, r: tl.In, w: tl.In,
+                           b: tl.In, eps: float, RMS: ct.Constant[int],
+                           HAS_BIAS: ct.Constant[int]):
+    """h = x + r and y = norm(h) for long rows (statistics pass, then store pass).
+
+    Example:
+        >>> sched = _row_schedule(64, 1)
+        >>> add_norm_looped_kernel(y.partition((1, 4096), schedule=sched),
+        ...                        h.partition((1, 4096), schedule=sched),
+        ...                        x, r, w, w, 1e-6, 1, 0)                 # doctest: +SKIP
+    """
+    bm, bn = y.tile_shape
+    row = -1
+    mean = ct.zeros((bm, 1), dtype=ct.float32)
+    rstd = ct.zeros((bm, 1), dtype=ct.float32)
+    for t in y.tiles():
+        m, j = y.tile_index_of(t)
+        if m != row:
+            mean, rstd = _streamed_stats(x, r, m, bm, bn, 1, RMS, eps)
+            row = m
+        h = _load_h(x, r, m, j, bm, bn, 1)
+        h_out.store(h.astype(h_out.dtype), at=t)
+        y.store(_affine(h, mean, rstd, w, b, j, bn, HAS_BIAS).astype(y.dtype), at=t)
+
+
+# ======================================================================================
+# host
+# ======================================================================================
+
+
+def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: float,
+               rms: bool, block_m: int | None, block_n: int | None, out: Any) -> _Call:
+    block_m = _check_block(block_m, "block_m", fn)
+    block_n = _check_block(block_n, "block_n", fn)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
+        raise ValueError(f"{fn}(): eps must be a non-negative float, got {eps!r}")
+    xt = _as_tensor(x, "x", fn)
+    _check_float(xt, "x", fn)
+    if xt.ndim == 0:
+        raise ValueError(f"{fn}(): x must have at least one dimension")
+    n = xt.shape[-1]
+    wt = _as_tensor(weight, "weight", fn)
+    _check_float(wt, "weight", fn)
+    if wt.shape != (n,):
+        raise ValueError(f"{fn}(): weight must have shape ({n},) (the last dimension of x "
+                         f"{xt.shape}), got {wt.shape}")
+    bt = None
+    if bias is not None:
+        bt = _as_tensor(bias, "bias", fn)
+        _check_float(bt, "bias", fn)
+        if bt.shape != (n,):
+            raise ValueError(f"{fn}(): bias must have shape ({n},), got {bt.shape}")
+    rt = None
+    if residual is not None:
+        rt = _as_tensor(residual, "residual", fn)
+        if rt.shape != xt.shape or rt.dtype != xt.dtype:
+            raise ValueError(f"{fn}(): residual must match x ({xt.shape} {xt.dtype.name}), "
+                             f"got {rt.shape} {rt.dtype.name}")
+    device = _check_same_device(fn, x=xt, weight=wt, bias=bt, residual=rt)
+    outs = out if residual is not None and out is not None else (out, None)
+    if residual is not None and out is not None and (not isinstance(out, tuple)
+                                                     or len(out) != 2):
+        raise TypeError(f"{fn}(): out must be a pair (out, h) of tensors")
+    y = _output(outs[0], xt.shape, xt.dtype, device, "out", fn)
+    h = None if rt is None else _output(outs[1], xt.shape, xt.dtype, device, "h", fn)
+    result = y if h is None else (y, h)
+    if xt.size == 0:
+        return _Call(norm_rows_kernel, None, result)
+    xv, yv = _rows_of(xt), _rows_of(y)
+    rows = xv.shape[0]
+    bm, bn, looped = _row_tiles(rows, n, block_m, block_n)
+    sched = _row_schedule(rows, bm) if looped else _grid_schedule(-(-rows // bm))
+    flags = (float(eps), int(rms), int(bt is not None))
+    b_arg = bt if bt is not None else wt      # never read when HAS_BIAS is 0
+    if h is None:
+        kernel = norm_looped_kernel if looped else norm_rows_kernel
+        args = (yv.partition((bm, bn), schedule=sched), xv, wt, b_arg) + flags
+    else:
+        kernel = add_norm_looped_kernel if looped else add_norm_rows_kernel
+        args = (yv.partition((bm, bn), schedule=sched),
+                _rows_of(h).partition((bm, bn), schedule=sched), xv, _rows_of(rt), wt,
+                b_arg) + flags
+    return _Call(kernel, args, result)
+
+
+def layer_norm(x: Any, weight: Any, bias: Any = None, *, eps: float = 1e-5,
+               block_m: int | None = None, block_n: int | None = None,
+               out: Any = None) -> tl.Tensor:
+    """Layer norm over the last dimension: ``(x - mean) / sqrt(var + eps) * w + b``.
+
+    ``weight``/``bias`` are ``(N,)`` float tensors (any float dtype; ``bias`` may be
+    None). Statistics are float32; the result has x's dtype. ``block_n >= N`` (default
+    up to 8192) normalizes whole rows in one pass; smaller ``block_n`` streams them.
+
+    Example:
+        >>> import numpy as np, tilelab as tl
+        >>> from tilelab.kernels.norms import layer_norm
+        >>> x = tl.tensor(np.array([[1.0, 3.0]], np.float32), device="cpu")
+        >>> w = tl.tensor(np.ones(2, np.float32), device="cpu")
+        >>> np.round(layer_norm(x, w, eps=0.0).numpy(), 4)
+        array([[-1.,  1.]], dtype=float32)
+    """
+    return _norm_call("layer_norm", x, weight, bias, None, eps, False, block_m, block_n,
+                      out).run()
+
+
+def rms_norm(x: Any, weight: Any, *, eps: float = 1e-6, block_m: int | None = None,
+             block_n: int | None = None, out: Any = None) -> tl.Tensor:
+    """RMSNorm over the last dimension: ``x / sqrt(mean(x^2) + eps) * weight``.
+
+    Example:
+        >>> import numpy as np, tilelab as tl
+        >>> from tilelab.kernels.norms import rms_norm
+        >>> x = tl.tensor(np.array([[3.0, 4.0]], np.float32), device="cpu")
+        >>> w = tl.tensor(np.ones(2, np.float32), device="cpu")
+        >>> np.round(rms_norm(x, w, eps=0.0).numpy(), 4)
+        array([[0.8485, 1.1314]], dtype=float32)
+    """
+    return _norm_call("rms_norm", x, weight, None, None, eps, True, block_m, block_n,
+                      out).run()
+
+
+def add_layer_norm(x: Any, residual: Any, weight: Any, bias: Any = None, *,
+                   eps: float = 1e-5, block_m: int | None = None,
+                   block_n: int | None = None, out: Any = None
+                   ) -> tuple[tl.Tensor, tl.Tensor]:
+    """``h = x + residual``; returns ``(layer_norm(h), h)`` from one fused pass.
+
+    ``h`` is rounded to x's dtype before it is normalized, so the result equals
+    ``layer_norm(x + residual)`` computed unfused. ``out`` may be a pair ``(out, h)``.
+
+    Example:
+        >>> import numpy as np, tilelab as tl
+        >>> from tilelab.kernels.norms import add_layer_norm
+        >>> x = tl.tensor(np.array([[1.0, 2.0]], np.float32), device="cpu")
+        >>> w = tl.tensor(np.ones(2, np.float32), device="cpu")
+        >>> y, h = add_layer_norm(x, x, w, eps=0.0)
+        >>> h.numpy(), np.round(y.numpy(), 4)
+        (array([[2., 4.]], dtype=float32), array([[-1.,  1.]], dtype=float32))
+    """
+    return _norm_call("add_layer_norm", x, weight, bias, residual, eps, False, block_m,
+                      block_n, out).run()
+
+
+def add_rms_norm(x: Any, residual: Any, weight: Any, *, eps: float = 1e-6,
+                 block_m: int | None = None, block_n: int | None = None,
+                 out: Any = None) -> tuple[tl.Tensor, tl.Tensor]:
+    """``h = x + residual``; returns ``(rms_norm(h), h)`` from one fused pass.
+
+    This is the pre-norm transformer step: the new residual stream ``h`` and the
+    normalized input of the next block, reading x and residual once.
+
+    Example:
+        >>> import numpy as np, tilelab as tl
+        >>> from tilelab.kernels.norms import add_rms_norm
+        >>> x = tl.tensor(np.array([[1.0, 1.0]], np.float32), device="cpu")
+        >>> r = tl.tensor(np.array([[2.0, 3.0]], np.float32), device="cpu")
+        >>> w = tl.tensor(np.ones(2, np.float32), device="cpu")
+        >>> y, h = add_rms_norm(x, r, w, eps=0.0)
+        >>> h.numpy(), np.round(y.numpy(), 4)
+        (array([[3., 4.]], dtype=float32), array([[0.8485, 1.1314]], dtype=float32))
+    """
+    return _norm_call("add_rms_norm", x, weight, None, residual, eps, True, block_m,
+                      block_n, out).run()
