@@ -27,8 +27,31 @@ from tilelab.runtime.graph import Graph, graph
 from tilelab.runtime.streams import new_stream as stream
 from tilelab.runtime.interpret import interpret
 from tilelab.perf.bench import bench
+from tilelab.perf.autotune import autotune
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext tilelab``: register the ``%%tile`` cell magic (see :mod:`tilelab.lab`).
+
+    Example:
+        >>> # in IPython or Jupyter:  %load_ext tilelab
+    """
+    from tilelab.lab import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    """``%unload_ext tilelab``: remove the ``%%tile`` magic.
+
+    Example:
+        >>> # in IPython or Jupyter:  %unload_ext tilelab
+    """
+    from tilelab.lab import unload_ipython_extension as unload
+
+    unload(ipython)
 
 __all__ = [
     "TilelabError", "SafetyError", "AliasError", "BorrowError", "CompileError", "LaunchError",
@@ -36,5 +59,5 @@ __all__ = [
     "persistent", "spec", "Kernel", "kernel", "Tensor", "tensor", "as_tensor", "from_dlpack",
     "empty", "zeros", "ones", "full", "arange", "randn", "Partition", "synchronize",
     "gpu_available", "backend", "unchecked", "Future", "Graph", "graph", "stream",
-    "interpret", "bench",
+    "interpret", "bench", "autotune",
 ]

@@ -82,9 +82,17 @@ def cache_key(lowered: LoweredKernel, spec: Specialization, arch: str, opt_level
 
 
 def location_mapper(lowered: LoweredKernel) -> Callable[[str, int, int], tuple[str, int, int]]:
-    """(file, line, 0-based col) in compiler output -> (file, line, 1-based col) for users."""
+    """(file, line, 0-based col) in compiler output -> (file, line, 1-based col) for users.
+
+    Artifacts loaded from the cache may name the lowered file of an earlier definition
+    of the same text (a notebook cell re-run): the name ends with the text's digest, so
+    any lowered name with this digest maps through this kernel's source map.
+    """
+    digest = lowered.filename.rsplit(" ", 1)[-1]
+
     def mapping(filename: str, line: int, col: int) -> tuple[str, int, int]:
-        if filename == lowered.filename:
+        if filename == lowered.filename or (
+                filename.startswith("<tilelab-lowered ") and filename.endswith(" " + digest)):
             loc = lowered.source_map.to_user(line, col)
             return loc.filename, loc.line, loc.col
         return filename, line, (col or 0) + 1

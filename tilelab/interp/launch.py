@@ -228,7 +228,7 @@ def _overlap_warnings(roots: list[ArgRoot], blocks: list) -> list[str]:
 
 def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "sequential",
               seed: int | None = None, trace: bool = True, sample_blocks: int | None = None,
-              stdout: TextIO | None = None) -> Trace:
+              stdout: TextIO | None = None, races: bool = True) -> Trace:
     """Run a cuTile kernel on the CPU, one block at a time, and trace what it does.
 
     Args:
@@ -241,6 +241,8 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
             order, to expose order-dependent kernels).
         seed: seed of the shuffle and of block sampling (default 0).
         trace: record accesses, bytes, FLOPs and races (off: faster, empty trace).
+        races: with ``trace``, also detect inter-block races (off: no per-element owner
+            maps, which matters for arrays of hundreds of MB when only counting work).
         sample_blocks: run only this many blocks, spread over the grid; totals are then
             extrapolated and race detection covers the sampled blocks only.
         stdout: where device ``print``/``printf`` output goes (default ``sys.stdout``);
@@ -276,7 +278,7 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
     params, nodes = _parameters(kernel, pyfunc, name, len(args))
     total = grid3[0] * grid3[1] * grid3[2]
     run, sampled = _block_order(total, order, seed, sample_blocks)
-    tracer = Tracer(grid3) if trace else None
+    tracer = Tracer(grid3, detect_races=races) if trace else None
     state = context.LaunchState(grid3, tracer, stdout, name)
     binder = _Binder(name)
 

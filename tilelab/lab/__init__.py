@@ -1,1 +1,66 @@
-"""tilelab.lab"""
+"""tilelab.lab: the notebook side of tilelab — ``%%tile``, its tabbed views and figures.
+
+Load it in IPython or Jupyter with ``%load_ext tilelab`` (``tilelab`` delegates to
+:func:`load_ipython_extension` here); ``%reload_ext tilelab`` and ``%unload_ext tilelab``
+work too. See ``docs/lab.md`` for the magic's options and tabs.
+
+Importing this package does not import IPython; the magic's module is loaded on
+:func:`load_ipython_extension`.
+
+Example:
+    >>> from IPython.core.interactiveshell import InteractiveShell
+    >>> sh = InteractiveShell.instance()
+    >>> load_ipython_extension(sh)
+    >>> "tile" in sh.magics_manager.magics["cell"]
+    True
+    >>> unload_ipython_extension(sh)
+    >>> "tile" in sh.magics_manager.magics["cell"]
+    False
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "last_view"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%%tile`` with an IPython shell (again on reload: never twice).
+
+    Example:
+        >>> load_ipython_extension(get_ipython())              # doctest: +SKIP
+    """
+    from tilelab.lab.magic import TileMagics
+
+    unload_ipython_extension(ipython)  # a reload replaces, never duplicates
+    ipython.register_magics(TileMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove ``%%tile`` from an IPython shell (nothing happens if it is not there).
+
+    Example:
+        >>> unload_ipython_extension(get_ipython())            # doctest: +SKIP
+    """
+    manager = getattr(ipython, "magics_manager", None)
+    if manager is None:
+        return
+    cell = manager.magics.get("cell", {})
+    fn = cell.get("tile")
+    owner = getattr(fn, "__self__", None)
+    if fn is not None and type(owner).__name__ == "TileMagics":
+        del cell["tile"]
+    for name in [n for n, m in manager.registry.items() if type(m).__name__ == "TileMagics"]:
+        del manager.registry[name]
+
+
+def last_view() -> Any:
+    """The view of the last ``%%tile`` cell (``.report`` has its artifacts), or None.
+
+    Example:
+        >>> last_view() is None or hasattr(last_view(), "report")
+        True
+    """
+    from tilelab.lab.magic import last_view as last
+
+    return last()

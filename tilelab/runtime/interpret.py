@@ -17,12 +17,13 @@ __all__ = ["interpret"]
 
 def interpret(kernel: Any, *args: Any, grid: Any = None, order: str = "sequential",
               seed: int | None = None, trace: bool = True, sample_blocks: int | None = None,
-              stdout: Any = None):
+              stdout: Any = None, races: bool = True):
     """Run ``kernel`` block by block on the CPU and return a ``Trace``.
 
     ``order="shuffled"`` runs blocks in a seeded random order (to expose order
     dependence); ``sample_blocks=N`` runs N blocks spread over the grid and extrapolates
-    bytes and FLOPs (race detection then covers those blocks only).
+    bytes and FLOPs (race detection then covers those blocks only); ``races=False``
+    only counts (no per-element owner maps: cheaper for very large arrays).
 
     Example:
         >>> tr = tl.interpret(add, z.partition(256), x, y)     # doctest: +SKIP
@@ -38,7 +39,7 @@ def interpret(kernel: Any, *args: Any, grid: Any = None, order: str = "sequentia
             raise LaunchError("tl.interpret() of a plain cuTile kernel needs grid=(...)",
                               hint="tilelab kernels infer the grid from their partitions")
         return run(kernel, *args, grid=grid, order=order, seed=seed, trace=trace,
-                   sample_blocks=sample_blocks, stdout=stdout)
+                   sample_blocks=sample_blocks, stdout=stdout, races=races)
     launcher = kernel._launcher
     norm, device = launcher.prepare(args)
     if device != "cpu":
@@ -49,7 +50,7 @@ def interpret(kernel: Any, *args: Any, grid: Any = None, order: str = "sequentia
     g = launcher.grid_for(plan, grid)
     claims = launcher.check_aliases(plan, norm)
     LEDGER.check_launch(kernel.name, claims, "cpu")
-    result = launcher.run_cpu(plan, norm, g, trace=trace, races=trace, order=order,
-                              seed=seed, sample_blocks=sample_blocks)
+    result = launcher.run_cpu(plan, norm, g, trace=trace, races=trace and races,
+                              order=order, seed=seed, sample_blocks=sample_blocks)
     launcher.last_trace = result
     return result

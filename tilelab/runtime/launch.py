@@ -305,7 +305,7 @@ class Launcher:
 
         call = self.cpu_call_args(plan, args)
         return interpret(plan.cpu_function, *call, grid=grid, trace=trace or races,
-                         order=order, seed=seed, sample_blocks=sample_blocks)
+                         order=order, seed=seed, sample_blocks=sample_blocks, races=races)
 
     def _launch_cpu(self, plan, args, grid, claims, sync, trace):
         LEDGER.check_launch(self.definition.name, claims, "cpu")

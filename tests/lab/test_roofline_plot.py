@@ -1,0 +1,210 @@
+"""Roofline figures: the lines, ridges, points and legend drawn match the perf model."""
+from __future__ import annotations
+
+import doctest
+
+import matplotlib
+import numpy as np
+import pytest
+from matplotlib.colors import to_rgba
+
+import tilelab as tl
+import tilelab.lab.roofline_plot as plot_module
+import tilelab.lab.theme as theme_module
+from tilelab.kernels.examples import gemm, vector_add
+from tilelab.lab.roofline_plot import (ceiling_label, infer_precision, point_from_trace,
+                                       roofline_figure, save_png, short_gpu_name)
+from tilelab.lab.theme import DARK, LIGHT, detect_theme, get_theme
+from tilelab.perf.ceilings import MeasuredCeilings
+from tilelab.perf.counting import elementwise, gemm as gemm_work, softmax
+from tilelab.perf.roofline import (RooflinePoint, attainable, predict, project,
+                                   ridge_point)
+from tilelab.perf.specs import lookup_gpu
+
+matplotlib.use("Agg")   # tests draw off-screen (the lab itself never imports pyplot)
+
+GPUS = ("b200", "rtx5090", "h200")
+
+
+def by_gid(fig, gid):
+    found = [a for a in fig.findobj() if a.get_gid() == gid]
+    assert len(found) == 1, (gid, len(found))
+    return found[0]
+
+
+def xy(line):
+    x, y = line.get_data()
+    return list(map(float, x)), list(map(float, y))
+
+
+@pytest.fixture(scope="module")
+def tour():
+    measured = RooflinePoint.from_work(gemm_work(8192, 8192, 8192), seconds=1.8e-3,
+                                       device="NVIDIA H200", name="gemm")
+    predicted = predict(softmax(4096, 1000), "h200", name="softmax")
+    fig = roofline_figure([measured, predicted], GPUS, theme="light")
+    return fig, measured, predicted
+
+
+def test_one_ceiling_per_gpu_and_precision_with_ridges(tour):
+    fig, _, _ = tour
+    for key in GPUS:
+        spec = lookup_gpu(key)
+        for prec in ("fp32", "bf16"):
+            line = by_gid(fig, f"ceiling:{key}:{prec}")
+            xs, ys = xy(line)
+            ridge = ridge_point(spec, prec)
+            assert ridge in xs
+            for x, y in zip(xs, ys):
+                assert y == pytest.approx(attainable(spec, x, prec))
+            (rx,), (ry,) = xy(by_gid(fig, f"ridge:{key}:{prec}"))
+            assert rx == pytest.approx(ridge) and ry == pytest.approx(spec.peak(prec))
+            assert line.get_color() == LIGHT.gpu_color(key)
+    # H200 bf16: 989.5 TFLOP/s over 4.8 TB/s
+    (rx,), _ = xy(by_gid(fig, "ridge:h200:bf16"))
+    assert rx == pytest.approx(989.5e12 / 4.8e12)
+    assert fig.axes[0].get_xscale() == "log" and fig.axes[0].get_yscale() == "log"
+
+
+def test_legend_states_dense_and_accumulator(tour):
+    fig, _, _ = tour
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert texts == fig.tilelab["legend"]
+    for want in ("H200 bf16 (fp32 acc, dense)", "B200 bf16 (fp32 acc, dense)",
+                 "RTX 5090 bf16 (fp32 acc, dense)", "H200 fp32 (CUDA cores, dense)",
+                 "H200 memory 4.8 TB/s", "B200 memory 8 TB/s", "measured on a GPU",
+                 "predicted (counted on the CPU; lower-bound time)",
+                 "projection onto another GPU (lower bound)"):
+        assert want in texts
+    ceilings = [t for t in texts if "(" in t and "acc" in t or "CUDA cores" in t]
+    assert len(ceilings) == 6 and all("dense" in t for t in ceilings)
+
+
+def test_points_filled_when_measured_hollow_when_predicted(tour):
+    fig, measured, predicted = tour
+    m = by_gid(fig, "point:gemm")
+    p = by_gid(fig, "point:softmax")
+    (mx,), (my,) = xy(m)
+    assert mx == pytest.approx(measured.intensity) and my == pytest.approx(measured.achieved_flops)
+    assert m.get_markerfacecolor() != "none"
+    assert to_rgba(m.get_markerfacecolor()) == to_rgba(m.get_markeredgecolor())
+    assert p.get_markerfacecolor() == "none"
+    (px,), (py,) = xy(p)
+    assert py == pytest.approx(attainable("h200", predicted.intensity, "fp32"))
+    assert by_gid(fig, "point-label:gemm").get_text() == "gemm"
+
+
+def test_projections_onto_the_other_gpus(tour):
+    fig, measured, predicted = tour
+    for name, point in (("gemm", measured), ("softmax", predicted)):
+        for key in ("b200", "rtx5090"):
+            (x,), (y,) = xy(by_gid(fig, f"projection:{name}:{key}"))
+            assert x == pytest.approx(point.intensity)
+            assert y == pytest.approx(project(point, key).attainable_flops)
+            assert by_gid(fig, f"projection:{name}:{key}").get_alpha() < 0.5
+        assert not [a for a in fig.findobj() if a.get_gid() == f"projection:{name}:h200"]
+
+
+def test_current_device_measured_ceilings():
+    cur = MeasuredCeilings(4.2e12, 6.0e14, gpu_name="NVIDIA H200", method="test")
+    fig = roofline_figure([elementwise(1 << 20)], GPUS, current=cur, precisions=["bf16"],
+                          theme="light")
+    line = by_gid(fig, "ceiling:current:bf16")
+    assert max(xy(line)[1]) == pytest.approx(6.0e14)
+    assert line.get_linewidth() > by_gid(fig, "ceiling:h200:bf16").get_linewidth()
+    (rx,), _ = xy(by_gid(fig, "ridge:current:bf16"))
+    assert rx == pytest.approx(6.0e14 / 4.2e12)
+    legend = fig.tilelab["legend"]
+    assert "H200 measured bf16 (fp32 acc, dense)" in legend
+    assert "H200 measured memory 4.2 TB/s" in legend
+    # a measured spec passes too
+    fig2 = roofline_figure([], GPUS, current=cur.spec(), theme="light")
+    assert "H200 measured bf16 (fp32 acc, dense)" in fig2.tilelab["legend"]
+
+
+def test_a_point_measured_on_the_current_device_projects_onto_the_datasheets():
+    cur = MeasuredCeilings(4.2e12, 6.0e14, gpu_name="NVIDIA H200")
+    p = RooflinePoint.from_work(gemm_work(4096, 4096, 4096), seconds=3e-4, device="NVIDIA H200")
+    fig = roofline_figure([p], GPUS, current=cur, theme="light")
+    drawn = fig.tilelab["drawn"]
+    assert drawn["measured"][0]["home"] == "current"
+    assert {d["gpu"] for d in drawn["projections"]} == {"b200", "rtx5090", "h200"}
+
+
+def test_sparse_and_labels():
+    assert ceiling_label("h200", "fp8", "sparse") == "H200 fp8 (fp32 acc, 2:4 sparse)"
+    assert ceiling_label("b200", "int8") == "B200 int8 (int32 acc, dense)"
+    assert ceiling_label("h200", "fp64_tc") == "H200 fp64 tensor (fp64 acc, dense)"
+    assert short_gpu_name(lookup_gpu("a100")) == "A100"
+    fig = roofline_figure([], ("h200",), precisions=["bf16"], density="sparse", theme="light")
+    assert fig.tilelab["legend"][0] == "H200 bf16 (fp32 acc, 2:4 sparse)"
+    assert max(xy(by_gid(fig, "ceiling:h200:bf16"))[1]) == pytest.approx(1979e12)
+
+
+def test_themes(monkeypatch, tmp_path):
+    light = roofline_figure([], ("h200",), theme="light")
+    dark = roofline_figure([], ("h200",), theme="dark")
+    assert light.get_facecolor() == to_rgba(LIGHT.background)
+    assert dark.get_facecolor() == to_rgba(DARK.background)
+    assert to_rgba(dark.axes[0].xaxis.label.get_color()) == to_rgba(DARK.foreground)
+    monkeypatch.setenv("TILELAB_THEME", "dark")
+    assert detect_theme() == "dark" and get_theme(None) is DARK
+    monkeypatch.delenv("TILELAB_THEME")
+    settings = tmp_path / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "themes.jupyterlab-settings").write_text(
+        '{\n  // the theme\n  "theme": "JupyterLab Dark"\n}')
+    monkeypatch.setenv("JUPYTERLAB_SETTINGS_DIR", str(tmp_path))
+    assert detect_theme() == "dark"
+    (settings / "themes.jupyterlab-settings").write_text('{"theme": "JupyterLab Light"}')
+    assert detect_theme() == "light"
+    with pytest.raises(ValueError, match="unknown theme"):
+        get_theme("sepia")
+
+
+def test_save_png(tmp_path):
+    fig = roofline_figure([softmax(1024, 1024)], GPUS, theme="dark")
+    path = save_png(fig, tmp_path / "sub" / "roofline.png", dpi=50)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width = int.from_bytes(data[16:20], "big")
+    assert width == 500
+
+
+def test_point_from_a_real_trace():
+    n = 4096
+    x = tl.tensor(np.ones(n, np.float32), device="cpu")
+    z = tl.empty(n, device="cpu")
+    trace = tl.interpret(vector_add, z.partition(1024), x, x)
+    p = point_from_trace(trace)
+    assert (p.name, p.flops, p.bytes, p.precision) == ("vector_add", n, 12 * n, "fp32")
+    assert not p.measured and p.seconds == pytest.approx(12 * n / 4.8e12)
+    w = elementwise(n, name="add")
+    assert point_from_trace(trace, work=w, predict_on="b200").seconds == pytest.approx(
+        w.bytes / 8e12)
+    m = point_from_trace(trace, seconds=1e-6, device="NVIDIA H200")
+    assert m.measured and m.achieved_flops == pytest.approx(n / 1e-6)
+    assert point_from_trace(trace, predict_on=None).seconds is None
+
+
+def test_infer_precision_of_a_bf16_gemm_trace():
+    import ml_dtypes
+
+    a = tl.tensor(np.ones((128, 64), ml_dtypes.bfloat16), device="cpu")
+    b = tl.tensor(np.ones((64, 128), ml_dtypes.bfloat16), device="cpu")
+    c = tl.empty((128, 128), dtype="float32", device="cpu")
+    trace = tl.interpret(gemm, c.partition((64, 64)), a, b, 32)
+    assert infer_precision(trace) == "bf16"
+    p = point_from_trace(trace)
+    assert p.precision == "bf16" and p.flops == 2 * 128 * 128 * 64
+
+
+def test_bad_points_are_refused():
+    with pytest.raises(TypeError, match="RooflinePoint or Work"):
+        roofline_figure(["gemm"], GPUS)
+
+
+def test_doctests():
+    for mod in (plot_module, theme_module):
+        result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0 and result.attempted > 5

@@ -1,0 +1,238 @@
+"""The ``%%tile`` cell magic: compile the cell's kernels, run it, show a tabbed view.
+
+Why: in a notebook the unit of work is a cell. ``%%tile`` makes a cell a small lab bench:
+its functions become kernels without decorators (see :mod:`tilelab.lab.cell` for the
+rule), it runs as a normal cell would, and the launches it made are compiled for an arch of
+choice, counted, timed and shown (see :mod:`tilelab.lab.views`).
+
+Example:
+    >>> TileMagics.tile.__doc__.splitlines()[2].split()[0]
+    '%%tile'
+
+    In a notebook::
+
+        %load_ext tilelab
+
+        %%tile --backend cpu --show +ptx
+        def add(z: tl.Out, x: tl.In, y: tl.In):
+            z.store(tl.load_like(x, z) + tl.load_like(y, z))
+        x = tl.arange(4096, dtype="float32"); z = tl.empty(4096)
+        add(z.partition(256), x, x)
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any, Iterator
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from tilelab.lab.cell import (cell_kernel_names, classify_functions, decorate_kernels,
+                              definitions_only)
+from tilelab.lab.options import OptionError, TileOptions
+from tilelab.lab.record import LaunchRecorder
+from tilelab.lab.runner import display_name, execute, parse_cell, prepare_error, register_cell
+
+__all__ = ["TileMagics", "last_view"]
+
+_LAST: list[Any] = [None]
+
+
+def last_view() -> Any:
+    """The :class:`~tilelab.lab.views.TileView` of the last ``%%tile`` cell (its
+    ``report`` attribute holds the artifacts, launches and measurements), or None.
+
+    Example:
+        >>> v = last_view()                                   # doctest: +SKIP
+        >>> v.report.kernels[0].artifacts.ptx[:20]            # doctest: +SKIP
+    """
+    return _LAST[0]
+
+
+@contextlib.contextmanager
+def _backend(name: str | None) -> Iterator[None]:
+    """Run with ``TILELAB_BACKEND`` set to ``name`` (unchanged when None)."""
+    if name is None:
+        yield
+        return
+    old = os.environ.get("TILELAB_BACKEND")
+    os.environ["TILELAB_BACKEND"] = name
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TILELAB_BACKEND", None)
+        else:
+            os.environ["TILELAB_BACKEND"] = old
+
+
+@magics_class
+class TileMagics(Magics):
+    """The ``%%tile`` magic (registered by ``%load_ext tilelab``).
+
+    Example:
+        >>> from IPython.core.interactiveshell import InteractiveShell
+        >>> sh = InteractiveShell.instance()
+        >>> sh.register_magics(TileMagics)
+        >>> "tile" in sh.magics_manager.magics["cell"]
+        True
+    """
+
+    @magic_arguments(name="%tile")  # the usage line then reads %%tile
+    @argument("--arch", default=None, metavar="SM",
+              help="target of the compiles shown (sm_80 ... sm_121; default: this GPU, "
+                   "else sm_90)")
+    @argument("--backend", default=None, choices=("cpu", "gpu"),
+              help="where the cell's launches run (default: the GPU when usable, else the "
+                   "CPU interpreter; $TILELAB_BACKEND)")
+    @argument("--show", default=None, metavar="VIEWS",
+              help="tabs to show, comma separated: tileir, lowered, ptx, sass, resources, "
+                   "remarks, ownership, roofline, timings, or 'all'; +view/-view change the "
+                   "default (all but ptx and sass)")
+    @argument("--bench", action="store_true",
+              help="time each launch with tl.bench (50 runs on the GPU; the interpreter's "
+                   "host time on the CPU)")
+    @argument("--no-run", action="store_true", dest="no_run",
+              help="do not run the cell: define its functions (imports, defs, classes and "
+                   "assignments that launch nothing run) and compile each kernel for its "
+                   "TILELAB_EXAMPLES = {'name': (args, ...)} entry")
+    @argument("--roofline", default=None, metavar="GPUS",
+              help="GPUs whose ceilings the roofline draws, comma separated (default "
+                   "b200,rtx5090,h200; the current GPU is added)")
+    @argument("--save", default=None, metavar="DIR",
+              help="write the artifacts (.tileir, .tileirbc, .ptx, .sass, .cubin, "
+                   ".lowered.py, resources, remarks), figures (PNG), timings.csv and "
+                   "view.html to DIR")
+    @argument("--force", action="store_true",
+              help="compile again for the views, ignoring the disk cache")
+    @argument("--view", default=None, choices=("auto", "widget", "html"),
+              help="publish ipywidgets tabs (auto: in a kernel with ipywidgets) or static "
+                   "HTML tabs only; $TILELAB_LAB_VIEW")
+    @argument("--unsafe", action="store_true",
+              help="kernels the magic makes are tl.kernel(unsafe=True): tl.Raw allowed")
+    @argument("--no-check-bounds", action="store_true", dest="no_check_bounds",
+              help="kernels the magic makes are tl.kernel(check_bounds=False)")
+    @argument("--occupancy", type=int, default=None, metavar="N",
+              help="cuTile occupancy hint of the kernels the magic makes (1-32)")
+    @argument("--num-ctas", type=int, default=None, dest="num_ctas", metavar="N",
+              help="cuTile num_ctas hint of the kernels the magic makes (1-16)")
+    @argument("--opt-level", type=int, default=None, dest="opt_level", metavar="N",
+              help="tileiras optimization level of the kernels the magic makes (0-3)")
+    @cell_magic
+    def tile(self, line: str, cell: str) -> None:
+        """Compile the kernels defined in the cell, run the cell, and show a tabbed view.
+
+        No decorator is needed: each top-level ``def`` of the cell that has a parameter
+        annotated ``tl.In``/``tl.Out``/``tl.InOut``/``tl.Raw``, or that the cell launches
+        (with a ``.partition(...)`` argument, ``grid=``, ``.launch_async``, ``.compile``
+        or ``tl.interpret``), becomes ``tl.kernel`` with this magic's kernel options.
+        Functions called from a kernel stay helpers; decorated functions stay as
+        decorated; every other function stays plain Python.
+
+        The view's tabs: Source ↔ Tile IR (each op linked to the line it came from),
+        Lowered (the cuTile Python the kernel became), PTX, SASS, Resources, Remarks
+        (tileiras' optimization remarks), Ownership (which block owns which tile, what a
+        block reads), Roofline (each launch: measured on a GPU, predicted on the CPU) and
+        Timings (compile stages, device time, GB/s, TFLOP/s).
+
+        Errors of tilelab (SafetyError, CompileError, LaunchError, ...) are shown as one
+        message located in the cell; other errors keep Python's traceback.
+        """
+        shell = self.shell
+        opts = self._options(line)
+        t0 = time.perf_counter()
+        src = register_cell(shell, cell, line)
+        tree = parse_cell(shell, src)  # a SyntaxError is IPython's to show
+        plan = classify_functions(tree)
+        kernel_names = cell_kernel_names(tree, plan)
+        decorate_kernels(tree, plan.kernels, opts.kernel_options)
+        notes = []
+        if not opts.run:
+            tree, skipped = definitions_only(tree, kernel_names)
+            if skipped:
+                notes.append("--no-run: skipped the statements at line"
+                             f"{'s' * (len(skipped) > 1)} {', '.join(map(str, skipped))}")
+        with _backend(opts.backend):
+            active = _active_backend()
+            with LaunchRecorder() as rec:
+                try:
+                    execute(shell, tree, src)
+                except BaseException as e:
+                    prepare_error(shell, e, src)
+                    raise
+            kernels = {n: shell.user_ns[n] for n in sorted(kernel_names)
+                       if _is_kernel(shell.user_ns.get(n))}
+            from tilelab.lab.collect import collect_report
+
+            report = collect_report(
+                rec, kernels, shell.user_ns.get("TILELAB_EXAMPLES"), opts,
+                cell_name=src.display_name, rename=lambda f: display_name(shell, f),
+                kernel_rule=plan.explain(), backend=active)
+        report.notes[:0] = notes
+        report.seconds = time.perf_counter() - t0
+        view = self._show(report, opts, plan.kernels)
+        if opts.save:
+            self._save(report, view, opts.save)
+        if report.compile_errors:
+            raise prepare_error(shell, report.compile_errors[0], src)
+
+    def _options(self, line: str) -> TileOptions:
+        """The checked options of the magic line; a bad one is a UsageError naming it."""
+        args = parse_argstring(self.tile, line)
+        try:
+            return TileOptions.from_args(
+                arch=args.arch, backend=args.backend, show=args.show, bench=args.bench,
+                no_run=args.no_run, roofline=args.roofline, save=args.save,
+                force=args.force, view=args.view, unsafe=args.unsafe,
+                no_check_bounds=args.no_check_bounds, occupancy=args.occupancy,
+                num_ctas=args.num_ctas, opt_level=args.opt_level)
+        except OptionError as e:
+            raise UsageError(f"%%tile: {e}") from None
+
+    @staticmethod
+    def _save(report: Any, view: Any, directory: str) -> None:
+        """``--save``: write the files, or say (as a UsageError) why they cannot be."""
+        from tilelab.lab.save import save_report
+
+        try:
+            written = save_report(report, view.to_html(), directory)
+        except OSError as e:
+            raise UsageError(f"%%tile --save {directory}: cannot write there: {e}") from None
+        print(f"%%tile: wrote {len(written)} files to {directory}")
+
+    def _show(self, report: Any, opts: TileOptions, made: tuple[str, ...]) -> Any:
+        """Build the view of ``report``, remember it (:func:`last_view`) and display it."""
+        from IPython.display import display
+
+        from tilelab.lab.panels import build_panels
+        from tilelab.lab.views import TileView
+
+        header = report.summary_line() + f" · {report.seconds:.2f} s"
+        if made:
+            header += f" · made kernels: {', '.join(made)}"
+        view = TileView(build_panels(report), header, report.notes, mode=opts.view_mode,
+                        shell=self.shell, report=report)
+        _LAST[0] = view
+        display(view)
+        return view
+
+
+def _active_backend() -> str:
+    """The backend launches will use; a UsageError when the environment forces a GPU
+    that is not there (``TILELAB_BACKEND=gpu``)."""
+    from tilelab.errors import TilelabError
+    from tilelab.runtime.device import backend
+
+    try:
+        return backend()
+    except TilelabError as e:
+        raise UsageError(f"%%tile: {e}") from None
+
+
+def _is_kernel(obj: Any) -> bool:
+    from tilelab.runtime.kernel import Kernel
+
+    return isinstance(obj, Kernel)

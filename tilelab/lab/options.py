@@ -1,0 +1,182 @@
+"""The options of ``%%tile``, checked once and kept in one object.
+
+Why: the magic's arguments come from a command line the user typed; every mistake
+(an unknown view, an arch tileiras does not know, a GPU the roofline table lacks) should be
+reported before the cell runs, naming the option and the valid choices.
+
+Example:
+    >>> v = parse_show("+sass,-roofline")
+    >>> "sass" in v, "roofline" in v
+    (True, False)
+    >>> resolve_views(parse_show("all")) == VIEWS
+    True
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilelab.lab.panels import VIEWS
+
+__all__ = ["DEFAULT_VIEWS", "TileOptions", "parse_show", "resolve_views", "OptionError"]
+
+#: the views shown without ``--show``: what explains a kernel; PTX and SASS are long
+#: listings and are added with ``--show +ptx,+sass`` (or ``--show all``)
+DEFAULT_VIEWS = ("tileir", "lowered", "resources", "remarks", "ownership", "roofline",
+                 "timings")
+
+
+class OptionError(ValueError):
+    """A ``%%tile`` option has a value it cannot take (the message names both).
+
+    Example:
+        >>> try:
+        ...     parse_show("tile_ir")
+        ... except OptionError as e:
+        ...     print(str(e).split(";")[0])
+        --show: unknown view 'tile_ir'
+    """
+
+
+def parse_show(text: str | None) -> tuple[str, ...]:
+    """The views of a ``--show`` value: a comma list, ``all``, or ``+view``/``-view``
+    changes to the default set. Returned in tab order.
+
+    Example:
+        >>> parse_show("ptx, timings")
+        ('ptx', 'timings')
+        >>> parse_show(None) == DEFAULT_VIEWS
+        True
+    """
+    if text is None or not text.strip():
+        return DEFAULT_VIEWS
+    items = [t.strip().lower() for t in text.split(",") if t.strip()]
+    relative = all(t[0] in "+-" for t in items)
+    chosen = set(DEFAULT_VIEWS) if relative else set()
+    for item in items:
+        sign, name = (item[0], item[1:].strip()) if item[0] in "+-" else ("", item)
+        if name == "all":
+            names = set(VIEWS)
+        elif name in VIEWS:
+            names = {name}
+        else:
+            raise OptionError(f"--show: unknown view {name!r}; choose from "
+                              f"{', '.join(VIEWS)} or 'all' (prefix + or - to change the "
+                              f"default: {', '.join(DEFAULT_VIEWS)})")
+        if sign == "-":
+            chosen -= names
+        else:
+            chosen |= names
+    return resolve_views(chosen)
+
+
+def resolve_views(views: Any) -> tuple[str, ...]:
+    """Views in tab order (see :data:`tilelab.lab.panels.VIEWS`).
+
+    Example:
+        >>> resolve_views({"timings", "ptx"})
+        ('ptx', 'timings')
+    """
+    return tuple(v for v in VIEWS if v in set(views))
+
+
+def _gpus(text: str | None) -> tuple[str, ...]:
+    from tilelab.perf.specs import ROOFLINE_GPUS, lookup_gpu
+
+    if text is None:
+        return tuple(ROOFLINE_GPUS)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise OptionError("--roofline needs at least one GPU, e.g. --roofline h200,b200")
+    out = []
+    for n in names:
+        try:
+            out.append(lookup_gpu(n).key)
+        except KeyError as e:
+            raise OptionError(f"--roofline: {getattr(e, 'message', e)}") from None
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class TileOptions:
+    """Everything ``%%tile``'s command line decided.
+
+    ``kernel_options`` are the ``tl.kernel`` options given to the functions the magic turns
+    into kernels (only the non-default ones); ``run`` is False for ``--no-run``.
+
+    Example:
+        >>> o = TileOptions.from_args(backend="cpu", arch="sm_80", unsafe=True)
+        >>> o.arch, o.kernel_options, o.views == DEFAULT_VIEWS
+        ('sm_80', {'unsafe': True}, True)
+    """
+
+    arch: str = "sm_90"
+    backend: str | None = None
+    views: tuple[str, ...] = DEFAULT_VIEWS
+    bench: bool = False
+    run: bool = True
+    roofline_gpus: tuple[str, ...] = ()
+    save: str | None = None
+    force: bool = False
+    view_mode: str = "auto"
+    kernel_options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, *, arch: str | None = None, backend: str | None = None,
+                  show: str | None = None, bench: bool = False, no_run: bool = False,
+                  roofline: str | None = None, save: str | None = None, force: bool = False,
+                  view: str | None = None, unsafe: bool = False, no_check_bounds: bool = False,
+                  occupancy: int | None = None, num_ctas: int | None = None,
+                  opt_level: int | None = None) -> "TileOptions":
+        """Check the raw option values; raises :class:`OptionError` naming the bad one.
+
+        Example:
+            >>> TileOptions.from_args(show="ptx", no_run=True).run
+            False
+        """
+        from tilelab.compiler.definition import KernelOptions
+        from tilelab.compiler.export import check_arch
+        from tilelab.errors import TilelabError
+
+        if backend is not None and backend not in ("cpu", "gpu"):
+            raise OptionError(f"--backend must be cpu or gpu, got {backend!r}")
+        if backend == "gpu":
+            from tilelab.runtime.device import gpu
+
+            try:
+                gpu()
+            except TilelabError as e:
+                raise OptionError(f"--backend gpu: {e.message}; use --backend cpu to run on "
+                                  "the CPU interpreter") from None
+        if arch is None:
+            from tilelab.runtime.device import current_arch
+
+            arch = current_arch() or "sm_90"
+        try:
+            arch = check_arch(arch)
+        except (TilelabError, ValueError) as e:
+            raise OptionError(f"--arch: {getattr(e, 'message', e)}") from None
+        mode = view or os.environ.get("TILELAB_LAB_VIEW", "auto").strip().lower() or "auto"
+        from tilelab.lab.views import VIEW_MODES
+
+        if mode not in VIEW_MODES:
+            raise OptionError(f"--view (or $TILELAB_LAB_VIEW) must be one of "
+                              f"{', '.join(VIEW_MODES)}, got {mode!r}")
+        kopts: dict[str, Any] = {}
+        if unsafe:
+            kopts["unsafe"] = True
+        if no_check_bounds:
+            kopts["check_bounds"] = False
+        for name, value in (("occupancy", occupancy), ("num_ctas", num_ctas),
+                            ("opt_level", opt_level)):
+            if value is not None:
+                kopts[name] = value
+        try:
+            KernelOptions(**kopts)
+        except ValueError as e:
+            flag = "--" + str(e).split(" ")[0].replace("_", "-")
+            raise OptionError(f"{flag}: {e}") from None
+        return cls(arch=arch, backend=backend, views=parse_show(show), bench=bench,
+                   run=not no_run, roofline_gpus=_gpus(roofline), save=save, force=force,
+                   view_mode=mode, kernel_options=kopts)

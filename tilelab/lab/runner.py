@@ -1,0 +1,151 @@
+"""Run a ``%%tile`` cell body through IPython's own machinery, and show its errors well.
+
+Why: tilelab reads kernel source with ``inspect``, which needs the cell's text in
+``linecache``; IPython's compiler registers it (``shell.compile.cache``) under the name its
+tracebacks print as ``Cell In[n]``. The body is registered with the ``%%tile`` line kept as
+a comment, so line numbers are those the user sees in the cell. The body then goes through
+the shell's input transformers (``%magics`` inside work), its AST transformers, and runs in
+the user namespace, the last expression shown through the display hook like any cell.
+
+Errors: a :class:`~tilelab.errors.TilelabError` (SafetyError, CompileError, LaunchError,
+...) is shown as its own located message, without a traceback of tilelab's internals; any
+other exception keeps IPython's normal traceback, starting at the cell's own frame.
+
+Example:
+    >>> from IPython.core.interactiveshell import InteractiveShell
+    >>> sh = InteractiveShell.instance()
+    >>> src = register_cell(sh, "x = 1\\nx + 1", "--backend cpu")
+    >>> src.code.splitlines()[0]
+    '# %%tile --backend cpu'
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CellSource", "register_cell", "parse_cell", "execute", "prepare_error",
+           "display_name"]
+
+
+@dataclass(frozen=True)
+class CellSource:
+    """A cell body registered in ``linecache``: its text, file name and display name.
+
+    Example:
+        >>> CellSource("x", "x", "<cell>", "In[1]").display_name
+        'In[1]'
+    """
+
+    raw: str
+    code: str
+    filename: str
+    display_name: str
+
+
+def register_cell(shell: Any, body: str, line: str) -> CellSource:
+    """Transform the body like any cell and register it for ``inspect`` and tracebacks.
+
+    Example:
+        >>> import linecache
+        >>> register_cell(sh, "pass", "").filename in linecache.cache    # doctest: +SKIP
+        True
+    """
+    header = f"# %%tile {line}".rstrip()
+    raw = header + "\n" + body
+    code = shell.transform_cell(raw)
+    # the running cell's number: IPython 9 counts the cell up before running it, so ask
+    # the cell's own ExecutionResult (set while it runs) rather than the counter
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    number = getattr(running, "execution_count", None)
+    if number is None:
+        number = getattr(shell, "execution_count", 0)
+    filename = shell.compile.cache(code, number, raw_code=raw)
+    return CellSource(raw, code, filename, display_name(shell, filename))
+
+
+def parse_cell(shell: Any, src: CellSource) -> ast.Module:
+    """Parse with the shell's compiler flags (``__future__`` imports of earlier cells).
+
+    Example:
+        >>> type(parse_cell(sh, src)).__name__                 # doctest: +SKIP
+        'Module'
+    """
+    return shell.compile.ast_parse(src.code, filename=src.filename)
+
+
+def execute(shell: Any, tree: ast.Module, src: CellSource) -> None:
+    """Run a (transformed) cell module in the user namespace; the value of a final
+    expression goes to the display hook, as in a normal cell.
+
+    Example:
+        >>> execute(sh, ast.parse("y = 2"), src)             # doctest: +SKIP
+    """
+    tree = shell.transform_ast(tree)
+    if tree is None:
+        return
+    body = list(tree.body)
+    last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
+    if body:
+        code = shell.compile(ast.Module(body=body, type_ignores=[]), src.filename, "exec")
+        exec(code, shell.user_global_ns, shell.user_ns)
+    if last is not None:
+        code = shell.compile(ast.Interactive(body=[last]), src.filename, "single")
+        exec(code, shell.user_global_ns, shell.user_ns)
+
+
+def display_name(shell: Any, filename: str) -> str:
+    """What IPython calls a file in tracebacks: ``In[3]`` for a cell, else the name.
+
+    Example:
+        >>> display_name(sh, "kernels.py")                    # doctest: +SKIP
+        'kernels.py'
+    """
+    fmt = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    label = fmt(filename) if fmt is not None and filename else None
+    return label[1] if label else filename
+
+
+def _rename(text: str, shell: Any, names: list[str]) -> str:
+    """Cell file names in a message become ``In[n]``, as in IPython's tracebacks."""
+    for name in dict.fromkeys(n for n in names if n):
+        text = text.replace(name, display_name(shell, name))
+    return text
+
+
+def prepare_error(shell: Any, exc: BaseException, src: CellSource | None = None) -> BaseException:
+    """Make ``exc`` render well when it leaves the magic, and return it (to re-raise).
+
+    IPython shows an exception with a ``_render_traceback_`` method by calling it: tilelab
+    errors render as ``SafetyError: In[3]:6:5: ...`` (their ``str()``, located), other
+    errors as IPython's own traceback from the first frame of the cell on. Syntax errors
+    and interrupts are left to IPython.
+
+    Example:
+        >>> from tilelab.errors import SafetyError
+        >>> e = prepare_error(sh, SafetyError("bad store", hint="use z.store"))  # doctest: +SKIP
+        >>> e._render_traceback_()                                            # doctest: +SKIP
+        ['SafetyError: bad store\\nhint: use z.store']
+    """
+    from tilelab.errors import TilelabError
+
+    if isinstance(exc, (SyntaxError, KeyboardInterrupt, SystemExit)):
+        return exc
+    if isinstance(exc, TilelabError):
+        names = [getattr(getattr(exc, "location", None), "filename", None),
+                 src.filename if src is not None else None]
+        text = _rename(f"{type(exc).__name__}: {exc}", shell, [n for n in names if n])
+        lines = [text]
+    else:
+        tb = exc.__traceback__
+        if src is not None:
+            t = tb
+            while t is not None and t.tb_frame.f_code.co_filename != src.filename:
+                t = t.tb_next
+            tb = t or tb
+        lines = shell.InteractiveTB.structured_traceback(type(exc), exc, tb)
+    try:
+        exc._render_traceback_ = lambda: list(lines)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # pragma: no cover - exotic exception types
+        pass
+    return exc

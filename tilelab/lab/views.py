@@ -1,0 +1,266 @@
+"""The tabbed result of a ``%%tile`` cell: ipywidgets tabs, or static HTML tabs.
+
+Why: in JupyterLab a widget ``Tab`` is the natural control, but a notebook read later
+(nbconvert, GitHub, an nbclient run) has no kernel behind its widgets. So a
+:class:`TileView` publishes one MIME bundle holding both: the widget (when a widget
+frontend is available) and a self-contained HTML page whose tabs are radio buttons and CSS
+only. Both are built from the same :class:`~tilelab.lab.panels.Panel` s. Colours use
+JupyterLab's theme variables (``--jp-layout-color0``, ``--jp-content-font-color1``, ...)
+with fallbacks, so light and dark themes both read well; without any CSS (GitHub strips
+it) the panels appear one after another under their titles.
+
+Example:
+    >>> from tilelab.lab.panels import Panel
+    >>> v = TileView([Panel("ptx", "PTX", "<pre>.version 9.4</pre>", ".version 9.4")], "In[1]")
+    >>> "PTX" in v.to_html() and 'type="radio"' in v.to_html()
+    True
+"""
+from __future__ import annotations
+
+import html
+import uuid
+from typing import Any, Sequence
+
+from tilelab.lab.highlight import CSS as TOKEN_CSS
+from tilelab.lab.panels import Panel
+
+__all__ = ["CSS", "TileView", "widget_frontend", "VIEW_MODES"]
+
+#: how a view is published: ``auto`` (widget when a widget frontend is there), ``widget``
+#: or ``html`` (static tabs only); ``$TILELAB_LAB_VIEW`` sets the default
+VIEW_MODES = ("auto", "widget", "html")
+
+CSS = """
+.tilelab-view {
+  --tl-fg: var(--jp-content-font-color1, inherit);
+  --tl-dim: var(--jp-content-font-color2, rgba(127,127,127,.95));
+  --tl-bg: var(--jp-layout-color0, transparent);
+  --tl-bg2: var(--jp-layout-color1, rgba(127,127,127,.06));
+  --tl-border: var(--jp-border-color2, rgba(127,127,127,.35));
+  --tl-accent: var(--jp-brand-color1, #1976d2);
+  --tl-hover: var(--jp-layout-color3, rgba(127,127,127,.25));
+  --tl-target: var(--jp-warn-color3, rgba(255,193,7,.3));
+  color: var(--tl-fg); background: var(--tl-bg);
+  font-family: var(--jp-ui-font-family, system-ui, sans-serif); font-size: 13px;
+  margin: 4px 0;
+}
+.tilelab-view .tl-head { margin: 2px 0 6px; }
+.tilelab-view .tl-head code, .tilelab-view h4 code { font-weight: 600; }
+.tilelab-view .tl-dim, .tilelab-view .tl-note { color: var(--tl-dim); }
+.tilelab-view .tl-note { margin: 4px 0; font-size: 12px; }
+.tilelab-view .tl-tabs > input { position: absolute; opacity: 0; pointer-events: none; }
+.tilelab-view .tl-tabs > label {
+  display: inline-block; padding: 4px 12px; margin: 0 2px -1px 0; cursor: pointer;
+  border: 1px solid var(--tl-border); border-bottom: none; border-radius: 4px 4px 0 0;
+  background: var(--tl-bg2); color: var(--tl-dim);
+}
+.tilelab-view .tl-tabs > input:checked + label {
+  background: var(--tl-bg); color: var(--tl-fg); border-top: 2px solid var(--tl-accent);
+}
+.tilelab-view .tl-tabs > input:focus-visible + label { outline: 2px solid var(--tl-accent); }
+.tilelab-view .tl-tabs > .tl-panel {
+  display: none; border: 1px solid var(--tl-border); padding: 8px; background: var(--tl-bg);
+}
+.tilelab-view .tl-tabs > .tl-panel > .tl-panel-title { display: none; }
+.tilelab-view .tl-widget-panel > .tl-panel-title { display: none; }
+.tilelab-view h4 { margin: 6px 0; font-size: 13px; font-weight: normal; }
+.tilelab-view section.tl-kernel + section.tl-kernel { border-top: 1px solid var(--tl-border);
+  margin-top: 10px; padding-top: 6px; }
+.tilelab-view pre.tl-code, .tilelab-view pre.tl-error {
+  font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace);
+  font-size: 12px; line-height: 1.45; margin: 0; padding: 4px 0; overflow: auto;
+  max-height: 36em; background: var(--tl-bg2); color: var(--tl-fg); border-radius: 3px;
+}
+.tilelab-view pre.tl-error { color: var(--jp-error-color1, #d32f2f); padding: 6px 8px;
+  white-space: pre-wrap; }
+.tilelab-view .tl-row { display: inline-block; min-width: 100%; box-sizing: border-box;
+  border-left: 3px solid transparent; padding-right: 8px; }
+.tilelab-view .tl-row:target { background: var(--tl-target); }
+.tilelab-view .tl-gap { color: var(--tl-dim); padding-left: 3.5em; }
+.tilelab-view .tl-ln { display: inline-block; width: 3em; margin-right: .4em; text-align: right;
+  color: var(--tl-dim); text-decoration: none; user-select: none; }
+.tilelab-view .tl-ln-wide { width: auto; min-width: 3em; }
+.tilelab-view a.tl-ln:hover { color: var(--tl-accent); text-decoration: underline; }
+.tilelab-view .tl-pair { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1.6fr);
+  gap: 8px; }
+.tilelab-view .tl-col-head { color: var(--tl-dim); font-size: 12px; margin: 0 0 2px; }
+.tilelab-view table.tl-table { border-collapse: collapse; font-size: 12px; margin: 6px 0;
+  color: var(--tl-fg); background: transparent; }
+.tilelab-view table.tl-table th, .tilelab-view table.tl-table td {
+  border: 1px solid var(--tl-border); padding: 2px 8px; text-align: right; }
+.tilelab-view table.tl-table th { background: var(--tl-bg2); }
+.tilelab-view table.tl-table td:first-child, .tilelab-view table.tl-table th:first-child {
+  text-align: left; }
+.tilelab-view figure.tl-figure { margin: 6px 0; }
+.tilelab-view figure.tl-figure img { max-width: 100%; height: auto; }
+.tilelab-view figcaption { color: var(--tl-dim); font-size: 12px; }
+.tilelab-view ul.tl-notes { margin: 4px 0; padding-left: 18px; color: var(--tl-dim);
+  font-size: 12px; }
+"""
+"""Layout and theme CSS of a view (token colours are in :data:`tilelab.lab.highlight.CSS`)."""
+
+
+def widget_frontend(shell: Any = None) -> bool:
+    """Whether to publish ipywidgets: a kernel (not a terminal) with ipywidgets importable.
+
+    A kernel cannot see its frontend, so this is a guess; ``$TILELAB_LAB_VIEW=html``
+    (or ``%%tile --view html``) turns widgets off where they do not render.
+
+    Example:
+        >>> widget_frontend(None)
+        False
+    """
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
+        return False
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return getattr(shell, "kernel", None) is not None
+
+
+class TileView:
+    """The tabbed result of a cell: panels, a header line and notes.
+
+    :meth:`to_html` is the static page, :meth:`to_widget` the ipywidgets version,
+    :meth:`to_text` a plain-text summary; displaying the object publishes all that apply
+    (``mode``: one of :data:`VIEW_MODES`).
+
+    Example:
+        >>> from tilelab.lab.panels import Panel
+        >>> v = TileView([Panel("timings", "Timings", "<p>t</p>", "t")], "In[4]: 1 kernel")
+        >>> print(v.to_text())
+        In[4]: 1 kernel
+        <BLANKLINE>
+        == Timings ==
+        t
+    """
+
+    def __init__(self, panels: Sequence[Panel], header: str, notes: Sequence[str] = (),
+                 *, mode: str = "auto", shell: Any = None, text_views: Sequence[str] | None
+                 = ("timings", "roofline", "ownership"), report: Any = None):
+        if mode not in VIEW_MODES:
+            raise ValueError(f"view mode must be one of {', '.join(VIEW_MODES)}, got {mode!r}")
+        self.panels = list(panels)
+        self.header = header
+        self.notes = list(notes)
+        self.mode = mode
+        self.shell = shell
+        self.text_views = text_views
+        #: the :class:`~tilelab.lab.report.CellReport` the panels were built from, if any
+        self.report = report
+        self.uid = f"tilelab-view-{uuid.uuid4().hex[:12]}"  # unique in any saved page
+        self._widget = None
+
+    # ------------------------------------------------------------------ pieces
+    def _head_html(self) -> str:
+        notes = ""
+        if self.notes:
+            notes = '<ul class="tl-notes">' + "".join(
+                f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>"
+        return f'<div class="tl-head">%%tile · {html.escape(self.header)}</div>{notes}'
+
+    @staticmethod
+    def _style() -> str:
+        return f"<style>{CSS}{TOKEN_CSS}</style>"
+
+    def to_html(self) -> str:
+        """The static page: radio-button tabs, pure HTML and CSS (no script, no kernel).
+
+        Example:
+            >>> from tilelab.lab.panels import Panel
+            >>> page = TileView([Panel("ptx", "PTX", "<b>x</b>", "x")], "h").to_html()
+            >>> page.count('class="tl-panel-title"'), page.count('type="radio"')
+            (1, 1)
+        """
+        group = self.uid
+        inputs, panels = [], []
+        for i, p in enumerate(self.panels):
+            pid = f"{group}-{i}"
+            checked = " checked" if i == 0 else ""
+            inputs.append(f'<input type="radio" name="{group}" id="{pid}"{checked}>'
+                          f'<label for="{pid}">{html.escape(p.title)}</label>')
+            panels.append(f'<div class="tl-panel" data-view="{p.key}">'
+                          f'<h3 class="tl-panel-title">{html.escape(p.title)}</h3>{p.html}</div>')
+        show = "".join(f"#{group}-{i}:checked ~ .tl-panel:nth-of-type({i + 1}) "
+                       "{ display: block; }" for i in range(len(self.panels)))
+        return (f'<div class="tilelab-view" id="{group}">{self._style()}<style>{show}</style>'
+                f'{self._head_html()}<div class="tl-tabs">{"".join(inputs)}{"".join(panels)}'
+                "</div></div>")
+
+    def to_widget(self) -> Any:
+        """An ipywidgets ``VBox``: the header and a ``Tab`` with one ``HTML`` per panel.
+
+        Example:
+            >>> from tilelab.lab.panels import Panel
+            >>> w = TileView([Panel("ptx", "PTX", "<b>x</b>", "x")], "h").to_widget()
+            >>> w.children[1].titles
+            ('PTX',)
+        """
+        if self._widget is not None:
+            return self._widget
+        import ipywidgets as widgets
+
+        head = widgets.HTML(f'<div class="tilelab-view">{self._style()}{self._head_html()}</div>')
+        children = [widgets.HTML(f'<div class="tilelab-view"><div class="tl-widget-panel">'
+                                 f'<h3 class="tl-panel-title">{html.escape(p.title)}</h3>'
+                                 f"{p.html}</div></div>") for p in self.panels]
+        tab = widgets.Tab(children=children)
+        tab.titles = tuple(p.title for p in self.panels)
+        self._widget = widgets.VBox([head, tab])
+        return self._widget
+
+    def to_text(self) -> str:
+        """A plain-text summary: the header, notes and the text of the summary views
+        (timings, roofline, ownership); listings are left to the tabs.
+
+        Example:
+            >>> from tilelab.lab.panels import Panel
+            >>> TileView([Panel("ptx", "PTX", "", ".version")], "h", ["n"]).to_text()
+            'h\\nnote: n'
+        """
+        parts = [self.header]
+        parts += [f"note: {n}" for n in self.notes]
+        for p in self.panels:
+            if self.text_views is None or p.key in self.text_views:
+                parts.append(f"\n== {p.title} ==\n{p.text}")
+        return "\n".join(parts)
+
+    def panel(self, key: str) -> Panel:
+        """The panel of a view key (``'tileir'``, ``'timings'``, ...).
+
+        Example:
+            >>> from tilelab.lab.panels import Panel
+            >>> TileView([Panel("ptx", "PTX", "", "")], "h").panel("ptx").title
+            'PTX'
+        """
+        for p in self.panels:
+            if p.key == key:
+                return p
+        raise KeyError(f"no {key!r} tab in this view (tabs: "
+                       f"{', '.join(p.key for p in self.panels)})")
+
+    def use_widget(self) -> bool:
+        """Whether displaying publishes the widget too (mode and frontend).
+
+        Example:
+            >>> TileView([], "h", mode="widget").use_widget(), TileView([], "h").use_widget()
+            (True, False)
+        """
+        if self.mode == "html":
+            return False
+        if self.mode == "widget":
+            return True
+        return widget_frontend(self.shell)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        data = {"text/plain": self.to_text(), "text/html": self.to_html()}
+        if self.use_widget():
+            bundle = self.to_widget()._repr_mimebundle_()
+            key = "application/vnd.jupyter.widget-view+json"
+            if key in bundle:
+                data[key] = bundle[key]
+        return data
+
+    def __repr__(self) -> str:
+        return f"<TileView {self.header!r}: {', '.join(p.title for p in self.panels)}>"
