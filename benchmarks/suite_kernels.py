@@ -1,0 +1,412 @@
+"""Finding the implementations to benchmark, defensively.
+
+Why defensive: the library's kernels (``tilelab/kernels/*.py``) and the raw cuTile
+baselines (``benchmarks/raw_*.py``) are written concurrently with this suite. So each op
+is looked up by a list of likely names (:data:`ALIASES`) in every module of
+``tilelab.kernels``; a module that fails to import is reported, not fatal; an op with no
+host function makes its cases report ``"status": "missing"``. ``--kernel
+op=module:function`` wins over the search.
+
+Only *host functions* count: plain functions (or ``tl.autotune`` wrappers) taking arrays
+in the order of :mod:`suite_cases`' conventions, with no other required positional
+argument. ``@tl.kernel``/``@ct.kernel`` objects need partitions and grids only their
+authors know. Library functions with tile keywords are tuned by :mod:`suite_tuning`.
+Where no library function exists, the tour kernels of ``tilelab.kernels.examples``
+(GEMM, softmax, vector add) stand in through adapters tuned here.
+
+Raw versions: host functions of ``benchmarks/raw_*.py`` found by the same names (with
+``raw_``/``run_``/``launch_`` prefixes), the ``*_launch`` helpers of
+``raw_matmul_attention.py`` (twins of the library GEMM and attention) and the kernels of
+``raw_kernels.py`` (twins of the tour kernels). A raw twin is only paired with the safe
+implementation it mirrors (same *family*).
+
+Example:
+    >>> reg = Registry()
+    >>> reg.safe("gemm").kind
+    'safe'
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import math
+import pkgutil
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import tilelab as tl
+from tilelab.perf.autotune import Autotuned, autotune
+
+from suite_cases import OPS
+from suite_tuning import raw_library_adapter, tune_impl
+
+__all__ = ["Impl", "Registry", "ALIASES", "call_host", "host_call_args", "is_host_function"]
+
+HERE = Path(__file__).resolve().parent
+RAW_MODULES = ("raw_kernels", "raw_matmul_attention")
+
+#: names an op's host function may have (also tried with _host/_forward/_fwd suffixes)
+ALIASES: dict[str, tuple[str, ...]] = {
+    "gemm": ("matmul", "gemm", "mm"),
+    "gemv": ("gemv", "matvec", "mv"),
+    "attention": ("flash_attention", "attention", "flash_attn", "attention_forward",
+                  "flash_attention_forward", "sdpa", "scaled_dot_product_attention"),
+    "add": ("add", "elementwise_add", "vadd", "vector_add"),
+    "softmax": ("softmax", "row_softmax"),
+    "rmsnorm": ("rms_norm", "rmsnorm"),
+    "rope": ("apply_rope", "rope", "apply_rotary", "apply_rotary_emb", "rotary",
+             "rotary_embedding"),
+}
+_SUFFIXES = ("", "_host", "_forward", "_fwd")
+_RAW_PREFIXES = ("raw_", "run_", "launch_", "")
+
+
+@dataclass
+class Impl:
+    """One implementation of an op: ``fn`` follows the suite's host convention.
+
+    ``family`` pairs safe and raw twins: 'tour' (the tour kernels and raw_kernels.py),
+    'library' (tilelab.kernels and raw_matmul_attention.py), '' (a raw host function,
+    assumed to mirror whatever it is compared with). ``mirror(best_config, case)`` maps
+    the safe winner to (raw keyword arguments, the safe config with the same tiles)."""
+
+    name: str
+    fn: Callable
+    kind: str                     #: 'safe' or 'raw'
+    note: str = ""
+    mirror: Callable[[dict, Any], tuple[dict, dict] | None] | None = None
+    family: str = ""
+    builtin: bool = False         #: a raw adapter of this suite around ct kernels
+
+    @property
+    def tuned(self) -> bool:
+        return isinstance(self.fn, Autotuned) or hasattr(self.fn, "best_config")
+
+
+def is_host_function(obj: Any) -> bool:
+    """A plain function or an autotuned wrapper — not a tl.kernel or ct.kernel object."""
+    if isinstance(obj, Autotuned) or hasattr(obj, "best_config"):
+        return True
+    return inspect.isfunction(obj) and not hasattr(obj, "definition")
+
+
+def _takes(fn: Callable, n_args: int) -> bool:
+    """Whether ``fn(*n_args arrays, out=...)`` binds (no other required argument)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in params if p.default is p.empty and p.name != "out"
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    star = any(p.kind is p.VAR_POSITIONAL for p in params)
+    return len(required) <= n_args and (len(pos) >= n_args or star)
+
+
+def _accepts(fn: Callable, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def host_call_args(fn: Callable, args: list, kwargs: dict, out: Any) -> tuple[list, dict]:
+    """(args, keyword args) of a call with the suite's convention: ``out=`` and the op's
+    keyword arguments (``eps``, ``causal``, ``scale`` and its aliases) only where the
+    function has such a parameter."""
+    kw = {k: v for k, v in kwargs.items() if _accepts(fn, k)}
+    if "scale" in kwargs and not _accepts(fn, "scale"):
+        for alias in ("sm_scale", "softmax_scale"):
+            if _accepts(fn, alias):
+                kw[alias] = kwargs["scale"]
+    if "causal" in kwargs and not _accepts(fn, "causal") and _accepts(fn, "is_causal"):
+        kw["is_causal"] = kwargs["causal"]
+    if out is not None and _accepts(fn, "out"):
+        kw["out"] = out
+    return list(args), kw
+
+
+def call_host(fn: Callable, args: list, kwargs: dict, out: Any) -> Any:
+    """Call a host function with the suite's convention; returns its output array (the
+    return value, or ``out`` when it returns None or a tl.Future)."""
+    a, kw = host_call_args(fn, args, kwargs, out)
+    result = fn(*a, **kw)
+    if "out" in kw and (result is None or _is_future(result)):
+        return out
+    return result
+
+
+def _is_future(x: Any) -> bool:
+    return callable(getattr(x, "wait", None)) and callable(getattr(x, "done", None))
+
+
+# --------------------------------------------------------------------------- tour adapters
+
+GEMM_CONFIGS = [
+    {"tm": 128, "tn": 128, "tk": 64, "group": 8},   # the tour's tiles: the reference
+    {"tm": 128, "tn": 256, "tk": 64, "group": 8},
+    {"tm": 256, "tn": 128, "tk": 64, "group": 8},
+    {"tm": 64, "tn": 128, "tk": 64, "group": 8},
+]
+
+
+def _prune_gemm(configs: list[dict], args: dict) -> list[dict]:
+    """64-row tiles below M = 128, larger ones from M = 128 (the first always stays)."""
+    m = args["a"].shape[0]
+    return [configs[0]] + [c for c in configs[1:] if (c["tm"] <= 64) == (m < 128)]
+
+
+def _tour_gemm() -> Impl:
+    from tilelab.kernels.examples import gemm
+
+    @autotune(configs=GEMM_CONFIGS, key=["a", "b"], prune=_prune_gemm, warmup=3, rep=10,
+              outputs=["out"])
+    def tour_matmul(a, b, *, out=None, tm=128, tn=128, tk=64, group=8):
+        """c = a @ b with the tour's safe GEMM kernel (tiles and schedule tuned)."""
+        if out is None:
+            out = tl.empty((a.shape[0], b.shape[1]), a.dtype, a.device)
+        sched = tl.grouped(group) if group else tl.row_major
+        gemm.launch_async(out.partition((tm, tn), schedule=sched), a, b, tk)
+        return out
+
+    def mirror(best: dict, case: Any) -> tuple[dict, dict]:
+        # raw_gemm walks the tiles row-major: compare it with the safe kernel doing so
+        return {"tm": best["tm"], "tn": best["tn"], "tk": best["tk"]}, dict(best, group=0)
+
+    return Impl("tour:tilelab.kernels.examples.gemm", tour_matmul, "safe",
+                "the tour's GEMM (no library matmul found)", mirror, "tour")
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _prune_rows(configs: list[dict], args: dict) -> list[dict]:
+    cols = _next_pow2(args["x"].shape[-1])
+    return [configs[0]] + [c for c in configs[1:] if c["rows"] * cols <= 16384
+                           and c["rows"] <= args["x"].shape[0]]
+
+
+def _tour_softmax() -> Impl:
+    from tilelab.kernels.examples import softmax
+
+    @autotune(configs=[{"rows": 1}, {"rows": 2}, {"rows": 4}, {"rows": 8}], key=["x"],
+              prune=_prune_rows, warmup=3, rep=10, outputs=["out"])
+    def tour_softmax(x, *, out=None, rows=1):
+        """Row softmax with the tour's safe kernel (rows per block tuned)."""
+        if out is None:
+            out = tl.empty(x.shape, x.dtype, x.device)
+        softmax.launch_async(out.partition((rows, _next_pow2(x.shape[1]))), x)
+        return out
+
+    return Impl("tour:tilelab.kernels.examples.softmax", tour_softmax, "safe",
+                "the tour's softmax (no library softmax found)", family="tour")
+
+
+def _tour_add() -> Impl:
+    from tilelab.kernels.examples import vector_add
+
+    @autotune(configs=[{"tile": t} for t in (1024, 2048, 4096, 8192)], key=["x"], warmup=3,
+              rep=10, outputs=["out"])
+    def tour_add(x, y, *, out=None, tile=1024):
+        """z = x + y with the tour's safe vector add (tile tuned)."""
+        if out is None:
+            out = tl.empty(x.shape, x.dtype, x.device)
+        vector_add.launch_async(out.partition(tile), x, y)
+        return out
+
+    return Impl("tour:tilelab.kernels.examples.vector_add", tour_add, "safe",
+                "the tour's vector add (no library add found)",
+                lambda best, case: ({"tile": best["tile"]}, dict(best)), "tour")
+
+
+_TOUR = {"gemm": _tour_gemm, "softmax": _tour_softmax, "add": _tour_add}
+
+
+# --------------------------------------------------------------------------- raw adapters
+
+def _launch_raw(kernel: Any, grid: tuple, args: tuple) -> None:
+    """ct.launch on torch's current stream (tilelab's), or the interpreter on the CPU."""
+    from tilelab.runtime.device import backend
+
+    if backend() == "cpu":
+        tl.interpret(kernel, *args, grid=grid, trace=False)
+        return
+    import cuda.tile as ct
+    import torch
+
+    ct.launch(torch.cuda.current_stream(), grid, kernel, args)
+
+
+def _raw_tour(op: str, module: Any) -> Callable | None:
+    """Host adapters for the ct kernels of benchmarks/raw_kernels.py (tour twins)."""
+    if op == "add" and hasattr(module, "raw_add"):
+        k = module.raw_add
+
+        def raw_add(x, y, *, out, tile=1024):
+            _launch_raw(k, (math.ceil(x.shape[0] / tile), 1, 1), (out, x, y, tile))
+            return out
+        return raw_add
+    if op == "gemm" and hasattr(module, "raw_gemm"):
+        k = module.raw_gemm
+
+        def raw_gemm(a, b, *, out, tm=128, tn=128, tk=64):
+            grid = (math.ceil(b.shape[1] / tn), math.ceil(a.shape[0] / tm), 1)
+            _launch_raw(k, grid, (out, a, b, tm, tn, tk))
+            return out
+        return raw_gemm
+    return None
+
+
+# --------------------------------------------------------------------------- registry
+
+class Registry:
+    """Looks up the safe and raw implementations of each op, once per process.
+
+    ``overrides``: op -> 'module:function' (from ``--kernel``); ``tour=False`` drops the
+    tour stand-ins; ``tune=False`` runs library defaults without searching.
+    :meth:`report` says what was found where and what failed to import.
+    """
+
+    def __init__(self, overrides: dict[str, str] | None = None, *, tour: bool = True,
+                 tune: bool = True, kernel_package: str = "tilelab.kernels",
+                 raw_modules: tuple[str, ...] = RAW_MODULES) -> None:
+        self.overrides = dict(overrides or {})
+        self.tour, self.tune = tour, tune
+        self.kernel_package = kernel_package
+        self.raw_module_names = tuple(raw_modules)
+        self.import_errors: dict[str, str] = {}
+        self._modules: list[tuple[str, Any]] | None = None
+        self._raw: list[tuple[str, Any]] | None = None
+        self._safe: dict[str, Impl | None] = {}
+        self._raw_found: dict[tuple[str, str], Impl | None] = {}
+
+    # -- modules
+    def _import(self, name: str) -> Any:
+        try:
+            return importlib.import_module(name)
+        except Exception as e:  # a SyntaxError mid-edit, a missing dependency, SafetyError
+            self.import_errors[name] = "".join(
+                traceback.format_exception_only(type(e), e)).strip()
+            return None
+
+    def kernel_modules(self) -> list[tuple[str, Any]]:
+        if self._modules is None:
+            self._modules = []
+            pkg = self._import(self.kernel_package)
+            if pkg is not None:
+                self._modules.append((self.kernel_package, pkg))
+                for info in sorted(pkgutil.iter_modules(getattr(pkg, "__path__", [])),
+                                   key=lambda i: i.name):
+                    if info.name == "examples" or info.name.startswith(("_", "reference")):
+                        continue
+                    name = f"{self.kernel_package}.{info.name}"
+                    mod = self._import(name)
+                    if mod is not None:
+                        self._modules.append((name, mod))
+        return self._modules
+
+    def raw_modules(self) -> list[tuple[str, Any]]:
+        if self._raw is None:
+            self._raw = []
+            if str(HERE) not in sys.path:
+                sys.path.insert(0, str(HERE))
+            for name in self.raw_module_names:
+                try:
+                    found = importlib.util.find_spec(name) is not None
+                except (ImportError, ValueError):
+                    found = False
+                if not found:   # not written yet: no raw versions from it
+                    continue
+                mod = self._import(name)
+                if mod is not None:
+                    self._raw.append((name, mod))
+        return self._raw
+
+    # -- lookups
+    def safe(self, op: str) -> Impl | None:
+        """The library's host function for ``op`` (tuned where the suite knows its
+        tiles), else a tour stand-in, else None."""
+        if op not in self._safe:
+            self._safe[op] = self._find_safe(op)
+        return self._safe[op]
+
+    def raw(self, op: str, family: str = "") -> Impl | None:
+        """The raw cuTile twin of ``op`` for a safe implementation of ``family``."""
+        if (op, family) not in self._raw_found:
+            self._raw_found[(op, family)] = self._find_raw(op, family)
+        return self._raw_found[(op, family)]
+
+    def _find_safe(self, op: str) -> Impl | None:
+        n_args = len(OPS[op].args) if op in OPS else 1
+        if op in self.overrides:
+            return tune_impl(op, self._explicit(op, self.overrides[op]), n_args, self.tune)
+        root = self.kernel_package.split(".")[0]   # not numpy's add re-exported, say
+        mods = sorted(self.kernel_modules(),     # modules named after the op first
+                      key=lambda m: not any(a in m[0].rsplit(".", 1)[-1]
+                                            for a in ALIASES[op] + (op,)))
+        for mod_name, mod in mods:
+            for alias in ALIASES[op]:
+                for suffix in _SUFFIXES:
+                    obj = getattr(mod, alias + suffix, None)
+                    if obj is not None and is_host_function(obj) and _takes(obj, n_args) \
+                            and str(getattr(obj, "__module__", "")).startswith(root):
+                        impl = Impl(f"{obj.__module__}:{alias + suffix}", obj, "safe",
+                                    family="library")
+                        return tune_impl(op, impl, n_args, self.tune)
+        if self.tour and op in _TOUR:
+            try:
+                return _TOUR[op]()
+            except Exception as e:
+                self.import_errors[f"tour:{op}"] = f"{type(e).__name__}: {e}"
+        return None
+
+    def _explicit(self, op: str, target: str) -> Impl:
+        mod_name, _, fn_name = target.partition(":")
+        if not fn_name:
+            raise ValueError(f"--kernel {op}={target}: write module:function")
+        obj = getattr(importlib.import_module(mod_name), fn_name)
+        if not is_host_function(obj):
+            raise TypeError(f"--kernel {op}={target} is a {type(obj).__name__}, not a host "
+                            "function taking arrays (see benchmarks/README.md)")
+        return Impl(target, obj, "safe", "chosen with --kernel", family="library")
+
+    def _find_raw(self, op: str, family: str) -> Impl | None:
+        n_args = len(OPS[op].args) if op in OPS else 1
+        for mod_name, mod in self.raw_modules():
+            for alias in ALIASES[op]:
+                for prefix in _RAW_PREFIXES:
+                    for suffix in _SUFFIXES:
+                        name = prefix + alias + suffix
+                        obj = getattr(mod, name, None)
+                        if obj is not None and is_host_function(obj) and \
+                                getattr(obj, "__module__", "") == mod.__name__ and \
+                                _takes(obj, n_args):
+                            return Impl(f"benchmarks/{mod_name}.py:{name}", obj, "raw")
+        for mod_name, mod in self.raw_modules():
+            if family == "tour":
+                fn = _raw_tour(op, mod)
+            elif family == "library":
+                fn = raw_library_adapter(op, mod)
+            else:
+                fn = None
+            if fn is not None:
+                return Impl(f"benchmarks/{mod_name}.py ({fn.__name__} adapter)", fn, "raw",
+                            family=family, builtin=True)
+        return None
+
+    def report(self) -> dict:
+        """JSON-able: where each op's implementations came from, and import failures."""
+        ops = {}
+        for op in ALIASES:
+            s = self.safe(op)
+            r = self.raw(op, s.family) if s else None
+            ops[op] = {"tilelab": s.name if s else None, "tuned": bool(s and s.tuned),
+                       "note": s.note if s else "", "raw": r.name if r else None}
+        return {"ops": ops, "kernel_modules": [m for m, _ in self.kernel_modules()],
+                "raw_modules": [m for m, _ in self.raw_modules()],
+                "import_errors": dict(self.import_errors)}

@@ -1,0 +1,373 @@
+"""Running one case: correctness of every variant first, then timings, then figures.
+
+Why this order: a time is only worth reporting for an output that is right, so each
+variant (torch, the tilelab safe kernel, the raw cuTile kernel) runs once on fresh random
+inputs into a NaN-poisoned output and is compared with a float32/float64 reference before
+anything is timed; a wrong or failing variant gets its reason and no time. Timings are
+:func:`tilelab.bench` medians (CUDA events on the GPU, warm-up first, L2 flushed before
+every timed call), all variants in the same process on the same inputs.
+
+Example:
+    >>> from suite_cases import build_cases
+    >>> from suite_data import make_arrays
+    >>> from suite_kernels import Registry
+    >>> case = build_cases("tiny", ["memory"])[0]
+    >>> r = run_case(case, make_arrays("cpu", False), Registry(), RunOptions(rep=2))
+    >>> r["status"], r["variants"]["tilelab"]["status"]       # doctest: +SKIP
+    ('ok', 'ok')
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import traceback
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import tilelab as tl
+from tilelab.perf.autotune import config_json
+from tilelab.perf.bench import BenchResult
+
+from suite_cases import Case
+from suite_data import Arrays, rel_err
+from suite_kernels import Impl, Registry, host_call_args
+
+__all__ = ["RunOptions", "Nominal", "Variant", "run_case"]
+
+
+@dataclass
+class RunOptions:
+    """How hard to time: at most ``rep`` timed calls per variant (fewer for slow ones, so
+    one variant takes about ``target_s``), up to ``warmup`` untimed calls first, and
+    ``rounds`` interleaved rounds over the variants (the median of the round medians is
+    reported). ``seed`` varies the random inputs."""
+
+    rep: int = 20
+    warmup: int = 5
+    target_s: float = 1.0
+    rounds: int = 1
+    flush_l2: bool = True
+    seed: int = 0
+
+
+@dataclass
+class Nominal:
+    """The ceilings figures are quoted against (datasheet, dense)."""
+
+    gpu: str
+    bandwidth: float
+    peaks: dict
+
+    def peak(self, precision: str) -> float | None:
+        return self.peaks.get(precision)
+
+
+@dataclass
+class Variant:
+    """One implementation of a case, ready to call.
+
+    ``args is None``: ``fn`` is a thunk (the torch baselines). Otherwise ``fn`` is a host
+    function called with the suite's convention; ``read``, when set, is the array to read
+    instead of the call's result (a GEMV run as a [1, N] GEMM reads the [N] vector)."""
+
+    name: str                    #: 'torch', 'tilelab', 'tilelab_as_raw', 'raw'
+    impl: str                    #: what runs
+    fn: Callable
+    args: list | None = None
+    kwargs: dict = field(default_factory=dict)
+    out_arg: Any = None
+    read: Any = None
+    poison: Any = None           #: the output buffer filled with NaN before checking
+    config: dict = field(default_factory=dict)   #: config keywords passed as they are
+
+    def __call__(self) -> Any:
+        if self.args is None:
+            return self.fn()
+        a, kw = host_call_args(self.fn, self.args, self.kwargs, self.out_arg)
+        y = self.fn(*a, **kw, **self.config)
+        if "out" in kw and (y is None or callable(getattr(y, "wait", None))):
+            y = self.out_arg
+        return self.read if self.read is not None else y
+
+    def with_config(self, name: str, config: dict) -> "Variant":
+        return replace(self, name=name, config=dict(config))
+
+
+# --------------------------------------------------------------------------- inputs
+
+def _inputs(case: Case, arrays: Arrays) -> dict:
+    spec = case.spec
+    inp = {}
+    for name, shape in spec.shapes(case.params).items():
+        if name == "out":
+            inp[name] = arrays.empty(shape, case.dtype)
+        else:
+            inp[name] = arrays.randn(shape, case.dtype, spec.scale.get(name, 1.0))
+    return inp
+
+
+def _host_variant(name: str, impl: Impl, case: Case, arrays: Arrays, inp: dict,
+                  via_gemm: bool, convert: Callable[[Any], Any]) -> Variant:
+    """A variant calling ``impl`` on ``inp`` (converted for it: tl tensors or native)."""
+    if via_gemm:   # y = W x as a GEMM: x[1, K] @ (W[N, K]).T -> out[1, N]; W^T is a view
+        w, x, out = inp["w"], inp["x"], inp["out"]
+        wt = w.t() if arrays.backend == "gpu" else w.T
+        return Variant(name, impl.name, impl.fn, [convert(x.reshape(1, -1)), convert(wt)], {},
+                       convert(out.reshape(1, -1)), read=out, poison=out)
+    spec = case.spec
+    return Variant(name, impl.name, impl.fn, [convert(inp[a]) for a in spec.args],
+                   spec.kwargs(case.params), convert(inp["out"]), poison=inp["out"])
+
+
+def _variants(case: Case, arrays: Arrays, registry: Registry, inp: dict,
+              safe: Impl, via_gemm: bool, notes: list) -> list[Variant]:
+    out: list[Variant] = []
+    if arrays.torch is not None:
+        tinp = {k: arrays.to_torch(v) for k, v in inp.items()}
+        label, fn = case.spec.torch(arrays.torch, tinp, case.params)
+        out.append(Variant("torch", label, fn, poison=tinp["out"]))
+    else:
+        notes.append("torch not installed: no torch baseline")
+    out.append(_host_variant("tilelab", safe, case, arrays, inp, via_gemm, arrays.to_tl))
+    raw = registry.raw("gemm" if via_gemm else case.op, safe.family)
+    if raw is not None and raw.builtin and safe.mirror is None:
+        notes.append(f"{raw.name} cannot be given {safe.name}'s config: no raw variant")
+        raw = None
+    if raw is not None:
+        out.append(_host_variant("raw", raw, case, arrays, inp, via_gemm, lambda a: a))
+    return out
+
+
+def _tuning_info(v: Variant) -> tuple[dict, dict]:
+    """(JSON description, winning config) of an autotuned host function for this
+    variant's arguments."""
+    fn = v.fn
+    a, k = host_call_args(fn, v.args, v.kwargs, v.out_arg)
+    best = fn.best_config(*a, **k)
+    info: dict = {"config": config_json(best)}
+    try:
+        bucket = fn.key_of(*a, **k)
+        for rec in fn.tuning_records():
+            if (rec.get("parts") or {}).get("bucket") == bucket and \
+                    rec.get("origin") in ("tuned", "disk", "untuned"):
+                info["tuning"] = {
+                    "origin": rec["origin"],
+                    "results": [{"config": r.get("config"), "status": r.get("status"),
+                                 "seconds": r.get("seconds"), "reason": r.get("reason", "")}
+                                for r in rec.get("results", [])]}
+                break
+    except Exception:
+        pass
+    return info, best
+
+
+# --------------------------------------------------------------------------- checking
+
+def _check(case: Case, arrays: Arrays, v: Variant, ref: Any) -> dict:
+    """Run once into a NaN-poisoned output; compare with the reference."""
+    arrays.poison(v.poison)
+    t0 = time.perf_counter()
+    try:
+        y = v()
+        arrays.sync()
+    except Exception as e:
+        return {"impl": v.impl, "status": "error", "reason": f"{type(e).__name__}: {_line(e)}",
+                "traceback": traceback.format_exc(limit=6)}
+    first = time.perf_counter() - t0
+    y = arrays.native(y if y is not None else v.poison)
+    if case.spec.select is not None:
+        y = case.spec.select(arrays.xp(), y, case.params)
+    err, why = rel_err(arrays.snapshot(y), ref)
+    res = {"impl": v.impl, "rel_err": err if math.isfinite(err) else None, "tol": case.tol,
+           "first_call_s": first}
+    if not err <= case.tol:
+        res.update(status="wrong", reason=why or f"relative error {err:.3g} > {case.tol:g}")
+    else:
+        res["status"] = "ok"
+    return res
+
+
+def _line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:400] if text else ""
+
+
+def _like_for_like(case: Case, arrays: Arrays, safe: Impl, variants: list[Variant],
+                   checks: dict, ref: Any, notes: list) -> None:
+    """Give the raw variant the safe kernel's tuned tiles and schedule; where the safe
+    winner uses what the raw kernel cannot express (hints, split-K, a swizzle), also run
+    the safe kernel at the raw kernel's config, so safe-vs-raw measures safety only."""
+    raw = next((v for v in variants if v.name == "raw"), None)
+    if raw is None:
+        return
+    tv = next(v for v in variants if v.name == "tilelab")
+    best = tv.config or None
+    if safe.mirror is None or best is None:
+        # a raw host function of the kernel's author mirrors its kernel by construction
+        checks["raw"]["like_for_like"] = safe.mirror is None
+        return
+    try:
+        pair = safe.mirror(best, case)
+    except Exception as e:
+        pair, why = None, f"{type(e).__name__}: {_line(e)}"
+    else:
+        why = "the raw kernels have no twin of this config"
+    if pair is None:
+        variants.remove(raw)
+        del checks["raw"]
+        notes.append(f"no raw variant: {why}")
+        return
+    raw_cfg, safe_cfg = pair
+    # a GEMV through a transposed weight view: the safe kernel reads it K-major, the raw
+    # one strided, so the pair is reported but not counted as like for like
+    same = case.op != "gemv"
+    i = variants.index(raw)
+    variants[i] = raw = raw.with_config("raw", raw_cfg)
+    checks["raw"] = dict(_check(case, arrays, raw, ref), config=raw_cfg, like_for_like=same)
+    if config_json(safe_cfg) != config_json(best):
+        twin = tv.with_config("tilelab_as_raw", safe_cfg)
+        variants.insert(i, twin)
+        checks["tilelab_as_raw"] = dict(_check(case, arrays, twin, ref),
+                                        config=config_json(safe_cfg))
+
+
+# --------------------------------------------------------------------------- timing
+
+def _time(v: Variant, arrays: Arrays, opts: RunOptions) -> BenchResult:
+    """tl.bench with as many reps as fit ``target_s`` (probed by one synced call)."""
+    t0 = time.perf_counter()
+    v()
+    arrays.sync()
+    probe = max(time.perf_counter() - t0, 1e-6)
+    rep = max(3, min(opts.rep, int(opts.target_s / probe)))
+    warmup = max(1, min(opts.warmup, rep // 4))
+    return tl.bench(v, warmup=warmup, rep=rep, flush_l2=opts.flush_l2,
+                    name=f"{v.name} {v.impl}")
+
+
+def _figures(case: Case, stats: dict, nominal: Nominal) -> dict:
+    work = case.work
+    med = stats["median_s"]
+    fig = {"flop_per_s": work.flops / med, "byte_per_s": work.bytes / med}
+    if case.metric == "flops":
+        peak = nominal.peak(work.precision)
+        fig["fraction_of_peak"] = fig["flop_per_s"] / peak if peak else None
+    else:
+        fig["fraction_of_bandwidth"] = fig["byte_per_s"] / nominal.bandwidth
+    return fig
+
+
+def _time_all(timed: list[Variant], checks: dict, case: Case, arrays: Arrays,
+              opts: RunOptions, nominal: Nominal) -> None:
+    medians: dict[str, list[float]] = {v.name: [] for v in timed}
+    for _ in range(max(1, opts.rounds)):
+        for v in timed:
+            if checks[v.name]["status"] != "ok":
+                continue
+            try:
+                r = _time(v, arrays, opts)
+            except Exception as e:
+                checks[v.name].update(status="error", reason=f"timing: {type(e).__name__}: "
+                                      f"{_line(e)}")
+                continue
+            medians[v.name].append(r.median)
+            d = r.as_dict()
+            checks[v.name].update({k: d[k] for k in ("p10_s", "p90_s", "n", "host_median_s",
+                                                     "flushed_l2", "device")})
+    for name, meds in medians.items():
+        if meds and checks[name]["status"] == "ok":
+            checks[name]["median_s"] = statistics.median(meds)
+            checks[name]["round_medians_s"] = meds
+            checks[name].update(_figures(case, checks[name], nominal))
+
+
+def _ratio(fast: dict, slow: dict) -> float | None:
+    """slow's median / fast's median (None when either has no time)."""
+    if fast.get("median_s") and slow.get("median_s"):
+        return slow["median_s"] / fast["median_s"]
+    return None
+
+
+def _case_figures(checks: dict) -> dict:
+    tlv = checks.get("tilelab", {})
+    fig: dict = {}
+    if "torch" in checks:
+        fig["tilelab_vs_torch"] = _ratio(tlv, checks["torch"])
+    if "raw" in checks:
+        fig["safe_vs_raw"] = _ratio(checks.get("tilelab_as_raw", tlv), checks["raw"])
+        fig["safe_vs_raw_like_for_like"] = bool(checks["raw"].get("like_for_like"))
+    for key in ("fraction_of_peak", "fraction_of_bandwidth", "flop_per_s", "byte_per_s"):
+        if tlv.get(key) is not None:
+            fig[f"tilelab_{key}"] = tlv[key]
+    return fig
+
+
+# --------------------------------------------------------------------------- the case
+
+def run_case(case: Case, arrays: Arrays, registry: Registry, opts: RunOptions,
+             nominal: Nominal | None = None) -> dict:
+    """Check and time every variant of ``case``; never raises (errors go in the result).
+
+    ``"fatal"`` in the result means the device did not survive the case (a sticky CUDA
+    error): the caller should stop using this process.
+    """
+    nominal = nominal or Nominal("h200", 4.8e12, {})
+    t0 = time.perf_counter()
+    res: dict = {"id": case.id, "group": case.group, "op": case.op, "dtype": case.dtype,
+                 "params": case.params, "tags": case.tags, "work": case.work.to_dict(),
+                 "metric": case.metric, "status": "ok", "variants": {}, "figures": {},
+                 "notes": []}
+    try:
+        _run(case, arrays, registry, opts, nominal, res)
+    except Exception as e:
+        res["status"] = "error"
+        res["error"] = f"{type(e).__name__}: {_line(e)}"
+        res["traceback"] = traceback.format_exc(limit=8)
+    res["elapsed_s"] = time.perf_counter() - t0
+    try:
+        arrays.release()
+    except Exception as e:
+        res["fatal"] = f"the device is unusable after this case: {type(e).__name__}: {_line(e)}"
+    return res
+
+
+def _run(case: Case, arrays: Arrays, registry: Registry, opts: RunOptions, nominal: Nominal,
+         res: dict) -> None:
+    safe, via_gemm = registry.safe(case.op), False
+    if safe is None and case.op == "gemv" and registry.safe("gemm") is not None:
+        safe, via_gemm = registry.safe("gemm"), True
+        res["notes"].append(f"no gemv kernel: y = W x runs as a GEMM with M = 1 ({safe.name})")
+    if safe is None:
+        res["status"] = "missing"
+        res["variants"]["tilelab"] = {"status": "missing",
+                                      "reason": f"no tilelab host function for {case.op!r}"}
+        return
+    arrays.seed(opts.seed + zlib.crc32(case.id.encode()) % 65536)
+    inp = _inputs(case, arrays)
+    ref = arrays.snapshot(case.spec.reference(
+        arrays.xp(), {k: v for k, v in inp.items() if k != "out"}, case.params))
+    variants = _variants(case, arrays, registry, inp, safe, via_gemm, res["notes"])
+    checks: dict = {}
+    for v in variants:
+        checks[v.name] = _check(case, arrays, v, ref)
+        if v.name == "tilelab":
+            if safe.note:
+                checks[v.name]["note"] = safe.note
+            if safe.tuned and checks[v.name]["status"] == "ok":
+                info, best = _tuning_info(v)
+                checks[v.name].update(info)
+                # time the winner directly: the autotune wrapper's per-call key lookup
+                # (a few microseconds) is not the kernel's cost
+                variants[variants.index(v)] = v.with_config("tilelab", best)
+    _like_for_like(case, arrays, safe, variants, checks, ref, res["notes"])
+    res["variants"] = checks
+    if checks["tilelab"]["status"] != "ok":
+        res["status"] = checks["tilelab"]["status"]
+        return
+    _time_all([v for v in variants if checks[v.name]["status"] == "ok"], checks, case,
+              arrays, opts, nominal)
+    res["figures"] = _case_figures(checks)
+    if "median_s" not in checks["tilelab"]:
+        res["status"] = "error"

@@ -1,0 +1,240 @@
+"""The benchmark suite on the CPU backend: it runs, writes valid JSON with the schema,
+reports missing and wrong kernels instead of crashing, and keeps to its budget."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import suite  # noqa: E402
+from suite_cases import build_cases  # noqa: E402
+from suite_data import make_arrays  # noqa: E402
+from suite_kernels import Registry  # noqa: E402
+from suite_report import check_targets, summarize  # noqa: E402
+from suite_run import RunOptions, run_case  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(autouse=True)
+def cpu_backend(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
+    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def load(path: Path) -> dict:
+    def no_nan(name):
+        raise ValueError(f"{name} in JSON")
+    return json.loads(path.read_text(), parse_constant=no_nan)
+
+
+def run_suite(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "out" / "suite.json"
+    assert suite.main(["--quick", "--out", str(out), *args]) == 0
+    return load(out)
+
+
+CASE_KEYS = {"id", "group", "op", "dtype", "params", "work", "metric", "status", "variants",
+             "figures", "notes"}
+
+
+def test_quick_cpu_run_writes_the_schema(tmp_path, capsys):
+    doc = run_suite(tmp_path)
+    assert doc["schema"] == "tilelab-suite/1"
+    assert {"env", "nominal", "run", "targets", "summary", "kernels", "cases",
+            "roofline"} <= set(doc)
+    env = doc["env"]
+    assert env["backend"] == "cpu" and env["date"]
+    assert {"tilelab", "cuda-tile", "torch"} <= set(env["versions"])
+    assert "version" in env["toolchain"]
+    assert doc["nominal"]["memory_bandwidth_Bps"] == 4.8e12
+    assert {c["group"] for c in doc["cases"]} == {"gemm", "attention", "memory", "decode"}
+    for case in doc["cases"]:
+        assert CASE_KEYS <= set(case), case["id"]
+        assert case["status"] in ("ok", "missing", "wrong", "error", "skipped")
+        assert case["work"]["bytes"] > 0
+    ok = [c for c in doc["cases"] if c["status"] == "ok"]
+    assert ok, [(c["id"], c.get("error"), c["variants"]) for c in doc["cases"]]
+    for case in ok:
+        tlv = case["variants"]["tilelab"]
+        assert tlv["median_s"] > 0 and tlv["rel_err"] <= tlv["tol"]
+        assert "torch" in case["variants"] and case["figures"]["tilelab_vs_torch"] > 0
+    assert all(set(t) >= {"target_min", "achieved", "met", "what"}
+               for t in doc["targets"].values())
+    assert Path(doc["roofline"]["path"]).read_bytes()[:4] == b"\x89PNG"
+    printed = capsys.readouterr().out
+    tail = printed[printed.index("wrote "):].splitlines()
+    assert tail[2].startswith("case ") and "tl/torch" in tail[2]      # the table is last
+    assert "safe_vs_raw_geomean" in tail[-1]
+
+
+def test_without_torch_there_are_no_baselines(tmp_path):
+    doc = run_suite(tmp_path, "--only", "memory", "--no-torch")
+    ok = [c for c in doc["cases"] if c["status"] == "ok"]
+    assert ok and all("torch" not in c["variants"] for c in ok)
+    assert all(any("torch" in n for n in c["notes"]) for c in ok)
+    assert doc["run"]["torch_baselines"] is False
+
+
+FAKE = '''
+import numpy as np
+
+def softmax(x, *, out=None):
+    """A host function in numpy: right."""
+    a = np.asarray(x.numpy(), np.float32)
+    e = np.exp(a - a.max(-1, keepdims=True))
+    out[...] = e / e.sum(-1, keepdims=True)
+    return out
+
+def add(x, y, *, out=None):
+    """Wrong on purpose: subtracts."""
+    out[...] = np.asarray(x.numpy(), np.float32) - np.asarray(y.numpy(), np.float32)
+    return out
+
+def rms_norm(x, w, *, out=None):
+    raise RuntimeError("kernel failed to compile")
+'''
+
+
+def fake_package(tmp_path: Path, monkeypatch) -> str:
+    pkg = tmp_path / "fakekernels"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text(textwrap.dedent(FAKE))
+    (pkg / "broken.py").write_text("def oops(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "fakekernels"
+
+
+def test_missing_wrong_and_failing_kernels_are_reported(tmp_path, monkeypatch):
+    pkg = fake_package(tmp_path, monkeypatch)
+    doc = run_suite(tmp_path, "--kernel-package", pkg, "--no-tour")
+    status = {c["id"]: c["status"] for c in doc["cases"]}
+    by_op = {}
+    for c in doc["cases"]:
+        by_op.setdefault(c["op"], set()).add(c["status"])
+    assert by_op["softmax"] == {"ok"}
+    assert by_op["add"] == {"wrong"}
+    assert by_op["rmsnorm"] == {"error"}
+    for op in ("gemm", "attention", "rope", "gemv"):
+        assert by_op[op] == {"missing"}, (op, status)
+    wrong = next(c for c in doc["cases"] if c["op"] == "add")
+    assert "relative error" in wrong["variants"]["tilelab"]["reason"]
+    failed = next(c for c in doc["cases"] if c["op"] == "rmsnorm")
+    assert "kernel failed to compile" in failed["variants"]["tilelab"]["reason"]
+    assert "fakekernels.broken" in doc["kernels"]["import_errors"]
+    assert doc["kernels"]["ops"]["softmax"]["tilelab"] == "fakekernels.ops:softmax"
+    assert doc["summary"]["status_counts"]["missing"] >= 4
+
+
+def test_budget_skips_cases_but_still_writes_json(tmp_path):
+    doc = run_suite(tmp_path, "--only", "memory,decode", "--budget-s", "0")
+    assert {c["status"] for c in doc["cases"]} == {"skipped"}
+    assert all("budget" in c["reason"] for c in doc["cases"])
+    assert doc["summary"]["status_counts"] == {"skipped": len(doc["cases"])}
+
+
+def test_isolated_groups_run_in_child_processes(tmp_path):
+    doc = run_suite(tmp_path, "--only", "memory", "--isolate")
+    assert doc["run"]["isolated"] is True
+    assert doc["cases"] and all(c["status"] == "ok" for c in doc["cases"])
+    assert doc["kernels"]["ops"]["softmax"]["tilelab"]
+
+
+def test_list_prints_cases(capsys):
+    assert suite.main(["--list", "--sizes", "full", "--only", "gemm"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 30 and any("qwen3_down_proj_M8192" in line for line in lines)
+
+
+def test_full_preset_has_the_issue_sizes():
+    cases = build_cases("full", ["gemm", "attention", "memory", "decode"])
+    squares = {c.params["M"] for c in cases if c.tags.get("family", "").startswith("square")}
+    assert squares == {1024, 2048, 4096, 8192, 16384}
+    proj = {(c.params["N"], c.params["K"]) for c in cases if c.tags.get("family") == "qwen3"}
+    assert proj == {(4096, 4096), (1024, 4096), (12288, 4096), (4096, 12288)}
+    assert {c.params["M"] for c in cases if c.tags.get("family") == "qwen3"} == \
+        {1, 16, 128, 2048, 8192}
+    att = [c for c in cases if c.group == "attention"]
+    assert {c.params["S"] for c in att} == {1024, 2048, 4096, 8192, 16384}
+    assert all((c.params["B"], c.params["H"], c.params["D"]) == (8, 32, 128) for c in att)
+    assert {c.op for c in cases if c.group == "memory"} == {"add", "softmax", "rmsnorm", "rope"}
+    assert len([c for c in cases if c.group == "decode"]) == 4
+
+
+def test_run_case_missing_without_any_kernel():
+    case = build_cases("tiny", ["memory"])[0]
+    reg = Registry(kernel_package="no_such_kernels_pkg", tour=False)
+    res = run_case(case, make_arrays("cpu", False), reg, RunOptions(rep=2))
+    assert res["status"] == "missing" and "no_such_kernels_pkg" in reg.import_errors
+
+
+def test_summary_geomeans_and_targets():
+    def case(group, op, ratio, frac=None, raw=None, tags=None):
+        fig = {"tilelab_vs_torch": ratio}
+        if frac is not None:
+            fig["tilelab_fraction_of_bandwidth"] = frac
+        if raw is not None:
+            fig.update(safe_vs_raw=raw, safe_vs_raw_like_for_like=True)
+        return {"id": f"{group}/{op}/{ratio}", "group": group, "op": op, "status": "ok",
+                "figures": fig, "tags": tags or {}, "params": {"S": 1024}}
+    cases = [case("gemm", "gemm", 0.5, raw=1.0, tags={"family": "qwen3", "M": 1}),
+             case("gemm", "gemm", 2.0, raw=0.9, tags={"family": "square_bfloat16"}),
+             case("memory", "add", 1.0, frac=0.9), case("memory", "softmax", 0.9, frac=0.7),
+             {"id": "x", "group": "attention", "op": "attention", "status": "missing"}]
+    s = summarize(cases)
+    assert s["gemm"]["geomean_vs_cublas"]["all"] == pytest.approx(1.0)
+    assert s["gemm"]["geomean_vs_cublas"]["qwen3_M1"] == pytest.approx(0.5)
+    assert s["memory"]["min_fraction_of_bandwidth"] == pytest.approx(0.7)
+    assert s["safe_vs_raw"]["geomean"] == pytest.approx(math.sqrt(0.9))
+    assert s["status_counts"] == {"ok": 4, "missing": 1}
+    t = check_targets(s)
+    assert t["gemm_geomean_vs_cublas"]["met"] is True
+    assert t["memory_min_fraction_of_bandwidth"]["met"] is False
+    assert t["attention_geomean_vs_sdpa"]["met"] is None
+
+
+RAW = '''
+import numpy as np
+
+def raw_softmax(x, *, out):
+    """A raw twin (numpy here): found by name in a raw module."""
+    a = np.asarray(x, np.float32)
+    e = np.exp(a - a.max(-1, keepdims=True))
+    out[...] = e / e.sum(-1, keepdims=True)
+    return out
+'''
+
+
+def test_raw_host_function_is_found_and_paired(tmp_path, monkeypatch):
+    pkg = fake_package(tmp_path, monkeypatch)
+    (tmp_path / "fakeraw.py").write_text(textwrap.dedent(RAW))
+    reg = Registry(kernel_package=pkg, tour=False, raw_modules=("fakeraw", "not_written"))
+    case = next(c for c in build_cases("tiny", ["memory"]) if c.op == "softmax")
+    res = run_case(case, make_arrays("cpu", False), reg, RunOptions(rep=2, target_s=0.01))
+    assert res["status"] == "ok", res
+    assert res["variants"]["raw"]["impl"] == "benchmarks/fakeraw.py:raw_softmax"
+    assert res["figures"]["safe_vs_raw"] > 0 and res["figures"]["safe_vs_raw_like_for_like"]
+
+
+def test_tour_stand_in_is_compared_like_for_like_with_raw_kernels(tmp_path, monkeypatch):
+    pkg = fake_package(tmp_path, monkeypatch)      # it has no matmul: the tour GEMM runs
+    reg = Registry(kernel_package=pkg)
+    case = build_cases("tiny", ["gemm"])[0]
+    res = run_case(case, make_arrays("cpu", False), reg, RunOptions(rep=2, target_s=0.01))
+    v = res["variants"]
+    assert res["status"] == "ok" and v["tilelab"]["impl"].startswith("tour:")
+    assert v["raw"]["impl"].startswith("benchmarks/raw_kernels.py")
+    # the tuned tour config walks tiles grouped; raw_gemm walks them row-major, so the
+    # safe kernel is also timed row-major and that time is the one compared
+    assert v["tilelab"]["config"]["group"] == 8 and v["tilelab_as_raw"]["config"]["group"] == 0
+    assert v["raw"]["config"] == {"tm": 128, "tn": 128, "tk": 64}
+    assert all(v[k]["status"] == "ok" for k in ("tilelab", "tilelab_as_raw", "raw"))
+    assert res["figures"]["safe_vs_raw_like_for_like"] is True
