@@ -7,8 +7,10 @@ import matplotlib
 import numpy as np
 import pytest
 
-import tilelab as tl
-import tilelab.lab.widgets as widgets_module
+pytest.importorskip("ipywidgets", reason="the explorer is an ipywidgets panel")
+
+import tilelab as tl  # noqa: E402
+import tilelab.lab.widgets as widgets_module  # noqa: E402
 from tilelab.kernels.examples import gemm, vector_add
 from tilelab.lab.widgets import Explorer, explore
 from tilelab.perf.counting import elementwise
