@@ -300,7 +300,9 @@ def _parent(ns: argparse.Namespace, backend: str, preset: str, cases_by_group: d
                 "torch_baselines": not ns.no_torch, "tuning": not ns.no_tune,
                 "timing": {"method": "tl.bench: CUDA events on tilelab's stream (host clock "
                                      "on the CPU), L2 flushed before every timed call, "
-                                     "median of up to --rep calls after warm-up",
+                                     "median of up to --rep calls after warm-up; library "
+                                     "functions called with sync=False into a "
+                                     "preallocated out=",
                            "max_rep": ns.rep, "max_warmup": ns.warmup, "rounds": ns.rounds,
                            "seed": ns.seed}},
         "targets": {}, "summary": {}, "kernels": {}, "cases": []}

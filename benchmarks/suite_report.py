@@ -205,6 +205,13 @@ def _t(v: dict | None) -> str:
     return f"{s * 1e3:.3f}ms" if s >= 1e-3 else f"{s * 1e6:.1f}us"
 
 
+def _host(v: dict | None) -> str:
+    """Host time per call of a variant; 's' marks a call that waited for its kernels."""
+    if not v or not v.get("host_median_s"):
+        return "-"
+    return _t({"median_s": v["host_median_s"]}) + ("" if v.get("timed_async", True) else "s")
+
+
 def _r(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
 
@@ -212,8 +219,8 @@ def _r(x: float | None) -> str:
 def table(cases: list[dict], summary: dict, targets: dict) -> str:
     """The plain-text table printed last: one row per case, then the group figures and
     the targets."""
-    head = f"{'case':<44} {'status':<8} {'torch':>10} {'tilelab':>10} {'raw':>10} " \
-           f"{'tl/torch':>8} {'safe/raw':>8}  achieved"
+    head = f"{'case':<44} {'status':<8} {'torch':>10} {'tilelab':>10} {'tl host':>10} " \
+           f"{'raw':>10} {'tl/torch':>8} {'safe/raw':>8}  achieved"
     lines = [head, "-" * len(head)]
     for c in cases:
         v = c.get("variants") or {}
@@ -229,13 +236,16 @@ def table(cases: list[dict], summary: dict, targets: dict) -> str:
             ach = (c.get("error") or (v.get("tilelab") or {}).get("reason") or "")[:60]
         sr = f.get("safe_vs_raw")
         lines.append(f"{c['id'][:44]:<44} {c.get('status', '?'):<8} {_t(v.get('torch')):>10} "
-                     f"{_t(v.get('tilelab')):>10} {_t(v.get('raw')):>10} "
+                     f"{_t(v.get('tilelab')):>10} {_host(v.get('tilelab')):>10} "
+                     f"{_t(v.get('raw')):>10} "
                      f"{_r(f.get('tilelab_vs_torch')):>8} "
                      f"{_r(sr) + ('' if f.get('safe_vs_raw_like_for_like', True) else '*'):>8}"
                      f"  {ach}")
     lines.append("")
     lines.append("tl/torch = torch time / tilelab time (cuBLAS for GEMM, SDPA for attention; "
                  ">1: tilelab faster); safe/raw = raw time / safe time (* = not like for like)")
+    lines.append("tl host = host time per tilelab call (median; the call launches without "
+                 "waiting, sync=False, unless marked s)")
     g = summary.get("gemm", {}).get("geomean_vs_cublas", {})
     if g:
         lines.append("GEMM geomean vs cuBLAS: " + ", ".join(f"{k} {_r(v)}" for k, v in g.items()))
@@ -249,7 +259,7 @@ def table(cases: list[dict], summary: dict, targets: dict) -> str:
                      f"(per op: {', '.join(f'{k} {_r(v)}' for k, v in s['per_op'].items())})")
     lines.append("status: " + ", ".join(f"{k} {v}" for k, v in
                                         summary.get("status_counts", {}).items()))
-    lines.append("targets (suite defaults unless --targets):")
+    lines.append("targets (the issue's unless --targets):")
     for name, t in targets.items():
         mark = {True: "MET", False: "NOT MET", None: "not measured"}[t["met"]]
         lines.append(f"  {name:<36} >= {t['target_min']:<5} achieved {_r(t['achieved']):>6}  "

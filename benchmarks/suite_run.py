@@ -32,7 +32,7 @@ from tilelab.perf.bench import BenchResult
 
 from suite_cases import Case
 from suite_data import Arrays, rel_err
-from suite_kernels import Impl, Registry, host_call_args
+from suite_kernels import Impl, Registry, async_host_call, host_call_args
 
 __all__ = ["RunOptions", "Nominal", "Variant", "run_case"]
 
@@ -70,7 +70,9 @@ class Variant:
 
     ``args is None``: ``fn`` is a thunk (the torch baselines). Otherwise ``fn`` is a host
     function called with the suite's convention; ``read``, when set, is the array to read
-    instead of the call's result (a GEMV run as a [1, N] GEMM reads the [N] vector)."""
+    instead of the call's result (a GEMV run as a [1, N] GEMM reads the [N] vector).
+    Calling the variant runs it synchronously (the correctness check); :meth:`timed` is
+    what ``tl.bench`` calls: asynchronously where the function takes ``sync``."""
 
     name: str                    #: 'torch', 'tilelab', 'tilelab_as_raw', 'raw'
     impl: str                    #: what runs
@@ -81,6 +83,40 @@ class Variant:
     read: Any = None
     poison: Any = None           #: the output buffer filled with NaN before checking
     config: dict = field(default_factory=dict)   #: config keywords passed as they are
+    #: the future of the last asynchronous timed call (waited for by :meth:`settle`)
+    pending: Any = field(default=None, init=False, repr=False, compare=False)
+    _timed: Any = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def timed_async(self) -> bool:
+        """Whether :meth:`timed` launches without waiting (the function takes ``sync``)."""
+        return self._async_call() is not None
+
+    def _async_call(self) -> Callable[[], Any] | None:
+        if self._timed is None:      # worked out once: nothing of it inside the window
+            call = None
+            if self.args is not None:
+                call = async_host_call(self.fn, self.args, self.kwargs, self.out_arg,
+                                       self.config)
+            self._timed = call or False
+        return self._timed or None
+
+    def timed(self) -> None:
+        """One timed call: ``sync=False`` where the function takes it, so the timed
+        window holds device work as it does for torch and ``ct.launch``; the future is
+        kept for :meth:`settle` (``tl.bench`` releases the earlier ones)."""
+        call = self._async_call()
+        if call is None:
+            self()
+        else:
+            self.pending = call()
+
+    def settle(self) -> None:
+        """Wait for the last asynchronous timed call (observing it observes the earlier
+        ones of its stream, so no borrow outlives the timing)."""
+        fut, self.pending = self.pending, None
+        if fut is not None:
+            fut.wait()
 
     def __call__(self) -> Any:
         if self.args is None:
@@ -236,15 +272,19 @@ def _like_for_like(case: Case, arrays: Arrays, safe: Impl, variants: list[Varian
 # --------------------------------------------------------------------------- timing
 
 def _time(v: Variant, arrays: Arrays, opts: RunOptions) -> BenchResult:
-    """tl.bench with as many reps as fit ``target_s`` (probed by one synced call)."""
+    """tl.bench of :meth:`Variant.timed` with as many reps as fit ``target_s`` (probed
+    by one synced call)."""
     t0 = time.perf_counter()
     v()
     arrays.sync()
     probe = max(time.perf_counter() - t0, 1e-6)
     rep = max(3, min(opts.rep, int(opts.target_s / probe)))
     warmup = max(1, min(opts.warmup, rep // 4))
-    return tl.bench(v, warmup=warmup, rep=rep, flush_l2=opts.flush_l2,
-                    name=f"{v.name} {v.impl}")
+    try:
+        return tl.bench(v.timed, warmup=warmup, rep=rep, flush_l2=opts.flush_l2,
+                        name=f"{v.name} {v.impl}")
+    finally:
+        v.settle()
 
 
 def _figures(case: Case, stats: dict, nominal: Nominal) -> dict:
@@ -276,6 +316,9 @@ def _time_all(timed: list[Variant], checks: dict, case: Case, arrays: Arrays,
             d = r.as_dict()
             checks[v.name].update({k: d[k] for k in ("p10_s", "p90_s", "n", "host_median_s",
                                                      "flushed_l2", "device")})
+            # host time per call, apart from the device time: with sync=False it is the
+            # library's planning and launching only
+            checks[v.name]["timed_async"] = v.timed_async
     for name, meds in medians.items():
         if meds and checks[name]["status"] == "ok":
             checks[name]["median_s"] = statistics.median(meds)

@@ -66,12 +66,16 @@ def test_quick_cpu_run_writes_the_schema(tmp_path, capsys):
         tlv = case["variants"]["tilelab"]
         assert tlv["median_s"] > 0 and tlv["rel_err"] <= tlv["tol"]
         assert "torch" in case["variants"] and case["figures"]["tilelab_vs_torch"] > 0
+        # library functions are timed asynchronously, their host time reported apart
+        assert tlv["timed_async"] is True and tlv["host_median_s"] > 0, case["id"]
+        assert case["variants"]["torch"]["timed_async"] is False
     assert all(set(t) >= {"target_min", "achieved", "met", "what"}
                for t in doc["targets"].values())
     assert Path(doc["roofline"]["path"]).read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
     tail = printed[printed.index("wrote "):].splitlines()
     assert tail[2].startswith("case ") and "tl/torch" in tail[2]      # the table is last
+    assert "tl host" in tail[2]
     assert "safe_vs_raw_geomean" in tail[-1]
 
 
@@ -238,3 +242,31 @@ def test_tour_stand_in_is_compared_like_for_like_with_raw_kernels(tmp_path, monk
     assert v["raw"]["config"] == {"tm": 128, "tn": 128, "tk": 64}
     assert all(v[k]["status"] == "ok" for k in ("tilelab", "tilelab_as_raw", "raw"))
     assert res["figures"]["safe_vs_raw_like_for_like"] is True
+
+
+def test_timing_launches_library_calls_without_waiting_and_releases_them():
+    """The timed call is sync=False (its future kept and waited for afterwards); the
+    correctness check before it is a plain synchronous call."""
+    import tilelab as tl
+    from tilelab.runtime.ledger import LEDGER
+    from suite_run import Variant, _time
+
+    tl.synchronize()                                        # start from a clear ledger
+    arrays = make_arrays("cpu", False)
+    fn = Registry().safe("softmax").fn
+    x = arrays.to_tl(arrays.randn((8, 128), "float32"))
+    out = arrays.to_tl(arrays.empty((8, 128), "float32"))
+    v = Variant("tilelab", "softmax", fn, [x], {}, out, config={"block_m": None,
+                                                                "block_n": None})
+    assert v.timed_async
+    v.timed()
+    assert isinstance(v.pending, tl.Future) and LEDGER.pending_count == 1
+    with pytest.raises(tl.BorrowError):
+        out.numpy()
+    v.settle()
+    assert LEDGER.pending_count == 0
+    r = _time(v, arrays, RunOptions(rep=3, warmup=1, target_s=0.01))
+    assert r.median > 0 and r.host_samples and LEDGER.pending_count == 0
+    assert v() is out and not LEDGER.pending_count        # the check: synchronous
+    untuned = Variant("tilelab", "softmax", fn, [x], {}, out)   # autotune, no config
+    assert not untuned.timed_async

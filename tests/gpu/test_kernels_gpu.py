@@ -308,3 +308,20 @@ def test_graph_is_a_dag_of_the_borrows():
     xn = x.numpy()
     assert np.allclose(zs[3].numpy(), 5 * xn)
     assert np.allclose(zs[0].numpy(), 6 * xn)
+
+
+def test_prepared_launches_do_not_keep_memory_alive():
+    """The launch cache holds its arguments weakly: a dropped output is freed."""
+    import gc
+    import weakref
+
+    x = tl.randn(1 << 16, device="cuda")
+    z = tl.empty(1 << 16, device="cuda")
+    zp = z.partition(1024)
+    vector_add(zp, x, x)
+    vector_add(zp, x, x)          # now prepared in the kernel's launch cache
+    assert vector_add._launcher._fast
+    storage = weakref.ref(z.storage)
+    del z, zp
+    gc.collect()
+    assert storage() is None

@@ -534,3 +534,4 @@ def test_copy_inside_a_graph_is_recorded_then_replayed():
     assert g.copies == [(dst, src)] and dst.numpy().tolist() == [0, 0, 0, 0]
     dst._copy_from_on(src, None)                 # what a CPU replay does
     assert dst.numpy().tolist() == [0, 1, 2, 3]
+

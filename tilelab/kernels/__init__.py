@@ -4,13 +4,36 @@ Each host function allocates its outputs (or takes ``out=``), picks tiles, launc
 returns tensors; it works on GPU and CPU tensors and on torch/cupy/numpy arrays (borrowed
 without copies). ``tilelab.kernels.examples`` holds the four kernels of the tour.
 
+**Synchronous or not.** By default (``sync=True``) a call returns when its kernels have
+finished, like ``kernel(...)``. With ``sync=False`` it launches without waiting, on
+``stream=`` (default: tilelab's stream), and returns ``(out, future)``: ``future`` is the
+``tl.Future`` of the call's last launch, and since one stream runs a call's launches in
+order, observing it (``future.wait()``) observes them all. Until then the outputs are
+borrowed: reading ``out`` raises ``tl.BorrowError``. A call with nothing to launch (empty
+tensors) returns a future that is already done; inside ``with tl.graph():`` the launches
+are recorded and the future is None. Functions with two outputs return
+``((y, h), future)``.
+
+**Repeated calls are cheap.** A call repeated with the same tensor objects (torch and
+numpy arrays included, as long as they still describe the same memory) and ``out=``
+given reuses what the first call prepared — validation, config, views, partitions,
+scratch — and hands the runtime the very same launch arguments, which it launches on
+its prepared path. Nothing is reused that could make a call read stale data or write
+elsewhere than ``out`` (see :mod:`tilelab.kernels._host`); :func:`clear_caches` drops
+everything cached.
+
 Example:
     >>> import tilelab as tl
     >>> from tilelab.kernels import softmax
     >>> y = softmax(tl.randn(4, 100, device="cpu"))
     >>> y.shape
     (4, 100)
+    >>> x = tl.randn(4, 100, device="cpu"); y = tl.empty((4, 100), device="cpu")
+    >>> out, fut = softmax(x, out=y, sync=False)
+    >>> fut.wait(); round(float(out.numpy().sum()), 3)
+    4.0
 """
+from tilelab.kernels._host import Plan, clear_caches
 from tilelab.kernels.elementwise import (add, sub, mul, div, maximum, minimum, binary, exp,
                                          relu, gelu, silu, sigmoid, unary)
 from tilelab.kernels.softmax import softmax, log_softmax
@@ -34,5 +57,5 @@ __all__ = [
     "plan_matmul", "plan_bmm", "compile_matmul", "matmul_search_space", "AttentionConfig",
     "DecodeConfig", "attention", "decode_attention", "plan_attention",
     "plan_decode_attention", "compile_attention", "compile_decode_attention",
-    "attention_search_space",
+    "attention_search_space", "Plan", "clear_caches",
 ]

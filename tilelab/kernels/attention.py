@@ -32,7 +32,8 @@ from typing import Any, Callable
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels.matmul import Plan, _as_tensor, _sms
+from tilelab.kernels._host import CallCache, Plan, TensorResult
+from tilelab.kernels.matmul import _as_tensor, _sms
 
 __all__ = ["AttentionConfig", "DecodeConfig", "default_attention_config",
            "default_decode_config", "attention_search_space", "attention",
@@ -481,14 +482,22 @@ def plan_attention(q: Any, k: Any, v: Any, *, causal: bool = False,
                                        causal))
 
 
+#: prepared calls (see tilelab.kernels._host)
+_ATTENTION = CallCache("attention")
+_DECODE = CallCache("decode_attention")
+
+
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-              out: Any = None, config: AttentionConfig | None = None) -> tl.Tensor:
+              out: Any = None, config: AttentionConfig | None = None, sync: bool = True,
+              stream: Any = None) -> TensorResult:
     """Flash attention forward: softmax(q k^T * scale [+ causal mask]) v.
 
     q is (B, H, Sq, D); k and v are (B, Hkv, Skv, D) with H a multiple of Hkv (GQA);
     fp16 or bf16, any strides. ``scale`` defaults to 1/sqrt(D). Causal attention aligns
     the last query with the last key (query i sees keys <= i + Skv - Sq), so it needs
-    Sq <= Skv. Returns ``out`` or a new (B, H, Sq, D) tensor of q's dtype.
+    Sq <= Skv. Returns ``out`` or a new (B, H, Sq, D) tensor of q's dtype; with
+    ``sync=False`` it launches without waiting (on ``stream``, default tilelab's) and
+    returns ``(out, future)`` (see :mod:`tilelab.kernels`).
 
     Example:
         >>> import tilelab as tl
@@ -496,8 +505,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
         >>> attention(q, q, q, config=AttentionConfig(bm=16, bn=16)).shape
         (2, 2, 24, 64)
     """
-    return plan_attention(q, k, v, causal=causal, scale=scale, out=out,
-                          config=config).run()
+    return _ATTENTION.prepare(plan_attention, q, k, v, causal=causal, scale=scale, out=out,
+                              config=config).run(sync, stream)
 
 
 def _num_splits(cfg: DecodeConfig, n_tiles: int, blocks: int, sms: int) -> int:
@@ -574,12 +583,14 @@ def plan_decode_attention(q: Any, k: Any, v: Any, *, kv_len: int | None = None,
 
 def decode_attention(q: Any, k: Any, v: Any, *, kv_len: int | None = None,
                      scale: float | None = None, out: Any = None,
-                     config: DecodeConfig | None = None) -> tl.Tensor:
+                     config: DecodeConfig | None = None, sync: bool = True,
+                     stream: Any = None) -> TensorResult:
     """Attention of one new token per sequence over a long KV cache (split-KV).
 
     q is (B, H, D) or (B, H, 1, D); k and v are (B, Hkv, S, D) caches of which the first
     ``kv_len`` positions (default: all) are attended; H a multiple of Hkv. Returns
-    ``out`` or a new tensor shaped like q.
+    ``out`` or a new tensor shaped like q; ``sync=False`` returns ``(out, future)``,
+    the future of the second (combine) launch, which stream order puts after the first.
 
     Example:
         >>> import tilelab as tl
@@ -588,8 +599,8 @@ def decode_attention(q: Any, k: Any, v: Any, *, kv_len: int | None = None,
         >>> decode_attention(q, kv, kv, kv_len=250, config=DecodeConfig(num_splits=3)).shape
         (2, 8, 64)
     """
-    return plan_decode_attention(q, k, v, kv_len=kv_len, scale=scale, out=out,
-                                 config=config).run()
+    return _DECODE.prepare(plan_decode_attention, q, k, v, kv_len=kv_len, scale=scale,
+                           out=out, config=config).run(sync, stream)
 
 
 def compile_attention(batch: int, heads: int, seq: int, head_dim: int, *,

@@ -20,7 +20,8 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
-from tilelab.runtime.tensor import _native_device
+from tilelab.kernels._host import (CallCache, TensorResult, as_tensor as _wrap_array,
+                                   run_launches)
 
 __all__ = [
     "add", "sub", "mul", "div", "maximum", "minimum", "binary",
@@ -185,16 +186,25 @@ class _Call:
 
     ``args is None`` means there is nothing to compute (an empty tensor). Tests and
     tools use it to compile (``kernel.compile(*args)``) or interpret the exact launch.
+    It reads like a :class:`~tilelab.kernels._host.Plan` (``launches``, ``out``), which
+    is what the library's call cache keeps.
     """
 
     kernel: Any
     args: tuple | None
     result: Any
 
-    def run(self) -> Any:
-        if self.args is not None:
-            self.kernel(*self.args)
+    @property
+    def launches(self) -> list[tuple[Any, tuple]]:
+        return [] if self.args is None else [(self.kernel, self.args)]
+
+    @property
+    def out(self) -> Any:
         return self.result
+
+    def run(self, sync: bool = True, stream: Any = None) -> Any:
+        """Launch; the result, or ``(result, future)`` with ``sync=False``."""
+        return run_launches(self.launches, self.result, sync=sync, stream=stream)
 
 
 def _as_tensor(x: Any, name: str, fn: str) -> tl.Tensor:
@@ -205,7 +215,7 @@ def _as_tensor(x: Any, name: str, fn: str) -> tl.Tensor:
         raise TypeError(f"{fn}(): {name} must be a tensor or array, got "
                         f"{type(x).__name__}")
     try:
-        return tl.tensor(x, device=_native_device(x))
+        return _wrap_array(x)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{fn}(): cannot use {name} ({type(x).__name__}) as a tensor: "
                         f"{e}") from None
@@ -467,9 +477,22 @@ def _unary_call(x: Any, act: Any, fn: str, *, block_m: int | None = None,
 # public host functions
 # ======================================================================================
 
+#: prepared calls (see tilelab.kernels._host): a repeated call with the same tensors and
+#: ``out=`` relaunches the same argument objects, the runtime's fast path
+_BINARY = CallCache("binary")
+_UNARY = CallCache("unary")
+
+
+def _unary(x: Any, act: Any, fn: str, block_m: int | None, block_n: int | None, out: Any,
+           sync: bool, stream: Any) -> Any:
+    """Run ``act(x)`` through the call cache (the body of every unary host function)."""
+    return _UNARY.prepare(_unary_call, x, act, fn, block_m=block_m, block_n=block_n,
+                          out=out).run(sync, stream)
+
 
 def binary(op: str, x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
-           block_n: int | None = None, out: Any = None) -> tl.Tensor:
+           block_n: int | None = None, out: Any = None, sync: bool = True,
+           stream: Any = None) -> TensorResult:
     """``act(x <op> y)`` for op in add/sub/mul/div/maximum/minimum, one fused pass.
 
     ``x``/``y`` are tensors of one float dtype (f32, f16, bf16) or Python scalars; a
@@ -477,6 +500,8 @@ def binary(op: str, x: Any, y: Any, *, act: str | None = None, block_m: int | No
     over the other operand. Math is float32, rounded once on the store. ``block_m`` /
     ``block_n`` are the tile (powers of two; default 4096 elements per tile); ``out``
     receives the result instead of a new tensor (it must not overlap x or y).
+    ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
+    returns ``(out, future)`` (see :mod:`tilelab.kernels`).
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -485,11 +510,13 @@ def binary(op: str, x: Any, y: Any, *, act: str | None = None, block_m: int | No
         >>> binary("add", x, 1.0, act="relu").numpy()
         array([[0., 3.]], dtype=float32)
     """
-    return _binary_call(op, x, y, act=act, block_m=block_m, block_n=block_n, out=out).run()
+    return _BINARY.prepare(_binary_call, op, x, y, act=act, block_m=block_m,
+                           block_n=block_n, out=out).run(sync, stream)
 
 
 def add(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
-        block_n: int | None = None, out: Any = None) -> tl.Tensor:
+        block_n: int | None = None, out: Any = None, sync: bool = True,
+        stream: Any = None) -> TensorResult:
     """``act(x + y)`` element-wise with broadcasting; see :func:`binary`.
 
     Example:
@@ -501,11 +528,13 @@ def add(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
         array([[ 3.,  8.],
                [ 4., 12.]], dtype=float32)
     """
-    return binary("add", x, y, act=act, block_m=block_m, block_n=block_n, out=out)
+    return binary("add", x, y, act=act, block_m=block_m, block_n=block_n, out=out,
+                  sync=sync, stream=stream)
 
 
 def sub(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
-        block_n: int | None = None, out: Any = None) -> tl.Tensor:
+        block_n: int | None = None, out: Any = None, sync: bool = True,
+        stream: Any = None) -> TensorResult:
     """``act(x - y)`` element-wise with broadcasting; see :func:`binary`.
 
     Example:
@@ -517,11 +546,13 @@ def sub(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
         array([[-1.,  0.],
                [ 0.,  4.]], dtype=float32)
     """
-    return binary("sub", x, y, act=act, block_m=block_m, block_n=block_n, out=out)
+    return binary("sub", x, y, act=act, block_m=block_m, block_n=block_n, out=out,
+                  sync=sync, stream=stream)
 
 
 def mul(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
-        block_n: int | None = None, out: Any = None) -> tl.Tensor:
+        block_n: int | None = None, out: Any = None, sync: bool = True,
+        stream: Any = None) -> TensorResult:
     """``act(x * y)`` element-wise with broadcasting; see :func:`binary`.
 
     Example:
@@ -533,11 +564,13 @@ def mul(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
         array([[ 2., 16.],
                [ 4., 32.]], dtype=float32)
     """
-    return binary("mul", x, y, act=act, block_m=block_m, block_n=block_n, out=out)
+    return binary("mul", x, y, act=act, block_m=block_m, block_n=block_n, out=out,
+                  sync=sync, stream=stream)
 
 
 def div(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
-        block_n: int | None = None, out: Any = None) -> tl.Tensor:
+        block_n: int | None = None, out: Any = None, sync: bool = True,
+        stream: Any = None) -> TensorResult:
     """``act(x / y)`` element-wise with broadcasting; see :func:`binary`.
 
     Example:
@@ -549,11 +582,13 @@ def div(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
         array([[0.5, 1. ],
                [1. , 2. ]], dtype=float32)
     """
-    return binary("div", x, y, act=act, block_m=block_m, block_n=block_n, out=out)
+    return binary("div", x, y, act=act, block_m=block_m, block_n=block_n, out=out,
+                  sync=sync, stream=stream)
 
 
 def maximum(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
-            block_n: int | None = None, out: Any = None) -> tl.Tensor:
+            block_n: int | None = None, out: Any = None, sync: bool = True,
+            stream: Any = None) -> TensorResult:
     """``act(max(x, y))`` element-wise with broadcasting; see :func:`binary`.
 
     Example:
@@ -565,11 +600,13 @@ def maximum(x: Any, y: Any, *, act: str | None = None, block_m: int | None = Non
         array([[2., 4.],
                [2., 8.]], dtype=float32)
     """
-    return binary("maximum", x, y, act=act, block_m=block_m, block_n=block_n, out=out)
+    return binary("maximum", x, y, act=act, block_m=block_m, block_n=block_n, out=out,
+                  sync=sync, stream=stream)
 
 
 def minimum(x: Any, y: Any, *, act: str | None = None, block_m: int | None = None,
-            block_n: int | None = None, out: Any = None) -> tl.Tensor:
+            block_n: int | None = None, out: Any = None, sync: bool = True,
+            stream: Any = None) -> TensorResult:
     """``act(min(x, y))`` element-wise with broadcasting; see :func:`binary`.
 
     Example:
@@ -581,12 +618,16 @@ def minimum(x: Any, y: Any, *, act: str | None = None, block_m: int | None = Non
         array([[1., 4.],
                [2., 4.]], dtype=float32)
     """
-    return binary("minimum", x, y, act=act, block_m=block_m, block_n=block_n, out=out)
+    return binary("minimum", x, y, act=act, block_m=block_m, block_n=block_n, out=out,
+                  sync=sync, stream=stream)
 
 
 def unary(x: Any, act: str, *, block_m: int | None = None, block_n: int | None = None,
-          out: Any = None) -> tl.Tensor:
+          out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """``act(x)`` for act in relu, gelu (tanh), gelu_erf, silu, sigmoid, exp.
+
+    ``sync=False`` launches without waiting and returns ``(out, future)`` (see
+    :func:`binary`); so do the named activations below.
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -594,11 +635,11 @@ def unary(x: Any, act: str, *, block_m: int | None = None, block_n: int | None =
         >>> unary(tl.tensor(np.zeros(3, np.float32), device="cpu"), "sigmoid").numpy()
         array([0.5, 0.5, 0.5], dtype=float32)
     """
-    return _unary_call(x, act, "unary", block_m=block_m, block_n=block_n, out=out).run()
+    return _unary(x, act, "unary", block_m, block_n, out, sync, stream)
 
 
 def exp(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-        out: Any = None) -> tl.Tensor:
+        out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """``exp(x)`` element-wise (float32 math).
 
     Example:
@@ -607,11 +648,11 @@ def exp(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> ew.exp(tl.tensor(np.zeros(2, np.float32), device="cpu")).numpy()
         array([1., 1.], dtype=float32)
     """
-    return _unary_call(x, "exp", "exp", block_m=block_m, block_n=block_n, out=out).run()
+    return _unary(x, "exp", "exp", block_m, block_n, out, sync, stream)
 
 
 def relu(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-         out: Any = None) -> tl.Tensor:
+         out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """``max(x, 0)`` element-wise.
 
     Example:
@@ -620,11 +661,12 @@ def relu(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> ew.relu(tl.tensor(np.array([-1.0, 2.0], np.float32), device="cpu")).numpy()
         array([0., 2.], dtype=float32)
     """
-    return _unary_call(x, "relu", "relu", block_m=block_m, block_n=block_n, out=out).run()
+    return _unary(x, "relu", "relu", block_m, block_n, out, sync, stream)
 
 
 def gelu(x: Any, *, approximate: str = "tanh", block_m: int | None = None,
-         block_n: int | None = None, out: Any = None) -> tl.Tensor:
+         block_n: int | None = None, out: Any = None, sync: bool = True,
+         stream: Any = None) -> TensorResult:
     """GELU: ``approximate="tanh"`` (torch's tanh form) or ``"none"`` (exact, via erf).
 
     cuTile has no erf op, so the exact form uses a Chebyshev erfc fit with relative
@@ -641,11 +683,11 @@ def gelu(x: Any, *, approximate: str = "tanh", block_m: int | None = None,
         raise ValueError(f"gelu(): approximate must be 'tanh' or 'none', got "
                          f"{approximate!r}")
     act = "gelu_tanh" if approximate == "tanh" else "gelu_erf"
-    return _unary_call(x, act, "gelu", block_m=block_m, block_n=block_n, out=out).run()
+    return _unary(x, act, "gelu", block_m, block_n, out, sync, stream)
 
 
 def silu(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-         out: Any = None) -> tl.Tensor:
+         out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """``x * sigmoid(x)`` element-wise (a.k.a. swish).
 
     Example:
@@ -654,11 +696,11 @@ def silu(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> ew.silu(tl.tensor(np.zeros(2, np.float32), device="cpu")).numpy()
         array([0., 0.], dtype=float32)
     """
-    return _unary_call(x, "silu", "silu", block_m=block_m, block_n=block_n, out=out).run()
+    return _unary(x, "silu", "silu", block_m, block_n, out, sync, stream)
 
 
 def sigmoid(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-            out: Any = None) -> tl.Tensor:
+            out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """``1 / (1 + exp(-x))`` element-wise.
 
     Example:
@@ -667,5 +709,4 @@ def sigmoid(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> ew.sigmoid(tl.tensor(np.zeros(2, np.float32), device="cpu")).numpy()
         array([0.5, 0.5], dtype=float32)
     """
-    return _unary_call(x, "sigmoid", "sigmoid", block_m=block_m, block_n=block_n,
-                       out=out).run()
+    return _unary(x, "sigmoid", "sigmoid", block_m, block_n, out, sync, stream)

@@ -16,6 +16,7 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
+from tilelab.kernels._host import CallCache, TensorResult
 from tilelab.kernels.elementwise import (TILE_ELEMS, _Call, _as_tensor, _check_block,
                                          _check_same_device, _output, _partition_2d,
                                          _pow2_ceil)
@@ -69,14 +70,22 @@ def _embedding_call(ids: Any, table: Any, *, check_ids: bool = True,
     return _Call(embedding_kernel, (_partition_2d(ov, bt, bd), flat, tt), o)
 
 
+#: prepared calls (see tilelab.kernels._host); only with check_ids=False: the check
+#: reads the ids on the host, so it runs on every call
+_EMBEDDING = CallCache("embedding")
+
+
 def embedding(ids: Any, table: Any, *, check_ids: bool = True, block_t: int | None = None,
-              block_d: int | None = None, out: Any = None) -> tl.Tensor:
+              block_d: int | None = None, out: Any = None, sync: bool = True,
+              stream: Any = None) -> TensorResult:
     """Rows of ``table`` (vocab, dim) for integer ``ids`` of any shape -> ids.shape + (dim,).
 
     ``table`` may have any dtype (the rows are copied bit for bit). Ids must lie in
     ``[0, vocab)``: a ValueError names the first one that does not, unless
     ``check_ids=False`` (no host read; such ids then give rows of zeros).
-    ``block_t`` tokens x ``block_d`` columns per tile (powers of two).
+    ``block_t`` tokens x ``block_d`` columns per tile (powers of two). ``sync=False``
+    launches without waiting (on ``stream``, default tilelab's) and returns
+    ``(out, future)`` (see :mod:`tilelab.kernels`).
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -87,5 +96,10 @@ def embedding(ids: Any, table: Any, *, check_ids: bool = True, block_t: int | No
         array([[4., 5.],
                [0., 1.]], dtype=float32)
     """
-    return _embedding_call(ids, table, check_ids=check_ids, block_t=block_t,
-                           block_d=block_d, out=out).run()
+    if check_ids:
+        call = _embedding_call(ids, table, check_ids=True, block_t=block_t, block_d=block_d,
+                               out=out)
+    else:
+        call = _EMBEDDING.prepare(_embedding_call, ids, table, check_ids=False,
+                                  block_t=block_t, block_d=block_d, out=out)
+    return call.run(sync, stream)

@@ -36,6 +36,8 @@ from typing import Any, Callable
 import cuda.tile as ct
 
 import tilelab as tl
+from tilelab.kernels._host import (CallCache, Plan, TensorResult, as_tensor as _wrap_array,
+                                   register_constant)
 
 __all__ = [
     "MatmulConfig", "ACTIVATIONS", "SCHEDULES", "Plan", "default_config", "search_space",
@@ -480,39 +482,6 @@ def _hinted(fn: Callable, occupancy: int | None, num_ctas: int | None) -> tl.Ker
 # host side
 
 
-@dataclass
-class Plan:
-    """The launches of one library call, in order, and the tensor they produce.
-
-    ``run()`` launches them; tests and tools can instead pass each ``(kernel, args)`` to
-    ``tl.interpret`` (race detection, traces) or to ``kernel.compile``.
-
-    Example:
-        >>> import tilelab as tl
-        >>> a = tl.randn(1, 64, device="cpu", seed=0); b = tl.randn(64, 32, device="cpu")
-        >>> p = plan_matmul(a, b, config=MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv",
-        ...                                           split_k=2))
-        >>> [k.name for k, _ in p.launches]
-        ['splitk_partial_kernel', 'splitk_reduce_kernel']
-        >>> p.run().shape
-        (1, 32)
-    """
-
-    out: Any
-    launches: list[tuple[tl.Kernel, tuple]]
-
-    def run(self) -> Any:
-        """Launch every kernel in order and return the output.
-
-        Example:
-            >>> Plan(out=None, launches=[]).run() is None
-            True
-        """
-        for kern, args in self.launches:
-            kern(*args)
-        return self.out
-
-
 def _dtype_name(dtype: Any) -> str:
     from tilelab.compiler.dtypes import dtype_name
 
@@ -523,10 +492,8 @@ def _as_tensor(x: Any, name: str, who: str = "matmul") -> tl.Tensor:
     """A tl.Tensor, or a foreign array borrowed where it lives (as a launch does)."""
     if isinstance(x, tl.Tensor):
         return x
-    from tilelab.runtime.tensor import _native_device
-
     try:
-        return tl.tensor(x, device=_native_device(x))
+        return _wrap_array(x)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{who}: {name} must be a tilelab tensor or an array, got "
                         f"{type(x).__name__} ({e})") from None
@@ -557,7 +524,8 @@ def _placeholder(device: str, ndim: int) -> tl.Tensor:
     """A tiny tensor passed for an absent bias/residual (never read)."""
     t = _PLACEHOLDERS.get((device, ndim))
     if t is None:
-        t = _PLACEHOLDERS[(device, ndim)] = tl.zeros((1,) * ndim, "float32", device=device)
+        t = _PLACEHOLDERS[(device, ndim)] = register_constant(
+            tl.zeros((1,) * ndim, "float32", device=device))
     return t
 
 
@@ -734,9 +702,17 @@ def plan_matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias:
     return Plan(out_t, launches)
 
 
+#: prepared calls (see tilelab.kernels._host): with ``out=`` given, a repeated call with
+#: the same tensors relaunches the same argument objects (the runtime's fast path)
+_MATMUL = CallCache("matmul")
+_GEMV = CallCache("gemv")
+_BMM = CallCache("bmm")
+
+
 def matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
            activation: str | None = None, residual: Any = None, scale_a: float = 1.0,
-           scale_b: float = 1.0, config: MatmulConfig | None = None) -> tl.Tensor:
+           scale_b: float = 1.0, config: MatmulConfig | None = None, sync: bool = True,
+           stream: Any = None) -> TensorResult:
     """``act(scale_a * scale_b * a @ b + bias) + residual`` with fp32 accumulation.
 
     ``a`` is (M, K) or (K,); ``b`` is (K, N) (a transposed view of an (N, K) weight is
@@ -745,6 +721,9 @@ def matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any 
     ``out`` or a new tensor of ``out_dtype`` (default: the input dtype; bf16 for fp8).
     ``activation``: None, "relu", "gelu" (= "gelu_tanh"), "gelu_erf" or "silu".
     ``config`` overrides the tiles and schedule chosen by :func:`default_config`.
+    ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
+    returns ``(out, future)``; the future is the last launch's (split-K has two), which
+    stream order makes cover the first (see :mod:`tilelab.kernels`).
 
     Example:
         >>> import tilelab as tl
@@ -755,19 +734,32 @@ def matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any 
         >>> bool((y.numpy().astype("float32") >= 0).all())
         True
     """
-    return plan_matmul(a, b, out=out, out_dtype=out_dtype, bias=bias, activation=activation,
-                       residual=residual, scale_a=scale_a, scale_b=scale_b,
-                       config=config).run()
+    return _MATMUL.prepare(plan_matmul, a, b, out=out, out_dtype=out_dtype, bias=bias,
+                           activation=activation, residual=residual, scale_a=scale_a,
+                           scale_b=scale_b, config=config).run(sync, stream)
+
+
+def _plan_gemv(w: Any, x: Any, **kwargs: Any) -> Plan:
+    """:func:`plan_matmul` of ``x`` with ``w.T``, after checking the GEMV shapes."""
+    who = "gemv"
+    w, x = _as_tensor(w, "w", who), _as_tensor(x, "x", who)
+    if w.ndim != 2 or x.ndim != 1:
+        raise ValueError(f"{who}: w must be (N, K) and x (K,); got {w.shape} and {x.shape}")
+    if w.shape[1] != x.shape[0]:
+        raise ValueError(f"{who}: w is {w.shape} but x has {x.shape[0]} elements")
+    return plan_matmul(x, w.T, **kwargs)
 
 
 def gemv(w: Any, x: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
          activation: str | None = None, residual: Any = None, scale_a: float = 1.0,
-         scale_b: float = 1.0, config: MatmulConfig | None = None) -> tl.Tensor:
+         scale_b: float = 1.0, config: MatmulConfig | None = None, sync: bool = True,
+         stream: Any = None) -> TensorResult:
     """``act(w @ x + bias) + residual`` for a weight ``w`` (N, K) and a vector ``x`` (K,).
 
     The decode step of a linear layer (``nn.Linear`` keeps its weight as (N, K)): this is
     :func:`matmul` of ``x`` with ``w.T``, so the weight is streamed K-major by the GEMV
-    kernel (split over K when N alone gives too few blocks). Returns an (N,) tensor.
+    kernel (split over K when N alone gives too few blocks). Returns an (N,) tensor;
+    ``sync=False`` returns ``(out, future)`` as :func:`matmul` does.
 
     Example:
         >>> import tilelab as tl
@@ -775,14 +767,9 @@ def gemv(w: Any, x: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = 
         >>> gemv(w, tl.randn(64, dtype="bf16", device="cpu", seed=1)).shape
         (48,)
     """
-    who = "gemv"
-    w, x = _as_tensor(w, "w", who), _as_tensor(x, "x", who)
-    if w.ndim != 2 or x.ndim != 1:
-        raise ValueError(f"{who}: w must be (N, K) and x (K,); got {w.shape} and {x.shape}")
-    if w.shape[1] != x.shape[0]:
-        raise ValueError(f"{who}: w is {w.shape} but x has {x.shape[0]} elements")
-    return matmul(x, w.T, out=out, out_dtype=out_dtype, bias=bias, activation=activation,
-                  residual=residual, scale_a=scale_a, scale_b=scale_b, config=config)
+    return _GEMV.prepare(_plan_gemv, w, x, out=out, out_dtype=out_dtype, bias=bias,
+                         activation=activation, residual=residual, scale_a=scale_a,
+                         scale_b=scale_b, config=config).run(sync, stream)
 
 
 def _bmm_config(m: int, dtype: str) -> MatmulConfig:
@@ -839,12 +826,14 @@ def plan_bmm(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: An
 
 def bmm(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
         activation: str | None = None, residual: Any = None, scale_a: float = 1.0,
-        scale_b: float = 1.0, config: MatmulConfig | None = None) -> tl.Tensor:
+        scale_b: float = 1.0, config: MatmulConfig | None = None, sync: bool = True,
+        stream: Any = None) -> TensorResult:
     """Batched ``a[g] @ b[g]`` with the epilogue of :func:`matmul`.
 
     ``a`` is (G, M, K); ``b`` is (G, K, N), or (K, N) shared by every batch. The output
     (G, M, N) is partitioned (1, tm, tn) and grouped per batch (``config.group_m``);
-    fp8 inputs are not batched here (use :func:`matmul` per batch).
+    fp8 inputs are not batched here (use :func:`matmul` per batch). ``sync=False``
+    returns ``(out, future)`` as :func:`matmul` does.
 
     Example:
         >>> import tilelab as tl
@@ -853,9 +842,9 @@ def bmm(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = N
         >>> bmm(a, b, config=MatmulConfig(tm=16, tn=16, tk=16)).shape
         (3, 20, 24)
     """
-    return plan_bmm(a, b, out=out, out_dtype=out_dtype, bias=bias, activation=activation,
-                    residual=residual, scale_a=scale_a, scale_b=scale_b,
-                    config=config).run()
+    return _BMM.prepare(plan_bmm, a, b, out=out, out_dtype=out_dtype, bias=bias,
+                        activation=activation, residual=residual, scale_a=scale_a,
+                        scale_b=scale_b, config=config).run(sync, stream)
 
 
 def compile_matmul(m: int, n: int, k: int, dtype: Any = "bfloat16", *,

@@ -19,6 +19,7 @@ from typing import Any
 import cuda.tile as ct
 
 import tilelab as tl
+from tilelab.kernels._host import CallCache, PairResult, TensorResult
 from tilelab.kernels.elementwise import (_Call, _as_tensor, _check_block, _check_float,
                                          _check_same_device, _grid_schedule, _output,
                                          _row_schedule, _row_tiles, _rows_of)
@@ -242,14 +243,28 @@ def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: floa
     return _Call(kernel, args, result)
 
 
+#: prepared calls (see tilelab.kernels._host)
+_NORM = CallCache("norm")
+
+
+def _norm(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: float, rms: bool,
+          block_m: int | None, block_n: int | None, out: Any, sync: bool,
+          stream: Any) -> Any:
+    """Run one of the norms through the call cache (the body of every host function)."""
+    return _NORM.prepare(_norm_call, fn, x, weight, bias, residual, eps, rms, block_m,
+                         block_n, out=out).run(sync, stream)
+
+
 def layer_norm(x: Any, weight: Any, bias: Any = None, *, eps: float = 1e-5,
                block_m: int | None = None, block_n: int | None = None,
-               out: Any = None) -> tl.Tensor:
+               out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Layer norm over the last dimension: ``(x - mean) / sqrt(var + eps) * w + b``.
 
     ``weight``/``bias`` are ``(N,)`` float tensors (any float dtype; ``bias`` may be
     None). Statistics are float32; the result has x's dtype. ``block_n >= N`` (default
     up to 8192) normalizes whole rows in one pass; smaller ``block_n`` streams them.
+    ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
+    returns ``(out, future)`` (see :mod:`tilelab.kernels`); so do the other norms.
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -259,12 +274,13 @@ def layer_norm(x: Any, weight: Any, bias: Any = None, *, eps: float = 1e-5,
         >>> np.round(layer_norm(x, w, eps=0.0).numpy(), 4)
         array([[-1.,  1.]], dtype=float32)
     """
-    return _norm_call("layer_norm", x, weight, bias, None, eps, False, block_m, block_n,
-                      out).run()
+    return _norm("layer_norm", x, weight, bias, None, eps, False, block_m, block_n, out,
+                 sync, stream)
 
 
 def rms_norm(x: Any, weight: Any, *, eps: float = 1e-6, block_m: int | None = None,
-             block_n: int | None = None, out: Any = None) -> tl.Tensor:
+             block_n: int | None = None, out: Any = None, sync: bool = True,
+             stream: Any = None) -> TensorResult:
     """RMSNorm over the last dimension: ``x / sqrt(mean(x^2) + eps) * weight``.
 
     Example:
@@ -275,18 +291,19 @@ def rms_norm(x: Any, weight: Any, *, eps: float = 1e-6, block_m: int | None = No
         >>> np.round(rms_norm(x, w, eps=0.0).numpy(), 4)
         array([[0.8485, 1.1314]], dtype=float32)
     """
-    return _norm_call("rms_norm", x, weight, None, None, eps, True, block_m, block_n,
-                      out).run()
+    return _norm("rms_norm", x, weight, None, None, eps, True, block_m, block_n, out,
+                 sync, stream)
 
 
 def add_layer_norm(x: Any, residual: Any, weight: Any, bias: Any = None, *,
                    eps: float = 1e-5, block_m: int | None = None,
-                   block_n: int | None = None, out: Any = None
-                   ) -> tuple[tl.Tensor, tl.Tensor]:
+                   block_n: int | None = None, out: Any = None, sync: bool = True,
+                   stream: Any = None) -> PairResult:
     """``h = x + residual``; returns ``(layer_norm(h), h)`` from one fused pass.
 
     ``h`` is rounded to x's dtype before it is normalized, so the result equals
     ``layer_norm(x + residual)`` computed unfused. ``out`` may be a pair ``(out, h)``.
+    ``sync=False`` returns ``((y, h), future)``.
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -297,13 +314,13 @@ def add_layer_norm(x: Any, residual: Any, weight: Any, bias: Any = None, *,
         >>> h.numpy(), np.round(y.numpy(), 4)
         (array([[2., 4.]], dtype=float32), array([[-1.,  1.]], dtype=float32))
     """
-    return _norm_call("add_layer_norm", x, weight, bias, residual, eps, False, block_m,
-                      block_n, out).run()
+    return _norm("add_layer_norm", x, weight, bias, residual, eps, False, block_m, block_n,
+                 out, sync, stream)
 
 
 def add_rms_norm(x: Any, residual: Any, weight: Any, *, eps: float = 1e-6,
                  block_m: int | None = None, block_n: int | None = None,
-                 out: Any = None) -> tuple[tl.Tensor, tl.Tensor]:
+                 out: Any = None, sync: bool = True, stream: Any = None) -> PairResult:
     """``h = x + residual``; returns ``(rms_norm(h), h)`` from one fused pass.
 
     This is the pre-norm transformer step: the new residual stream ``h`` and the
@@ -319,5 +336,5 @@ def add_rms_norm(x: Any, residual: Any, weight: Any, *, eps: float = 1e-6,
         >>> h.numpy(), np.round(y.numpy(), 4)
         (array([[3., 4.]], dtype=float32), array([[0.8485, 1.1314]], dtype=float32))
     """
-    return _norm_call("add_rms_norm", x, weight, None, residual, eps, True, block_m,
-                      block_n, out).run()
+    return _norm("add_rms_norm", x, weight, None, residual, eps, True, block_m, block_n,
+                 out, sync, stream)

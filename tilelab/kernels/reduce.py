@@ -15,6 +15,7 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
+from tilelab.kernels._host import CallCache, PairResult, TensorResult
 from tilelab.kernels.elementwise import (TILE_ELEMS, _Call, _as_tensor, _check_block,
                                          _check_float, _output, _pow2_ceil, _rows_of)
 
@@ -141,9 +142,27 @@ def _argmax_call(x: Any, *, block_m: int | None = None, block_n: int | None = No
     return _Call(row_argmax_kernel, args, (v, i))
 
 
+#: prepared calls (see tilelab.kernels._host)
+_REDUCE = CallCache("reduce")
+
+
+def _reduce(op: str, x: Any, block_m: int | None, block_n: int | None, out: Any,
+            sync: bool, stream: Any) -> Any:
+    """Run a reduction through the call cache (the body of every host function)."""
+    if op == "argmax":
+        call = _REDUCE.prepare(_argmax_call, x, block_m=block_m, block_n=block_n, out=out)
+    else:
+        call = _REDUCE.prepare(_reduce_call, op, x, block_m=block_m, block_n=block_n,
+                               out=out)
+    return call.run(sync, stream)
+
+
 def row_sum(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-            out: Any = None) -> tl.Tensor:
+            out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Sum over the last dimension (float32 accumulation, x's dtype out).
+
+    ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
+    returns ``(out, future)`` (see :mod:`tilelab.kernels`); so do the other reductions.
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -152,11 +171,11 @@ def row_sum(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> row_sum(x).numpy()
         array([3., 7.], dtype=float32)
     """
-    return _reduce_call("sum", x, block_m=block_m, block_n=block_n, out=out).run()
+    return _reduce("sum", x, block_m, block_n, out, sync, stream)
 
 
 def row_mean(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-             out: Any = None) -> tl.Tensor:
+             out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Mean over the last dimension (float32 accumulation).
 
     Example:
@@ -166,11 +185,11 @@ def row_mean(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> row_mean(x).numpy()
         array([1.5, 4. ], dtype=float32)
     """
-    return _reduce_call("mean", x, block_m=block_m, block_n=block_n, out=out).run()
+    return _reduce("mean", x, block_m, block_n, out, sync, stream)
 
 
 def row_max(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-            out: Any = None) -> tl.Tensor:
+            out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Maximum over the last dimension (NaN if the row has a NaN).
 
     Example:
@@ -180,11 +199,11 @@ def row_max(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> row_max(x).numpy()
         array([2., 4.], dtype=float32)
     """
-    return _reduce_call("max", x, block_m=block_m, block_n=block_n, out=out).run()
+    return _reduce("max", x, block_m, block_n, out, sync, stream)
 
 
 def row_min(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-            out: Any = None) -> tl.Tensor:
+            out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Minimum over the last dimension (NaN if the row has a NaN).
 
     Example:
@@ -194,15 +213,16 @@ def row_min(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> row_min(x).numpy()
         array([1., 3.], dtype=float32)
     """
-    return _reduce_call("min", x, block_m=block_m, block_n=block_n, out=out).run()
+    return _reduce("min", x, block_m, block_n, out, sync, stream)
 
 
 def row_argmax(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-               out: Any = None) -> tuple[tl.Tensor, tl.Tensor]:
+               out: Any = None, sync: bool = True, stream: Any = None) -> PairResult:
     """``(values, indices)`` of the maximum of each row; indices are int64.
 
     Ties give the first index; a row with NaN gives NaN and the index of its first NaN
-    (like ``torch.max(x, dim=-1)``).
+    (like ``torch.max(x, dim=-1)``). ``sync=False`` returns ``((values, indices),
+    future)``.
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -212,4 +232,4 @@ def row_argmax(x: Any, *, block_m: int | None = None, block_n: int | None = None
         >>> v.numpy(), i.numpy()
         (array([5.], dtype=float32), array([1]))
     """
-    return _argmax_call(x, block_m=block_m, block_n=block_n, out=out).run()
+    return _reduce("argmax", x, block_m, block_n, out, sync, stream)

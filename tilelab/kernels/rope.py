@@ -23,6 +23,7 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
+from tilelab.kernels._host import CallCache, PairResult, TensorResult
 from tilelab.kernels.elementwise import (TILE_ELEMS, _Call, _as_tensor, _check_block,
                                          _check_float, _check_same_device, _grid_schedule,
                                          _output, _pow2_ceil)
@@ -263,9 +264,26 @@ def _rope_call(fn: str, q: Any, k: Any, cos: Any, sin: Any, positions: Any,
     return _Call(kernel, (*parts, *ins, ct_, st_, last, hd), result)
 
 
+#: prepared calls (see tilelab.kernels._host)
+_ROPE = CallCache("rope")
+
+
+def _rope(fn: str, q: Any, k: Any, cos: Any, sin: Any, positions: Any,
+          block_t: int | None, check_positions: bool, out: Any, sync: bool,
+          stream: Any) -> Any:
+    """Run RoPE, through the call cache unless ``positions`` must be checked (that
+    reads them on the host, so it is done on every call)."""
+    if positions is not None and check_positions:
+        call = _rope_call(fn, q, k, cos, sin, positions, block_t, check_positions, out)
+    else:
+        call = _ROPE.prepare(_rope_call, fn, q, k, cos, sin, positions, block_t,
+                             check_positions, out=out)
+    return call.run(sync, stream)
+
+
 def rope(q: Any, k: Any, cos: Any, sin: Any, *, positions: Any = None,
-         block_t: int | None = None, check_positions: bool = True, out: Any = None
-         ) -> tuple[tl.Tensor, tl.Tensor]:
+         block_t: int | None = None, check_positions: bool = True, out: Any = None,
+         sync: bool = True, stream: Any = None) -> PairResult:
     """Apply RoPE to q and k in one launch; returns ``(q_rotated, k_rotated)``.
 
     ``q``/``k``: ``(batch, seq, heads, head_dim)`` or ``(tokens, heads, head_dim)``
@@ -274,7 +292,9 @@ def rope(q: Any, k: Any, cos: Any, sin: Any, *, positions: Any = None,
     int32/int64 ``(tokens,)`` positions for the 3-D layout (default: the token index;
     the 4-D layout always uses the seq index). Out-of-range positions raise ValueError (a host check that
     reads ``positions``; with ``check_positions=False`` they read zero tables and give
-    zero vectors). ``block_t`` tokens per tile (power of two).
+    zero vectors). ``block_t`` tokens per tile (power of two). ``sync=False``
+    launches without waiting (on ``stream``, default tilelab's) and returns
+    ``((q_rotated, k_rotated), future)`` (see :mod:`tilelab.kernels`).
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -288,14 +308,16 @@ def rope(q: Any, k: Any, cos: Any, sin: Any, *, positions: Any = None,
     """
     if k is None:
         raise TypeError("rope(): k is required; use apply_rope(x, cos, sin) for one tensor")
-    return _rope_call("rope", q, k, cos, sin, positions, block_t, check_positions,
-                      out).run()
+    return _rope("rope", q, k, cos, sin, positions, block_t, check_positions, out, sync,
+                 stream)
 
 
 def apply_rope(x: Any, cos: Any, sin: Any, *, positions: Any = None,
                block_t: int | None = None, check_positions: bool = True,
-               out: Any = None) -> tl.Tensor:
+               out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Apply RoPE to one tensor (see :func:`rope` for layouts and tables).
+
+    ``sync=False`` returns ``(out, future)``.
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -306,5 +328,5 @@ def apply_rope(x: Any, cos: Any, sin: Any, *, positions: Any = None,
         array([[1.    , 0.    ],
                [0.5403, 0.8415]], dtype=float32)
     """
-    return _rope_call("apply_rope", x, None, cos, sin, positions, block_t, check_positions,
-                      out).run()
+    return _rope("apply_rope", x, None, cos, sin, positions, block_t, check_positions, out,
+                 sync, stream)

@@ -20,6 +20,7 @@ from typing import Any
 import cuda.tile as ct
 
 import tilelab as tl
+from tilelab.kernels._host import CallCache, TensorResult
 from tilelab.kernels.elementwise import (_Call, _as_tensor, _check_block, _check_float,
                                          _output, _partition_2d, _row_schedule, _row_tiles,
                                          _rows_of)
@@ -112,13 +113,19 @@ def _softmax_call(x: Any, *, log: bool = False, block_m: int | None = None,
     return _Call(softmax_rows_kernel, (_partition_2d(yv, bm, bn), xv, int(log)), y)
 
 
+#: prepared calls (see tilelab.kernels._host)
+_SOFTMAX = CallCache("softmax")
+
+
 def softmax(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-            out: Any = None) -> tl.Tensor:
+            out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Softmax over the last dimension (float32 statistics, rounded on the store).
 
     Rows up to 8192 elements are done in one pass (the tile spans the row); longer rows,
     or any ``block_n`` smaller than the row, use the online two-pass form. ``block_m``
     rows share a tile. A row that is entirely ``-inf`` gives NaN, as in torch.
+    ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
+    returns ``(out, future)`` (see :mod:`tilelab.kernels`).
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -127,12 +134,15 @@ def softmax(x: Any, *, block_m: int | None = None, block_n: int | None = None,
         >>> softmax(x).numpy()
         array([[0.25, 0.75]], dtype=float32)
     """
-    return _softmax_call(x, block_m=block_m, block_n=block_n, out=out).run()
+    return _SOFTMAX.prepare(_softmax_call, x, block_m=block_m, block_n=block_n,
+                            out=out).run(sync, stream)
 
 
 def log_softmax(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-                out: Any = None) -> tl.Tensor:
+                out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """``log(softmax(x))`` over the last dimension, computed as ``x - max - log(sum)``.
+
+    ``sync=False`` returns ``(out, future)``, as for :func:`softmax`.
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -141,4 +151,5 @@ def log_softmax(x: Any, *, block_m: int | None = None, block_n: int | None = Non
         >>> np.round(log_softmax(x).numpy(), 4)
         array([[-1.3863, -1.3863, -1.3863, -1.3863]], dtype=float32)
     """
-    return _softmax_call(x, log=True, block_m=block_m, block_n=block_n, out=out).run()
+    return _SOFTMAX.prepare(_softmax_call, x, log=True, block_m=block_m, block_n=block_n,
+                            out=out).run(sync, stream)

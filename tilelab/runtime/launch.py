@@ -415,7 +415,9 @@ class _GpuLaunch:
         self.refs = tuple(weakref.ref(a) for a in args if type(a) not in _SCALARS)
         self.scalars = tuple(a for a in args if type(a) in _SCALARS)  # keeps their ids
         tensors = [t for t in map(_tensor_of, norm) if t is not None]
-        self.storages = tuple({id(t.storage): t.storage for t in tensors}.values())
+        # weak: a prepared launch must not keep memory alive after its tensors are gone
+        self.storages = tuple(weakref.ref(st) for st in
+                              {id(t.storage): t.storage for t in tensors}.values())
         self.claims = claims
         self.spaces = tuple({c[0] for c in claims})
         self.words = tuple(launcher.words(plan, norm))
@@ -440,8 +442,9 @@ class _GpuLaunch:
             if r() is None:
                 return False
         if self.free_epoch != _FREE_EPOCH[0]:
-            for st in self.storages:
-                if st._freed:
+            for ref in self.storages:
+                st = ref()
+                if st is None or st._freed:
                     return False
             self.free_epoch = _FREE_EPOCH[0]
         if _SPECIAL_MODES[0]:  # an unchecked block or a graph capture is open somewhere
