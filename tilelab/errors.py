@@ -7,10 +7,12 @@ user's own source when there is one) and what to do instead. They all derive fro
 from __future__ import annotations
 
 import linecache
+import sys
 from dataclasses import dataclass
 
 __all__ = [
     "SourceLocation",
+    "display_filename",
     "TilelabError",
     "SafetyError",
     "AliasError",
@@ -19,6 +21,25 @@ __all__ = [
     "LaunchError",
     "ToolchainError",
 ]
+
+
+def display_filename(filename: str) -> str:
+    """The name users know a file by: ``In[3]`` for an IPython/Jupyter cell (whose code
+    lives in a temporary file such as ``/tmp/ipykernel_123/456.py``), else the path.
+
+    Example:
+        >>> display_filename("kernels.py")
+        'kernels.py'
+    """
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return filename
+    try:
+        shell = ipython.get_ipython()
+        count = shell.compile._filename_map.get(filename) if shell is not None else None
+    except Exception:  # an IPython without this map: keep the path
+        return filename
+    return f"In[{count}]" if isinstance(count, int) else filename
 
 
 @dataclass(frozen=True)
@@ -36,7 +57,7 @@ class SourceLocation:
     end_col: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.filename}:{self.line}:{self.col}"
+        return f"{display_filename(self.filename)}:{self.line}:{self.col}"
 
     def source_line(self) -> str:
         """The text of the line, or '' when the source is not available."""

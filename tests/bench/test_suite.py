@@ -46,13 +46,19 @@ CASE_KEYS = {"id", "group", "op", "dtype", "params", "work", "metric", "status",
 
 
 def test_quick_cpu_run_writes_the_schema(tmp_path, capsys):
-    doc = run_suite(tmp_path)
+    try:
+        import torch  # noqa: F401
+        has_torch = True
+    except ImportError:   # CI installs no torch: the suite then runs without baselines
+        has_torch = False
+    doc = run_suite(tmp_path, *([] if has_torch else ["--no-torch"]))
     assert doc["schema"] == "tilelab-suite/1"
     assert {"env", "nominal", "run", "targets", "summary", "kernels", "cases",
             "roofline"} <= set(doc)
     env = doc["env"]
     assert env["backend"] == "cpu" and env["date"]
-    assert {"tilelab", "cuda-tile", "torch"} <= set(env["versions"])
+    assert {"tilelab", "cuda-tile"} <= set(env["versions"])
+    assert ("torch" in env["versions"]) or not has_torch
     assert "version" in env["toolchain"]
     assert doc["nominal"]["memory_bandwidth_Bps"] == 4.8e12
     assert {c["group"] for c in doc["cases"]} == {"gemm", "attention", "memory", "decode"}
@@ -65,10 +71,11 @@ def test_quick_cpu_run_writes_the_schema(tmp_path, capsys):
     for case in ok:
         tlv = case["variants"]["tilelab"]
         assert tlv["median_s"] > 0 and tlv["rel_err"] <= tlv["tol"]
-        assert "torch" in case["variants"] and case["figures"]["tilelab_vs_torch"] > 0
+        if has_torch:
+            assert "torch" in case["variants"] and case["figures"]["tilelab_vs_torch"] > 0
+            assert case["variants"]["torch"]["timed_async"] is False
         # library functions are timed asynchronously, their host time reported apart
         assert tlv["timed_async"] is True and tlv["host_median_s"] > 0, case["id"]
-        assert case["variants"]["torch"]["timed_async"] is False
     assert all(set(t) >= {"target_min", "achieved", "met", "what"}
                for t in doc["targets"].values())
     assert Path(doc["roofline"]["path"]).read_bytes()[:4] == b"\x89PNG"

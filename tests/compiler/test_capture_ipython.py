@@ -1,4 +1,6 @@
 """Source capture from real IPython cells, including cells re-run with edits."""
+import re
+
 import pytest
 
 IPython = pytest.importorskip("IPython")
@@ -62,3 +64,5 @@ def bad_cell(z: tl.Out, x: tl.In):
     assert isinstance(err, tl.SafetyError)
     assert err.location.line == 6 and err.location.filename.startswith(("<ipython", "/"))
     assert "ct.store(x" in str(err)
+    # the message names the cell as the user knows it, not its temporary file
+    assert re.match(r"In\[\d+\]:6:5: ", str(err)), str(err)

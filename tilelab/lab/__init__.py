@@ -34,6 +34,27 @@ def load_ipython_extension(ipython: Any) -> None:
 
     unload_ipython_extension(ipython)  # a reload replaces, never duplicates
     ipython.register_magics(TileMagics)
+    _show_figures_as_png(ipython)
+
+
+def _show_figures_as_png(ipython: Any) -> None:
+    """Let a matplotlib Figure returned by a cell show as a picture (tilelab's ownership
+    and roofline figures) without ``%matplotlib inline``."""
+    try:
+        from matplotlib.figure import Figure
+
+        formatter = ipython.display_formatter.formatters["image/png"]
+    except Exception:  # no matplotlib or no display formatter: nothing to register
+        return
+
+    def png(fig: Any) -> bytes:
+        import io
+
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        return buf.getvalue()
+
+    formatter.for_type(Figure, png)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
