@@ -16,7 +16,7 @@ import tilelab.compiler.device as device
 import tilelab.lab.ownership as ownership_module
 from tilelab.kernels.examples import gemm, persistent_gemm, vector_add
 from tilelab.lab.ownership import (ownership_data, ownership_figure, ownership_figures,
-                                   race_data, race_figure, reads_figure, trace_args,
+                                   race_data, race_figure, trace_args,
                                    trace_launch)
 from tilelab.lab.theme import DARK, owner_colors
 from tilelab.runtime.events import subscribe

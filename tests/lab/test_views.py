@@ -13,7 +13,7 @@ from tilelab.lab.debuginfo import IRLine, annotate_tileir, parse_debug_tileir
 from tilelab.lab.highlight import highlight_lines
 from tilelab.lab.panels import VIEWS, Panel, build_panels
 from tilelab.lab.report import CellReport, KernelReport, build_kernel_report, timings_frame
-from tilelab.lab.views import CSS, TileView
+from tilelab.lab.views import TileView
 
 
 @tl.kernel

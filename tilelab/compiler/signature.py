@@ -17,7 +17,7 @@ import numpy as np
 from tilelab.compiler.dtypes import dtype_name, itemsize
 from tilelab.compiler.language import Schedule, row_major
 
-__all__ = ["ArraySpec", "PartitionSpec", "ScalarSpec", "ConstantValue", "spec",
+__all__ = ["ArraySpec", "PartitionSpec", "ScalarSpec", "ConstantValue", "spec", "c_strides",
            "ArrayTraits", "array_traits", "describe_arg", "scalar_spec", "ArgSpec"]
 
 _I32_MAX = 2**31 - 1
@@ -36,6 +36,20 @@ def _largest_pow2_divisor(n: int, cap: int = 16) -> int:
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major (C-contiguous) strides in elements; empty dimensions count as 1.
+
+    Example:
+        >>> c_strides((2, 3, 4))
+        (12, 4, 1)
+    """
+    out, acc = [], 1
+    for s in reversed(tuple(shape)):
+        out.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(out))
 
 
 @dataclass(frozen=True)
@@ -173,11 +187,7 @@ def spec(shape: int | Sequence[int], dtype: Any, strides: Sequence[int] | None =
     if any(s < 0 for s in shape):
         raise ValueError(f"shape {shape} has a negative dimension")
     if strides is None:
-        strides_l, acc = [], 1
-        for s in reversed(shape):
-            strides_l.append(acc)
-            acc *= max(s, 1)
-        strides = tuple(reversed(strides_l))
+        strides = c_strides(shape)
     strides = tuple(int(s) for s in strides)
     if len(strides) != len(shape):
         raise ValueError(f"strides {strides} do not match shape {shape}")

@@ -132,7 +132,7 @@ def specialize(analysis: KernelAnalysis, args: Sequence[Any], *, kernel_name: st
                 raise LaunchError(
                     f"{kernel_name}(): parameter {p.name!r} is {_kind_label(p.kind)}, which "
                     "takes a whole tensor, got a partition",
-                    hint=f"pass the tensor itself; only tl.Out/tl.InOut parameters take "
+                    hint="pass the tensor itself; only tl.Out/tl.InOut parameters take "
                          "partitions")
             if isinstance(s, (ScalarSpec, ConstantValue)):
                 if p.kind in ("In", "Raw"):

@@ -70,7 +70,7 @@ def _listing(text: str, language: str, first_line: int | None = None) -> str:
         gutter = "" if first_line is None else \
             f'<span class="tl-ln">{first_line + i}</span> '
         rows.append(f'<span class="tl-row">{gutter}{line}</span>')
-    return f'<pre class="tl-code">' + "\n".join(rows) + "</pre>"
+    return '<pre class="tl-code">' + "\n".join(rows) + "</pre>"
 
 
 def _band(line: int) -> str:

@@ -25,6 +25,7 @@ from tilelab.errors import LaunchError
 from tilelab.runtime import device as _dev
 from tilelab.runtime.ledger import LEDGER
 from tilelab.runtime.memory import Storage, _HostSpan
+from tilelab.compiler.signature import c_strides as _c_strides
 
 __all__ = ["kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLCUDAManaged", "dtype_to_dlpack",
            "dlpack_to_dtype", "dlpack_device", "to_dlpack", "from_dlpack",
@@ -302,14 +303,6 @@ def _hull(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...],
     neg = sum(st * (s - 1) for s, st in zip(shape, strides) if st < 0)
     pos = sum(st * (s - 1) for s, st in zip(shape, strides) if st > 0)
     return ptr + neg * itemsize, ptr + (pos + 1) * itemsize
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(out))
 
 
 def wrap_memory(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,

@@ -17,6 +17,7 @@ import numpy as np
 from tilelab.compiler.dtypes import dtype_name, to_numpy_dtype
 from tilelab.compiler.language import Schedule, row_major
 from tilelab.compiler.signature import ArraySpec
+from tilelab.compiler.signature import c_strides as _c_strides
 from tilelab.errors import BorrowError, LaunchError
 from tilelab.runtime import capture
 from tilelab.runtime import device as _dev
@@ -28,14 +29,6 @@ __all__ = ["Tensor", "tensor", "as_tensor", "from_dlpack", "empty", "zeros", "on
 
 #: CPU tensors with at most this many elements show their values in repr()
 REPR_MAX_ELEMENTS = 64
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(out))
 
 
 def _align_of(ptr: int) -> int:
