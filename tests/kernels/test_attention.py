@@ -10,15 +10,13 @@ import doctest
 import importlib
 import math
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.reference_matmul import (attention_ref, decode_attention_ref,
-                                              rel_error, to_f64)
+from kernel_checks import check, mma_ops, raw_baselines, remarked, spills
+from tilelab.kernels.reference_matmul import (attention_ref, decode_attention_ref)
 
 at = importlib.import_module("tilelab.kernels.attention")
 AttentionConfig, DecodeConfig = at.AttentionConfig, at.DecodeConfig
@@ -26,8 +24,6 @@ AttentionConfig, DecodeConfig = at.AttentionConfig, at.DecodeConfig
 #: bf16 output rounding plus P rounded to bf16 before the PV product
 TOL = {"bfloat16": 1e-2, "float16": 3e-3}
 SMALL = AttentionConfig(bm=16, bn=16)
-
-
 
 
 def rand(shape, dtype="bfloat16", seed=0) -> tl.Tensor:
@@ -38,14 +34,6 @@ def rand(shape, dtype="bfloat16", seed=0) -> tl.Tensor:
 def qkv(b, h, hkv, sq, skv, d, dtype="bfloat16", seed=0):
     return (rand((b, h, sq, d), dtype, seed), rand((b, hkv, skv, d), dtype, seed + 1),
             rand((b, hkv, skv, d), dtype, seed + 2))
-
-
-def check(got, want, tol) -> None:
-    g = to_f64(got)
-    assert g.shape == np.shape(want)
-    assert not np.isnan(g).any(), "NaN in the output: an element was never written"
-    err = rel_error(g, want)
-    assert err <= tol, f"relative error {err:.3g} > {tol:.3g}"
 
 
 # ======================================================================================
@@ -279,47 +267,29 @@ def test_config_validation(make, msg):
 # Hopper code (compiled for sm_90 without a GPU)
 
 
-def _mma_ops(art) -> set[str]:
-    return set(re.findall(r"\b([HQ]GMMA\.[\w.]+|HMMA\.[\w.]+)", art.sass))
-
-
-def _spills(art) -> int:
-    m = re.search(r"spills\s+(\d+) B stored", str(art.resources))
-    return int(m.group(1)) if m else 0
-
-
-def _remarked(art, what: str) -> bool:
-    return any(what in str(r.args.get("Instruction")) for r in art.remarks)
-
-
 @pytest.mark.parametrize("causal", [True, False])
 def test_sm90_flash_attention_spec(causal):
     """B=8 H=32 S=4096 D=128 bf16: HGMMA for QK^T and PV, TMA loads, no spills."""
     (art,) = at.compile_attention(8, 32, 4096, 128, causal=causal, arch="sm_90")
-    ops = _mma_ops(art)
+    ops = mma_ops(art)
     assert any(op.startswith("HGMMA") and op.endswith("BF16") for op in ops), ops
-    assert _remarked(art, "TMA Load")
-    assert _spills(art) <= 16
+    assert remarked(art, "TMA Load")
+    assert spills(art) <= 16
 
 
 def test_sm90_decode_spec():
     """Decode (B=8, H=32, Hkv=8, 8192-long cache): tensor-core MMAs, TMA, no spills."""
     split, combine = at.compile_decode_attention(8, 32, 8, 8192, 128, arch="sm_90")
-    assert any(op.startswith("HMMA") for op in _mma_ops(split))
-    assert _remarked(split, "TMA Load") and _spills(split) == 0 and _spills(combine) == 0
+    assert any(op.startswith("HMMA") for op in mma_ops(split))
+    assert remarked(split, "TMA Load") and spills(split) == 0 and spills(combine) == 0
 
 
 # ======================================================================================
 # raw cuTile baselines and documentation
 
 
-def _raw():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    return importlib.import_module("raw_matmul_attention")
-
-
 def test_raw_flash_attention_baseline(seed):
-    raw = _raw()
+    raw = raw_baselines()
     q, k, v = (t.numpy() for t in qkv(2, 4, 2, 40, 40, 64, seed=seed))
     o = np.full(q.shape, np.nan, q.dtype)
     grid, kern, args = raw.flash_attention_launch(o.reshape(8, 40, 64), q, k, v,
@@ -329,7 +299,7 @@ def test_raw_flash_attention_baseline(seed):
 
 
 def test_raw_decode_baseline(seed):
-    raw = _raw()
+    raw = raw_baselines()
     b, h, hkv, s, d = 2, 4, 2, 90, 64
     q = rand((b, h, d), "bfloat16", seed).numpy()
     k, v = (rand((b, hkv, s, d), "bfloat16", seed + i).numpy() for i in (1, 2))

@@ -11,14 +11,13 @@ from __future__ import annotations
 import doctest
 import importlib
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.reference_matmul import matmul_ref, rel_error, to_f64
+from kernel_checks import check, mma_ops, raw_baselines, remarked, spills
+from tilelab.kernels.reference_matmul import matmul_ref, rel_error
 
 mm = importlib.import_module("tilelab.kernels.matmul")
 refmod = importlib.import_module("tilelab.kernels.reference_matmul")
@@ -31,19 +30,9 @@ TF32_TOL = 1e-3
 SMALL = MatmulConfig(tm=32, tn=32, tk=16, group_m=2)
 
 
-
-
 def rand(shape, dtype="bfloat16", seed=0, scale=1.0) -> tl.Tensor:
     x = np.random.default_rng(seed).standard_normal(shape) * scale
     return tl.tensor(x.astype(np.float32), dtype=dtype, device="cpu")
-
-
-def check(got, want, tol) -> None:
-    g = to_f64(got)
-    assert g.shape == np.shape(want)
-    assert not np.isnan(g).any(), "NaN in the output: an element was never written"
-    err = rel_error(g, want)
-    assert err <= tol, f"relative error {err:.3g} > {tol:.3g}"
 
 
 def names(plan) -> list[str]:
@@ -394,19 +383,6 @@ def test_host_validation(call, exc, msg):
 # Hopper code (compiled for sm_90 without a GPU)
 
 
-def _mma_ops(art) -> set[str]:
-    return set(re.findall(r"\b([HQ]GMMA\.[\w.]+|HMMA\.[\w.]+)", art.sass))
-
-
-def _remarked(art, what: str) -> bool:
-    return any(what in str(r.args.get("Instruction")) for r in art.remarks)
-
-
-def _spills(art) -> int:
-    m = re.search(r"spills\s+(\d+) B stored", str(art.resources))
-    return int(m.group(1)) if m else 0
-
-
 @pytest.mark.parametrize("dtype,kw,mma", [
     ("bfloat16", {}, "HGMMA.64x128x16.F32.BF16"),
     ("bfloat16", {"config": MatmulConfig(schedule="persistent")}, "HGMMA.64x128x16.F32.BF16"),
@@ -416,31 +392,26 @@ def _spills(art) -> int:
 def test_sm90_gemm_uses_wgmma_and_tma(dtype, kw, mma):
     """The 8192^3 GEMM spec: warpgroup MMAs (HGMMA, QGMMA for fp8) fed by TMA loads."""
     (art,) = mm.compile_matmul(8192, 8192, 8192, dtype, arch="sm_90", **kw)
-    assert mma in _mma_ops(art)
-    assert _remarked(art, "TMA Load") and _remarked(art, "Tensor-core SM90")
+    assert mma in mma_ops(art)
+    assert remarked(art, "TMA Load") and remarked(art, "Tensor-core SM90")
     if dtype != "float8_e4m3fn":
-        assert _spills(art) == 0
+        assert spills(art) == 0
 
 
 def test_sm90_decode_gemm_uses_tensor_cores():
     """M = 8 split-K runs its 16-row tiles on the tensor cores (mma.sync: HMMA)."""
     part, red = mm.compile_matmul(8, 4096, 4096, "bfloat16", bias=True,
                                   activation="silu", arch="sm_90")
-    assert any(op.startswith("HMMA") for op in _mma_ops(part))
-    assert _remarked(part, "TMA Load") and _spills(part) == 0 and _spills(red) == 0
+    assert any(op.startswith("HMMA") for op in mma_ops(part))
+    assert remarked(part, "TMA Load") and spills(part) == 0 and spills(red) == 0
 
 
 # ======================================================================================
 # raw cuTile baselines and documentation
 
 
-def _raw():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    return importlib.import_module("raw_matmul_attention")
-
-
 def test_raw_baselines_compute_the_same(seed):
-    raw = _raw()
+    raw = raw_baselines()
     a = rand((70, 50), "bfloat16", seed).numpy()
     b = rand((50, 40), "bfloat16", seed + 1).numpy()
     want = matmul_ref(a, b)
