@@ -48,8 +48,8 @@ def _lib(module: str, name: str) -> Any:
 def _gemm_configs() -> list[dict]:
     mc = _lib("tilelab.kernels.matmul", "MatmulConfig")
     return [{"config": None},                              # the library's default_config
+            {"config": mc(tm=128, tn=128, tk=64, schedule="grouped", group_m=8)},
             {"config": mc(tm=128, tn=256, tk=64, schedule="grouped", group_m=8)},
-            {"config": mc(tm=256, tn=128, tk=64, schedule="grouped", group_m=8)},
             {"config": mc(tm=128, tn=128, tk=64, schedule="persistent", group_m=8)},
             {"config": mc(tm=64, tn=64, tk=64, schedule="grouped", group_m=8)}]
 
@@ -79,8 +79,8 @@ def _prune_gemm(configs: list[dict], args: dict) -> list[dict]:
 def _attention_configs() -> list[dict]:
     ac = _lib("tilelab.kernels.attention", "AttentionConfig")
     return [{"config": None},
-            {"config": ac(bm=128, bn=128)},
-            {"config": ac(bm=64, bn=64, occupancy=2)}]
+            {"config": ac(bm=128, bn=64, occupancy=2)},
+            {"config": ac(bm=64, bn=128, occupancy=2, latency_k=4, latency_v=4)}]
 
 
 # --------------------------------------------------------------------------- memory-bound
@@ -98,15 +98,19 @@ def _rows_prune(configs: list[dict], args: dict) -> list[dict]:
 SPACES: dict[str, Space] = {
     "gemm": Space(("config",), _gemm_configs, _prune_gemm),
     "attention": Space(("config",), _attention_configs),
-    # decode GEMV: the library's choice only (its split-K count depends on the SM count);
-    # wrapping it still records the config and pairs it with the raw GEMV
-    "gemv": Space(("config",), lambda: [{"config": None}]),
+    # decode GEMV: the library's row-panel default and two occupancy-hinted variants
+    "gemv": Space(("config",), lambda: [
+        {"config": None},
+        {"config": _lib("tilelab.kernels.matmul", "MatmulConfig")(
+            tm=1, tn=16, tk=512, schedule="gemv", occupancy=2)},
+        {"config": _lib("tilelab.kernels.matmul", "MatmulConfig")(
+            tm=1, tn=4, tk=512, schedule="gemv", occupancy=4)}]),
     # memory-bound: one alternative each (every config is a compile: minutes on a cold cache)
     "softmax": Space(("block_m", "block_n"), lambda: [
         {"block_m": None, "block_n": None}, {"block_m": 2, "block_n": None}], _rows_prune),
     "rmsnorm": Space(("block_m", "block_n"), lambda: [
         {"block_m": None, "block_n": None}, {"block_m": 4, "block_n": None}], _rows_prune),
-    "add": Space(("block_n",), lambda: [{"block_n": None}, {"block_n": 8192}]),
+    "add": Space(("block_n",), lambda: [{"block_n": None}, {"block_n": 2048}]),
     "rope": Space(("block_t",), lambda: [{"block_t": None}, {"block_t": 8}]),
 }
 

@@ -93,12 +93,12 @@ def test_ragged_shapes(m, n, k, seed):
 
 @pytest.mark.parametrize("m", [1, 2, 3, 8, 16])
 def test_small_m_defaults(m, seed):
-    """Decode-sized M: GEMV for M = 1, split-K on the tensor cores up to 16 rows."""
+    """Decode-sized M: one launch, GEMV for M = 1, 16-row tensor-core tiles up to 16."""
     a, b = rand((m, 2048), "bfloat16", seed), rand((2048, 96), "bfloat16", seed + 1)
     plan = mm.plan_matmul(a, b, out_dtype="float32")
     cfg = mm.default_config(m, 96, 2048)
-    assert cfg.schedule == ("gemv" if m == 1 else "splitk") and cfg.split_k > 1
-    assert names(plan) == ["splitk_partial_kernel", "splitk_reduce_kernel"]
+    assert cfg.schedule == ("gemv" if m == 1 else "grouped") and cfg.split_k == 1
+    assert names(plan) == ["gemv_kernel" if m == 1 else "matmul_kernel"]
     check(plan.run(), matmul_ref(a, b), 1e-5)
 
 
@@ -311,15 +311,22 @@ def test_empty_results_need_no_launch():
 
 
 def test_default_config_choices():
-    assert mm.default_config(8192, 8192, 8192) == MatmulConfig(tm=128, tn=128, tk=64)
+    assert mm.default_config(8192, 8192, 8192) == MatmulConfig(tm=128, tn=128, tk=64,
+                                                               schedule="persistent")
+    assert (mm.default_config(128, 4096, 4096).tm, mm.default_config(128, 4096, 4096).tn) \
+        == (64, 64)                                              # 32 tiles of 128: skinny
+    assert mm.default_config(128, 12288, 4096).schedule == "persistent"
     assert mm.default_config(8192, 8192, 8192, "float8_e4m3fn").tk == 128
     assert mm.default_config(4096, 4096, 4096, "float32").tk == 32
     assert mm.default_config(48, 4096, 4096).tm == 64
     g = mm.default_config(1, 4096, 4096)
-    assert (g.schedule, g.tm, g.split_k) == ("gemv", 1, 5)       # 64 blocks x 5 splits
+    assert (g.schedule, g.tm, g.tn, g.split_k) == ("gemv", 1, 64, 1)   # one launch
+    assert mm.default_config(1, 12288, 4096).tn == 128                   # wide enough
     s = mm.default_config(8, 4096, 4096)
-    assert (s.schedule, s.tm) == ("splitk", 16)
-    assert mm.default_config(8, 16384, 64).schedule == "grouped"  # enough blocks already
+    assert (s.schedule, s.tm, s.tn, s.split_k) == ("grouped", 16, 32, 1)
+    assert mm.default_config(8, 16384, 64).schedule == "grouped"
+    # split-K stays in the search space of skinny problems
+    assert any(c.split_k > 1 for c in mm.search_space(8, 4096, 4096))
 
 
 @pytest.mark.parametrize("kwargs,msg", [
@@ -399,11 +406,17 @@ def test_sm90_gemm_uses_wgmma_and_tma(dtype, kw, mma):
 
 
 def test_sm90_decode_gemm_uses_tensor_cores():
-    """M = 8 split-K runs its 16-row tiles on the tensor cores (mma.sync: HMMA)."""
+    """M = 8 runs its 16-row tiles on the tensor cores (mma.sync: HMMA), in one launch
+    by default and in two with split-K."""
+    (one,) = mm.compile_matmul(8, 4096, 4096, "bfloat16", bias=True, activation="silu",
+                               arch="sm_90")
+    cfg = MatmulConfig(tm=16, tn=64, tk=128, schedule="splitk", split_k=4)
     part, red = mm.compile_matmul(8, 4096, 4096, "bfloat16", bias=True,
-                                  activation="silu", arch="sm_90")
-    assert any(op.startswith("HMMA") for op in mma_ops(part))
-    assert remarked(part, "TMA Load") and spills(part) == 0 and spills(red) == 0
+                                  activation="silu", config=cfg, arch="sm_90")
+    for art in (one, part):
+        assert any(op.startswith("HMMA") for op in mma_ops(art))
+        assert remarked(art, "TMA Load") and spills(art) == 0
+    assert spills(red) == 0
 
 
 # ======================================================================================
@@ -453,3 +466,30 @@ def test_public_names_have_examples():
         if name in ("ACTIVATIONS", "SCHEDULES"):
             continue
         assert "Example" in doc, name
+
+
+@pytest.mark.parametrize("n,k,tn,tk", [(48, 64, 8, 32), (300, 1000, 16, 128),
+                                       (37, 515, 4, 256), (5, 16, 8, 16)])
+def test_gemv_rows_kernel_epilogue_and_ragged_edges(n, k, tn, tk, seed):
+    """The row-panel GEMV (weight stored (N, K)) with bias, activation and residual,
+    on sizes that leave partial tiles in N and K."""
+    w, x = rand((n, k), "bfloat16", seed), rand((k,), "bfloat16", seed + 1)
+    bias, res = rand((n,), "float32", seed + 2), rand((n,), "float32", seed + 3)
+    cfg = MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv")
+    plan = mm.plan_matmul(x, w.T, bias=bias, residual=res, activation="gelu",
+                          out_dtype="float32", config=cfg)
+    assert [kern.name for kern, _ in plan.launches] == ["gemv_rows_kernel"]
+    y = mm.matmul(x, w.T, bias=bias, residual=res, activation="gelu", out_dtype="float32",
+                  config=cfg)
+    check(y, matmul_ref(x, w.T, bias=bias, residual=res, activation="gelu"), 1e-5)
+
+
+def test_gemv_rows_default_fills_the_gpu():
+    """M = 1 on a transposed weight: one launch, tn rows per block, >= 2 blocks per SM."""
+    for n in (1024, 4096, 12288):
+        cfg = mm.default_config(1, n, 4096, b_transposed=True, num_sms=132)
+        assert cfg.schedule == "gemv" and cfg.split_k == 1
+        assert -(-n // cfg.tn) >= 2 * 132 or cfg.tn == 1
+    space = mm.search_space(1, 4096, 4096, b_transposed=True)
+    assert space[0] == mm.default_config(1, 4096, 4096, b_transposed=True)
+    assert len(space) > 10

@@ -12,9 +12,10 @@ modules share (argument conversion, validation, tile picking, output allocation)
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import cuda.tile as ct
 import numpy as np
@@ -32,6 +33,15 @@ __all__ = [
 #: Default elements per tile: 4096 (16 KB of f32 / 8 KB of bf16 per operand) keeps
 #: enough bytes in flight per block for a memory-bound op without spilling registers.
 TILE_ELEMS = 4096
+#: Default tile of the element-wise kernels: 1024 elements. Measured on the H200 at
+#: 2^28 elements (benchmarks/results/sweep_h200_*.json): bf16 add runs at torch's speed
+#: with 1024 (371 vs 369 us) but 1.54x slower with 4096; float32 is flat from 512 to 4096.
+ELEMENTWISE_TILE = 1024
+#: Element budget of a whole-row tile of the normalization kernels: 2 rows of 4096.
+#: (RMSNorm 65536 x 4096 bf16 on the H200 without an occupancy hint: 364 us with 8 rows
+#: per tile, 1016 us with 1; with the hint of ``ROW_OCCUPANCY`` 2 rows fit without
+#: register spills.)
+NORM_TILE_ELEMS = 8192
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -297,8 +307,8 @@ MAX_ROW_TILE = 8192
 LOOP_TILE_N = 4096
 
 
-def _row_tiles(rows: int, n: int, block_m: int | None, block_n: int | None
-               ) -> tuple[int, int, bool]:
+def _row_tiles(rows: int, n: int, block_m: int | None, block_n: int | None,
+               elems: int = TILE_ELEMS) -> tuple[int, int, bool]:
     """(block_m, block_n, looped) for a kernel that works on whole rows of length n.
 
     One pass when ``block_n >= n`` (the row fits a tile, padded to a power of two);
@@ -308,8 +318,28 @@ def _row_tiles(rows: int, n: int, block_m: int | None, block_n: int | None
         block_n = _pow2_ceil(n) if _pow2_ceil(n) <= MAX_ROW_TILE else LOOP_TILE_N
     looped = block_n < n
     if block_m is None:
-        block_m = 1 if looped else max(1, min(_pow2_ceil(rows), TILE_ELEMS // block_n))
+        block_m = 1 if looped else max(1, min(_pow2_ceil(rows), elems // block_n))
     return block_m, block_n, looped
+
+
+#: cuTile's blocks-per-SM hint for the one-pass row kernels (softmax, the norms). A
+#: whole row of 4096-8192 elements makes the compiler use all 255 registers, so one
+#: block fits per SM and only one row's loads are in flight there; a hint of 4 caps
+#: the registers at 64 (no spills) and lets four rows stream at once. The benchmarks
+#: may change these entries (then call ``tilelab.kernels.clear_caches()``).
+ROW_OCCUPANCY: dict[str, int | None] = {"softmax": 4, "norm": 4}
+
+
+def _with_occupancy(kernel: tl.Kernel, occupancy: int | None) -> tl.Kernel:
+    """``kernel`` itself, or a copy compiled with cuTile's occupancy hint."""
+    if occupancy is None:
+        return kernel
+    return _occupancy_variant(kernel.__wrapped__, occupancy)
+
+
+@functools.cache
+def _occupancy_variant(fn: Callable, occupancy: int) -> tl.Kernel:
+    return tl.kernel(occupancy=occupancy)(fn)
 
 
 def _row_schedule(rows: int, block_m: int) -> Any:
@@ -418,7 +448,7 @@ def _binary_call(op: str, x: Any, y: Any, *, act: Any = None, block_m: int | Non
         if t.size == 0:
             return _Call(binary_scalar_kernel, None, z)
         mode, tv, zv = _flat_or_rows(z, t)
-        bm, bn = _tile_2d(zv.shape[0], zv.shape[1], block_m, block_n)
+        bm, bn = _tile_2d(zv.shape[0], zv.shape[1], block_m, block_n, ELEMENTWISE_TILE)
         args = (_partition_2d(zv, bm, bn), tv, float(s), code, mode, reversed_, act_code)
         return _Call(binary_scalar_kernel, args, z)
     xt, yt = _as_tensor(x, "x", fn), _as_tensor(y, "y", fn)
@@ -446,7 +476,7 @@ def _binary_call(op: str, x: Any, y: Any, *, act: Any = None, block_m: int | Non
         (mx, xv), (my, yv) = lx, ly
         modes = (mx, my)
         zv = _rows_of(z)
-    bm, bn = _tile_2d(zv.shape[0], zv.shape[1], block_m, block_n)
+    bm, bn = _tile_2d(zv.shape[0], zv.shape[1], block_m, block_n, ELEMENTWISE_TILE)
     args = (_partition_2d(zv, bm, bn), xv, yv, code, modes[0], modes[1], act_code)
     return _Call(binary_kernel, args, z)
 
@@ -469,7 +499,7 @@ def _unary_call(x: Any, act: Any, fn: str, *, block_m: int | None = None,
     if xt.size == 0:
         return _Call(unary_kernel, None, z)
     _, xv, zv = _flat_or_rows(z, xt)
-    bm, bn = _tile_2d(zv.shape[0], zv.shape[1], block_m, block_n)
+    bm, bn = _tile_2d(zv.shape[0], zv.shape[1], block_m, block_n, ELEMENTWISE_TILE)
     return _Call(unary_kernel, (_partition_2d(zv, bm, bn), xv, code), z)
 
 
@@ -498,7 +528,7 @@ def binary(op: str, x: Any, y: Any, *, act: str | None = None, block_m: int | No
     ``x``/``y`` are tensors of one float dtype (f32, f16, bf16) or Python scalars; a
     row vector ``(..., N)``, a column vector ``(..., 1)`` or a single element broadcasts
     over the other operand. Math is float32, rounded once on the store. ``block_m`` /
-    ``block_n`` are the tile (powers of two; default 4096 elements per tile); ``out``
+    ``block_n`` are the tile (powers of two; default 1024 elements per tile); ``out``
     receives the result instead of a new tensor (it must not overlap x or y).
     ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
     returns ``(out, future)`` (see :mod:`tilelab.kernels`).

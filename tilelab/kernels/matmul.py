@@ -43,7 +43,7 @@ __all__ = [
     "MatmulConfig", "ACTIVATIONS", "SCHEDULES", "Plan", "default_config", "search_space",
     "matmul", "bmm", "gemv", "plan_matmul", "plan_bmm", "compile_matmul",
     "matmul_kernel", "persistent_matmul_kernel", "batched_matmul_kernel",
-    "splitk_partial_kernel", "splitk_reduce_kernel", "gemv_kernel",
+    "splitk_partial_kernel", "splitk_reduce_kernel", "gemv_kernel", "gemv_rows_kernel",
 ]
 
 #: activation name -> code used by the kernels (0 means none)
@@ -135,34 +135,55 @@ class MatmulConfig:
 
 
 def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
-                   num_sms: int = 132) -> MatmulConfig:
+                   num_sms: int = 132, b_transposed: bool = False) -> MatmulConfig:
     """A good starting configuration for an (m, k) @ (k, n) GEMM on Hopper.
 
     Large problems use 128x128 tiles (tk 64 for 16-bit inputs, 128 for fp8, 32 for
-    tf32) in the grouped schedule; M = 1 uses the bandwidth-bound GEMV kernel and
-    M <= 16 split-K with tm = 16, with enough K slices to give every SM two blocks.
+    tf32) in the persistent schedule, the fastest on the H200 for every square from
+    2048 and every Qwen3-8B projection at M >= 2048 (benchmarks/results/sweep_h200_*);
+    M <= 128 with fewer 128x128 tiles than half the SMs uses 64x64 tiles; M = 1 uses
+    the GEMV kernel and M <= 16 tm = 16 tiles, both in one launch (split-K stays in
+    :func:`search_space`).
+    ``b_transposed``: B is the ``.T`` view of an (N, K) weight; M = 1 then streams
+    whole weight rows (``gemv_rows_kernel``), ``tn`` rows per block, at least two
+    blocks per SM.
 
     Example:
         >>> default_config(8192, 8192, 8192).schedule, default_config(1, 4096, 4096).schedule
-        ('grouped', 'gemv')
+        ('persistent', 'gemv')
+        >>> default_config(1, 4096, 4096, b_transposed=True).tn
+        8
     """
     name = _dtype_name(dtype)
+    if m == 1 and b_transposed:
+        tk = {"float32": 256}.get(name, 1024 if name in _FP8 else 512)
+        tn = 16
+        while tn > 1 and -(-n // tn) < 2 * num_sms:
+            tn //= 2
+        return MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv")
+    # Skinny problems read B once and are bound by memory: on the H200 one launch with
+    # no split-K was fastest for every Qwen3-8B projection at M = 1 and 16, with wide
+    # tiles only when they still give half the SMs a block (sweep_h200_*.json).
+    wide = n // 128 >= num_sms // 2
     if m == 1:
-        tn, tk = 64, 256 if name not in _FP8 else 512
-        split = _split_for(n, k, tn, tk, num_sms)
-        return MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv", split_k=split)
+        tn, tk = (128, 64) if wide else (64, 128)
+        return MatmulConfig(tm=1, tn=tn, tk=tk * (2 if name in _FP8 else 1),
+                            schedule="gemv")
     if m <= 16:
-        tn, tk = 64, 128
-        split = _split_for(n, k, tn, tk, num_sms)
-        return MatmulConfig(tm=16, tn=tn, tk=tk, schedule="splitk" if split > 1
-                            else "grouped", split_k=split)
+        tn, tk = (128, 128) if wide else (32, 256)
+        return MatmulConfig(tm=16, tn=tn, tk=tk)
     tk = {"float32": 32}.get(name, 128 if name in _FP8 else 64)
     if m <= 64:
         return MatmulConfig(tm=64, tn=128, tk=tk)
-    return MatmulConfig(tm=128, tn=128, tk=tk)
+    if m <= 128 and -(-m // 128) * -(-n // 128) < num_sms // 2:
+        return MatmulConfig(tm=64, tn=64, tk=tk)      # more blocks for a skinny problem
+    # tf32 keeps the grouped schedule: its persistent loop spills registers on sm_90
+    return MatmulConfig(tm=128, tn=128, tk=tk,
+                        schedule="grouped" if name == "float32" else "persistent")
 
 
-def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16") -> list[MatmulConfig]:
+def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
+                 b_transposed: bool = False) -> list[MatmulConfig]:
     """Configurations worth timing for one GEMM shape on Hopper (the default first).
 
     Tiles, schedules (grouped / persistent), group sizes and load-latency hints for
@@ -173,20 +194,28 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16") -> list[Matmul
         >>> space[0] == default_config(4096, 4096, 4096), len(space) > 10
         (True, True)
     """
-    base = default_config(m, n, k, dtype)
+    base = default_config(m, n, k, dtype, b_transposed=b_transposed)
     space = [base]
 
     def add(cfg: MatmulConfig) -> None:
         if cfg not in space:
             space.append(cfg)
 
+    if m == 1 and b_transposed:       # rows of the weight per block, K step, occupancy
+        for tn in (2, 4, 8, 16, 32):
+            for tk in (256, 512, 1024):
+                add(base.with_(tn=tn, tk=tk))
+        for occ in (2, 4):
+            add(base.with_(occupancy=occ))
+        return space
     if m <= 16:
-        sched = "gemv" if m == 1 else "splitk"
         for tn in (32, 64, 128):
-            for split in sorted({1, 2, base.split_k, 2 * base.split_k}):
+            fill = _split_for(n, k, tn, base.tk, 132)
+            for split in sorted({1, 2, fill, 2 * fill}):
+                sched = "gemv" if m == 1 else ("splitk" if split > 1 else "grouped")
                 add(base.with_(tn=tn, split_k=split, schedule=sched))
         return space
-    for tm, tn in ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64)):
+    for tm, tn in ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64), (64, 64)):
         for sched in ("grouped", "persistent"):
             for group_m in (8, 16):
                 add(base.with_(tm=tm, tn=tn, schedule=sched, group_m=group_m))
@@ -433,14 +462,17 @@ def splitk_reduce_kernel(c: tl.Out, p: tl.In, bias: tl.In, res: tl.In, alpha: fl
 
 
 def _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT):
-    """fp32 (1, TN) row m of A @ B over K tiles [k_begin, k_end), on the CUDA cores."""
-    acc = ct.full((1, TN), 0, dtype=ct.float32)
+    """fp32 (1, TN) row m of A @ B over K tiles [k_begin, k_end), on the CUDA cores.
+
+    The products accumulate element-wise in a (TK, TN) tile and are reduced over K once,
+    after the loop: a reduction per step would cost a cross-thread exchange per tile.
+    """
+    acc = ct.full((TK, TN), 0, dtype=ct.float32)
     for k in range(k_begin, k_end):
         x = _load_a(a, m, k, 1, TK, LAT)
         w = _load_b(b, k, n, TK, TN, TRANS_B, LAT)
-        prod = ct.reshape(x.astype(ct.float32), (TK, 1)) * w.astype(ct.float32)
-        acc = acc + ct.sum(prod, axis=0, keepdims=True)
-    return acc
+        acc = acc + ct.reshape(x.astype(ct.float32), (TK, 1)) * w.astype(ct.float32)
+    return ct.sum(acc, axis=0, keepdims=True)
 
 
 @tl.kernel
@@ -464,6 +496,37 @@ def gemv_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In, alpha: f
     if HAS_RES:
         acc = acc + tl.load_like(res, c).astype(ct.float32)
     c.store(acc.astype(c.dtype))
+
+
+@tl.kernel
+def gemv_rows_kernel(c: tl.Out, a: tl.In, w: tl.In, bias: tl.In, res: tl.In, alpha: float,
+               TK: ct.Constant[int], LAT: ct.Constant[int], SCALE: ct.Constant[bool],
+               HAS_BIAS: ct.Constant[bool], ACT: ct.Constant[int],
+               HAS_RES: ct.Constant[bool]):
+    """Decode GEMV on a row-major weight: c (1, N) = act(alpha * w (N, K) @ a[0] + bias) + res.
+
+    Each block owns ``tn`` outputs and streams their ``tn`` weight rows along K in
+    contiguous (tn, TK) tiles (the layout the weight is stored in, so every load is a
+    run of whole rows), multiplying on the CUDA cores into a (tn, TK) fp32 accumulator
+    that is reduced once, after the loop. One launch, no split-K scratch: the tile
+    height picks the block count. ``c`` is partitioned (1, tn).
+
+    Example:
+        >>> gemv_rows_kernel(c.partition((1, 8)), x, w, x, x, 1.0, 512, 0, False, False,
+        ...                  0, False)  # doctest: +SKIP
+    """
+    _, tn = c.tile_shape
+    m, n = c.tile_index
+    acc = ct.full((tn, TK), 0, dtype=ct.float32)
+    for k in range(ct.cdiv(a.shape[1], TK)):
+        x = _load_a(a, m, k, 1, TK, LAT)
+        wt = _load_a(w, n, k, tn, TK, LAT)
+        acc = acc + wt.astype(ct.float32) * x.astype(ct.float32)
+    out = ct.reshape(ct.sum(acc, axis=1), (1, tn))
+    out = _epilogue(out, bias, n, tn, alpha, SCALE, HAS_BIAS, ACT)
+    if HAS_RES:
+        out = out + tl.load_like(res, c).astype(ct.float32)
+    c.store(out.astype(c.dtype))
 
 
 def _variant(kernel: tl.Kernel, occupancy: int | None, num_ctas: int | None) -> tl.Kernel:
@@ -640,6 +703,11 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
                   fast)),
                 (_variant(splitk_reduce_kernel, None, None),
                  (c.partition((tm, cfg.tn)), scratch, *epi.args(), *epi.flags()))]
+    if sched == "gemv" and trans_b:
+        # the weight is stored (N, K): stream whole rows of it (see gemv_rows_kernel)
+        return [(_variant(gemv_rows_kernel, cfg.occupancy, cfg.num_ctas),
+                 (c.partition((1, cfg.tn)), a, bop, *epi.args(), cfg.tk, lat,
+                  *epi.flags()))]
     if sched == "gemv":
         return [(_variant(gemv_kernel, cfg.occupancy, cfg.num_ctas),
                  (c.partition((1, cfg.tn)), a, bop, *epi.args(), cfg.tk, trans_b, lat,
@@ -685,7 +753,9 @@ def plan_matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias:
     _check_arch(a.device, in_dtype, who)
     if config is not None and not isinstance(config, MatmulConfig):
         raise TypeError(f"{who}: config must be a MatmulConfig, got {type(config).__name__}")
-    cfg = config or default_config(m, n, k, in_dtype, num_sms=_sms(a.device))
+    bop, trans_b = _b_operand(b)
+    cfg = config or default_config(m, n, k, in_dtype, num_sms=_sms(a.device),
+                                   b_transposed=trans_b)
     out_t = _output(out, (n,) if vector else (m, n), out_dtype, in_dtype, a.device, who)
     if m == 0 or n == 0:
         return Plan(out_t, [])                  # an empty result needs no launch
@@ -694,7 +764,6 @@ def plan_matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias:
         residual = residual[None] if residual.ndim == 1 else residual
     epi = _epilogue_args((m, n), a.device, bias, residual, activation, scale_a * scale_b,
                          who)
-    bop, trans_b = _b_operand(b)
     fast = bool(cfg.fast_acc and in_dtype in _FP8)
     dev = a.device
     launches = _launches_2d(cfg, out_t[None] if vector else out_t, a2, bop, trans_b, epi,
@@ -877,7 +946,7 @@ def compile_matmul(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         cfg = config or _bmm_config(m, in_dtype)
         launches = _launches_bmm(cfg, c, a, spec((batch, k, n), in_dtype), epi)
     else:
-        cfg = config or default_config(m, n, k, in_dtype)
+        cfg = config or default_config(m, n, k, in_dtype, b_transposed=trans_b)
         bop = spec((n, k), in_dtype) if trans_b else spec((k, n), in_dtype)
         fast = bool(cfg.fast_acc and in_dtype in _FP8)
         launches = _launches_2d(cfg, c, a, bop, trans_b, epi, fast, spec)

@@ -20,9 +20,10 @@ import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels._host import CallCache, PairResult, TensorResult
-from tilelab.kernels.elementwise import (_Call, _as_tensor, _check_block, _check_float,
-                                         _check_same_device, _grid_schedule, _output,
-                                         _row_schedule, _row_tiles, _rows_of)
+from tilelab.kernels.elementwise import (NORM_TILE_ELEMS, ROW_OCCUPANCY, _Call, _as_tensor,
+                                         _check_block, _check_float, _check_same_device,
+                                         _grid_schedule, _output, _row_schedule, _row_tiles,
+                                         _rows_of, _with_occupancy)
 
 __all__ = ["layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
 
@@ -228,15 +229,17 @@ def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: floa
         return _Call(norm_rows_kernel, None, result)
     xv, yv = _rows_of(xt), _rows_of(y)
     rows = xv.shape[0]
-    bm, bn, looped = _row_tiles(rows, n, block_m, block_n)
+    bm, bn, looped = _row_tiles(rows, n, block_m, block_n, NORM_TILE_ELEMS)
     sched = _row_schedule(rows, bm) if looped else _grid_schedule(-(-rows // bm))
     flags = (float(eps), int(rms), int(bt is not None))
     b_arg = bt if bt is not None else wt      # never read when HAS_BIAS is 0
     if h is None:
-        kernel = norm_looped_kernel if looped else norm_rows_kernel
+        kernel = norm_looped_kernel if looped else _with_occupancy(norm_rows_kernel,
+                                                                   ROW_OCCUPANCY["norm"])
         args = (yv.partition((bm, bn), schedule=sched), xv, wt, b_arg) + flags
     else:
-        kernel = add_norm_looped_kernel if looped else add_norm_rows_kernel
+        kernel = add_norm_looped_kernel if looped else _with_occupancy(
+            add_norm_rows_kernel, ROW_OCCUPANCY["norm"])
         args = (yv.partition((bm, bn), schedule=sched),
                 _rows_of(h).partition((bm, bn), schedule=sched), xv, _rows_of(rt), wt,
                 b_arg) + flags

@@ -1,0 +1,420 @@
+"""Configuration sweep on the GPU: every library kernel of the suite over a wide set of
+tiles, schedules and cuTile hints, each timed next to its torch baseline in one process.
+
+Why: the suite (benchmarks/suite.py) times each op with a handful of configurations;
+choosing the library's per-shape defaults needs the whole picture. This script compiles
+all configurations first, in parallel worker processes (compiling needs no data: the
+kernels are specialized on tensor *specs*), so the timed part finds them in the disk
+cache; then it checks each configuration against the torch result on a poisoned output
+before timing it (L2 flushed before every call, median of ``--rep`` calls).
+
+    python benchmarks/sweep.py --groups gemm,decode,attention,memory --out sweep.json
+
+The JSON keeps, per case, the torch time and every configuration's status, error and
+median; ``best`` names the fastest correct one.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import dataclasses
+import json
+import multiprocessing
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+QWEN = (("q_proj", 4096, 4096), ("k_proj", 1024, 4096), ("gate_proj", 12288, 4096),
+        ("down_proj", 4096, 12288))
+
+
+# ------------------------------------------------------------------ configuration spaces
+
+def gemm_space(m: int, n: int, k: int) -> list[dict]:
+    """MatmulConfig keyword sets for an (m, k) @ (k, n) problem (B row-major)."""
+    out: list[dict] = []
+    if m == 1:
+        for tn in (64, 128, 256):
+            for tk in (32, 64, 128):
+                for split in (1, 4, 8):
+                    out.append(dict(tm=1, tn=tn, tk=tk, schedule="gemv", split_k=split))
+        return out
+    if m <= 16:
+        for tn in (32, 64, 128):
+            for tk in (64, 128, 256):
+                for split in (1, 4, 8):
+                    out.append(dict(tm=16, tn=tn, tk=tk, schedule="splitk" if split > 1
+                                    else "grouped", split_k=split))
+        return out
+    if m <= 128:
+        for tm in (64, 128):
+            for tn in (64, 128, 256):
+                out.append(dict(tm=tm, tn=tn, tk=64, schedule="grouped"))
+        out += [dict(tm=64, tn=128, tk=128, schedule="grouped"),
+                dict(tm=128, tn=128, tk=64, schedule="persistent"),
+                dict(tm=64, tn=64, tk=64, schedule="grouped", occupancy=2),
+                dict(tm=128, tn=64, tk=64, schedule="splitk", split_k=2),
+                dict(tm=64, tn=128, tk=64, schedule="splitk", split_k=4)]
+        return out
+    for tm, tn in ((128, 128), (128, 256), (256, 128)):
+        for sched in ("grouped", "persistent"):
+            out.append(dict(tm=tm, tn=tn, tk=64, schedule=sched))
+    out += [dict(tm=128, tn=256, tk=64, schedule="grouped", num_ctas=2),
+            dict(tm=256, tn=128, tk=64, schedule="grouped", num_ctas=2),
+            dict(tm=128, tn=128, tk=64, schedule="grouped", num_ctas=2),
+            dict(tm=128, tn=256, tk=64, schedule="persistent", num_ctas=2),
+            dict(tm=128, tn=128, tk=128, schedule="persistent"),
+            dict(tm=128, tn=256, tk=64, schedule="grouped", group_m=16),
+            dict(tm=128, tn=256, tk=64, schedule="grouped", occupancy=1),
+            dict(tm=128, tn=128, tk=64, schedule="persistent", latency=4),
+            dict(tm=64, tn=256, tk=64, schedule="grouped"),
+            dict(tm=128, tn=256, tk=32, schedule="grouped")]
+    return out
+
+
+def gemv_space(n: int, k: int) -> list[dict]:
+    """Row-panel GEMV configurations (weight stored (N, K))."""
+    out = []
+    for tn in (2, 4, 8, 16, 32):
+        for tk in (256, 512, 1024):
+            out.append(dict(tm=1, tn=tn, tk=tk, schedule="gemv"))
+    for tn, tk in ((4, 512), (8, 512), (16, 512)):
+        for occ in (2, 4):
+            out.append(dict(tm=1, tn=tn, tk=tk, schedule="gemv", occupancy=occ))
+        out.append(dict(tm=1, tn=tn, tk=tk, schedule="gemv", latency=8))
+    return out
+
+
+def attention_space() -> list[dict]:
+    out = []
+    for bm, bn in ((128, 64), (64, 64), (64, 128)):
+        for occ in (2, 3, 4):
+            out.append({"bm": bm, "bn": bn, "occupancy": occ})
+    for lk, lv in ((2, 4), (4, 4)):
+        out.append({"bm": 64, "bn": 128, "occupancy": 2, "latency_k": lk, "latency_v": lv})
+    out.append({"bm": 64, "bn": 256, "occupancy": 2})
+    return out
+
+
+#: "_occ" sets tilelab.kernels.elementwise.ROW_OCCUPANCY for the op (the one-pass row
+#: kernels' occupancy hint; "default" leaves the library's value)
+MEMORY_SPACES: dict[str, list[dict]] = {
+    "add": [{"block_n": b} for b in (None, 512, 1024, 2048, 4096)],
+    "softmax": [{"block_m": bm, "block_n": None, "_occ": occ}
+                for occ in ("default", None, 2, 4, 8) for bm in (None, 2)]
+    + [{"block_m": 1, "block_n": 4096, "_occ": "default"}],
+    "rmsnorm": [{"block_m": bm, "block_n": None, "_occ": occ}
+                for occ in ("default", None, 2, 4) for bm in (None, 1, 2, 4, 8)],
+    "rope": [{"block_t": b} for b in (None, 1, 2)],
+}
+
+_OCC_KEY = {"softmax": "softmax", "rmsnorm": "norm"}
+
+
+def _memory_call(op: str, fn: Callable, cfg: dict) -> Callable:
+    """The library call for one memory-bound config (setting the occupancy hint first)."""
+    import tilelab.kernels as K
+    from tilelab.kernels import elementwise as E
+
+    cfg = dict(cfg)
+    occ = cfg.pop("_occ", "default")
+    key = _OCC_KEY.get(op)
+    if key is not None:
+        if not hasattr(_memory_call, "defaults"):
+            _memory_call.defaults = dict(E.ROW_OCCUPANCY)
+        E.ROW_OCCUPANCY[key] = _memory_call.defaults[key] if occ == "default" else occ
+        K.clear_caches()
+    return fn(**cfg)
+
+
+# ------------------------------------------------------------------ parallel compiles
+
+def _compile_task(task: tuple) -> tuple[str, float, str | None]:
+    """Compile one configuration into the shared disk cache (runs in a worker)."""
+    t0 = time.perf_counter()
+    try:
+        kind = task[0]
+        if kind == "gemm":
+            from tilelab.kernels.matmul import MatmulConfig, compile_matmul
+
+            _, m, n, k, dtype, trans_b, cfg = task
+            compile_matmul(m, n, k, dtype, config=MatmulConfig(**cfg), trans_b=trans_b)
+        elif kind == "attention":
+            from tilelab.kernels.attention import AttentionConfig, compile_attention
+
+            _, b, h, s, d, cfg = task
+            compile_attention(b, h, s, d, config=AttentionConfig(**cfg))
+        return repr(task), time.perf_counter() - t0, None
+    except Exception as e:  # reported; the timed run then shows the failure too
+        return repr(task), time.perf_counter() - t0, f"{type(e).__name__}: {e}"
+
+
+def precompile(tasks: list[tuple], workers: int) -> dict:
+    t0 = time.perf_counter()
+    errors = {}
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+        for key, _, err in ex.map(_compile_task, tasks, chunksize=1):
+            if err:
+                errors[key] = err
+    return {"tasks": len(tasks), "workers": workers, "seconds": time.perf_counter() - t0,
+            "errors": errors}
+
+
+# ------------------------------------------------------------------ timing
+
+def rel_err(torch, got, ref) -> float:
+    g, r = got.float(), ref.float()
+    if not torch.isfinite(g).all():
+        return float("inf")
+    return float((g - r).norm() / r.norm().clamp_min(1e-30))
+
+
+def time_configs(torch, tl, case_id: str, torch_fn: Callable, make_call: Callable,
+                 configs: list[dict], out, ref, tol: float, rep: int, flops: float,
+                 nbytes: float) -> dict:
+    """Torch first, then every configuration: correctness on a poisoned output, timing."""
+    row: dict[str, Any] = {"id": case_id, "flops": flops, "bytes": nbytes, "configs": []}
+    r = tl.bench(torch_fn, rep=rep, warmup=3)
+    row["torch_s"] = r.median
+    best = None
+    for cfg in configs:
+        item: dict[str, Any] = {"config": cfg}
+        try:
+            call = make_call(cfg)
+            out.fill_(float("nan"))
+            t0 = time.perf_counter()
+            call()
+            tl.synchronize()
+            item["first_call_s"] = time.perf_counter() - t0
+            err = rel_err(torch, out, ref)
+            item["rel_err"] = err
+            if not err <= tol:
+                item["status"] = "wrong"
+            else:
+                r = tl.bench(call, rep=rep, warmup=3)
+                item["status"] = "ok"
+                item["median_s"] = r.median
+                item["vs_torch"] = row["torch_s"] / r.median
+                if best is None or r.median < best["median_s"]:
+                    best = item
+        except Exception as e:
+            item["status"] = "error"
+            item["error"] = f"{type(e).__name__}: {e}"[:400]
+        row["configs"].append(item)
+    if best is not None:
+        row["best"] = best["config"]
+        row["best_s"] = best["median_s"]
+        row["best_vs_torch"] = row["torch_s"] / best["median_s"]
+    line = (f"{case_id}: torch {row['torch_s'] * 1e6:.1f} us; best "
+            f"{row.get('best_s', float('nan')) * 1e6:.1f} us "
+            f"({row.get('best_vs_torch', float('nan')):.3f}x) {row.get('best')}")
+    print(line, flush=True)
+    return row
+
+
+def run_gemm(torch, tl, ns, res: dict) -> None:
+    from tilelab.kernels.matmul import MatmulConfig, matmul
+
+    cases = []
+    for dt in ns.gemm_dtypes.split(","):
+        for s in ns.squares:
+            cases.append((f"gemm/{dt}/square{s}", s, s, s, dt))
+    for name, n, k in QWEN:
+        if name not in ns.qwen.split(","):
+            continue
+        for m in ns.qwen_m:
+            cases.append((f"gemm/bfloat16/qwen3_{name}_M{m}", m, n, k, "bfloat16"))
+    tasks = [("gemm", m, n, k, dt, False, cfg) for _, m, n, k, dt in cases
+             for cfg in gemm_space(m, n, k)]
+    res["precompile_gemm"] = precompile(tasks, ns.workers)
+    print("precompiled gemm", json.dumps(res["precompile_gemm"])[:300], flush=True)
+    rows = res.setdefault("gemm", [])
+    for cid, m, n, k, dt in cases:
+        tdt = getattr(torch, dt)
+        a = torch.randn(m, k, device="cuda", dtype=tdt)
+        b = torch.randn(k, n, device="cuda", dtype=tdt)
+        c = torch.empty(m, n, device="cuda", dtype=tdt)
+        ref = torch.matmul(a, b)
+        ta, tb, tc = tl.from_dlpack(a), tl.from_dlpack(b), tl.from_dlpack(c)
+
+        def make(cfg, ta=ta, tb=tb, tc=tc):
+            mc = MatmulConfig(**cfg)
+            return lambda: matmul(ta, tb, out=tc, config=mc, sync=False)
+        rows.append(time_configs(torch, tl, cid, lambda a=a, b=b, c=c: torch.matmul(a, b, out=c),
+                                 make, gemm_space(m, n, k), c, ref, 2e-2, ns.rep,
+                                 2.0 * m * n * k, (m * k + k * n + m * n) * a.element_size()))
+        del a, b, c, ref
+
+
+def run_decode(torch, tl, ns, res: dict) -> None:
+    from tilelab.kernels.matmul import MatmulConfig, default_config, gemv
+
+    rows = res.setdefault("decode", [])
+    tasks = [("gemm", 1, n, k, "bfloat16", True, cfg) for _, n, k in QWEN
+             for cfg in gemv_space(n, k)]
+    res["precompile_decode"] = precompile(tasks, ns.workers)
+    for name, n, k in QWEN:
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(k, device="cuda", dtype=torch.bfloat16)
+        out = torch.empty(n, device="cuda", dtype=torch.bfloat16)
+        ref = torch.mv(w, x)
+        tw, tx, to = tl.from_dlpack(w), tl.from_dlpack(x), tl.from_dlpack(out)
+
+        def make(cfg, tw=tw, tx=tx, to=to):
+            mc = MatmulConfig(**cfg)
+            return lambda: gemv(tw, tx, out=to, config=mc, sync=False)
+        space = gemv_space(n, k)
+        d = dataclasses.asdict(default_config(1, n, k, b_transposed=True))
+        row = time_configs(torch, tl, f"decode/bfloat16/qwen3_{name}_gemv",
+                           lambda w=w, x=x, out=out: torch.mv(w, x, out=out), make, space,
+                           out, ref, 2e-2, ns.rep, 2.0 * n * k, (n * k + k + n) * 2)
+        row["default"] = {key: d[key] for key in ("tn", "tk")}
+        row["best_TBps"] = row["bytes"] / row["best_s"] / 1e12 if "best_s" in row else None
+        rows.append(row)
+
+
+def run_attention(torch, tl, ns, res: dict) -> None:
+    from tilelab.kernels.attention import AttentionConfig, attention
+
+    b, h, d = 8, 32, 128
+    tasks = [("attention", b, h, s, d, cfg) for s in ns.seqs for cfg in attention_space()]
+    res["precompile_attention"] = precompile(tasks, ns.workers)
+    rows = res.setdefault("attention", [])
+    f = torch.nn.functional.scaled_dot_product_attention
+    for s in ns.seqs:
+        q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        o = torch.empty_like(q)
+        ref = f(q, k, v)
+        tq, tk, tv, to = (tl.from_dlpack(t) for t in (q, k, v, o))
+
+        def make(cfg, tq=tq, tk=tk, tv=tv, to=to):
+            ac = AttentionConfig(**cfg)
+            return lambda: attention(tq, tk, tv, out=to, config=ac, sync=False)
+        rows.append(time_configs(torch, tl, f"attention/bfloat16/b{b}h{h}s{s}d{d}",
+                                 lambda q=q, k=k, v=v: f(q, k, v), make, attention_space(),
+                                 o, ref, 3e-2, ns.rep, 4.0 * b * h * s * s * d,
+                                 4 * q.numel() * 2))
+        del q, k, v, o, ref
+
+
+def run_memory(torch, tl, ns, res: dict) -> None:
+    from tilelab.kernels.elementwise import add
+    from tilelab.kernels.norms import rms_norm
+    from tilelab.kernels.rope import apply_rope
+    from tilelab.kernels.softmax import softmax
+
+    rows = res.setdefault("memory", [])
+    bf = torch.bfloat16
+    for dt in (torch.float32, bf):
+        n = 1 << 28
+        x, y = torch.randn(n, device="cuda", dtype=dt), torch.randn(n, device="cuda", dtype=dt)
+        z = torch.empty_like(x)
+        tx, ty, tz = (tl.from_dlpack(t) for t in (x, y, z))
+        rows.append(time_configs(
+            torch, tl, f"memory/add/{str(dt)[6:]}/n{n}",
+            lambda x=x, y=y, z=z: torch.add(x, y, out=z),
+            lambda cfg, tx=tx, ty=ty, tz=tz: (lambda: add(tx, ty, out=tz, sync=False, **cfg)),
+            MEMORY_SPACES["add"], z, torch.add(x, y), 1e-2, ns.rep, n, 3 * n * x.element_size()))
+        del x, y, z
+    r, c = 16384, 8192
+    x = torch.randn(r, c, device="cuda", dtype=bf) * 2
+    o = torch.empty_like(x)
+    tx, to = tl.from_dlpack(x), tl.from_dlpack(o)
+    rows.append(time_configs(
+        torch, tl, f"memory/softmax/bfloat16/{r}x{c}", lambda: torch.softmax(x, -1),
+        lambda cfg: _memory_call("softmax", lambda **kw: (
+            lambda: softmax(tx, out=to, sync=False, **kw)), cfg),
+        MEMORY_SPACES["softmax"], o, torch.softmax(x.float(), -1), 2e-2, ns.rep, 0,
+        2 * x.numel() * 2))
+    del x, o
+    r, c = 65536, 4096
+    x = torch.randn(r, c, device="cuda", dtype=bf)
+    w = torch.randn(c, device="cuda", dtype=bf)
+    o = torch.empty_like(x)
+    tx, tw, to = (tl.from_dlpack(t) for t in (x, w, o))
+    ref = torch.nn.functional.rms_norm(x.float(), (c,), w.float(), 1e-6)
+    rows.append(time_configs(
+        torch, tl, f"memory/rmsnorm/bfloat16/{r}x{c}",
+        lambda: torch.nn.functional.rms_norm(x, (c,), w, 1e-6),
+        lambda cfg: _memory_call("rmsnorm", lambda **kw: (
+            lambda: rms_norm(tx, tw, eps=1e-6, out=to, sync=False, **kw)), cfg),
+        MEMORY_SPACES["rmsnorm"], o, ref, 2e-2, ns.rep, 0, 2 * x.numel() * 2))
+    del x, o, ref
+    t, h, d = 32768, 32, 128
+    x = torch.randn(t, h, d, device="cuda", dtype=bf)
+    cos = torch.randn(t, d // 2, device="cuda", dtype=bf) * 0.7
+    sin = torch.randn(t, d // 2, device="cuda", dtype=bf) * 0.7
+    o = torch.empty_like(x)
+    half = d // 2
+
+    def rope_torch():
+        x1, x2 = x[..., :half], x[..., half:]
+        cc, ss = cos[:, None, :], sin[:, None, :]
+        return torch.cat([x1 * cc - x2 * ss, x2 * cc + x1 * ss], -1)
+    ref = rope_torch()
+    tx, tc, ts, to = (tl.from_dlpack(v) for v in (x, cos, sin, o))
+    rows.append(time_configs(
+        torch, tl, f"memory/rope/bfloat16/{t}x{h}x{d}", rope_torch,
+        lambda cfg: (lambda: apply_rope(tx, tc, ts, out=to, sync=False, **cfg)),
+        MEMORY_SPACES["rope"], o, ref, 2e-2, ns.rep, 0,
+        (2 * x.numel() + 2 * cos.numel()) * 2))
+    for row in rows:
+        if "best_s" in row:
+            row["best_TBps"] = row["bytes"] / row["best_s"] / 1e12
+            row["torch_TBps"] = row["bytes"] / row["torch_s"] / 1e12
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--groups", default="memory,decode,gemm,attention")
+    ap.add_argument("--out", default="sweep.json")
+    ap.add_argument("--rep", type=int, default=10)
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--squares", type=lambda s: [int(x) for x in s.split(",") if x],
+                    default=[1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--gemm-dtypes", default="bfloat16,float16")
+    ap.add_argument("--qwen", default="q_proj,k_proj,gate_proj,down_proj",
+                    help="Qwen3-8B projections of the GEMM group")
+    ap.add_argument("--qwen-m", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[1, 16, 128, 2048, 8192])
+    ap.add_argument("--seqs", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[1024, 4096, 8192])
+    ns = ap.parse_args()
+
+    import torch
+
+    import tilelab as tl
+    from suite_env import env_info
+    from tilelab.runtime.device import gpu
+
+    torch.cuda.set_stream(torch.cuda.ExternalStream(gpu().stream_handle))
+    torch.manual_seed(0)
+    res: dict[str, Any] = {"env": env_info("gpu"), "argv": sys.argv[1:],
+                           "method": "tl.bench: CUDA events, L2 flushed before every call, "
+                                     f"median of {ns.rep} after 3 warm-up calls; library "
+                                     "calls with sync=False into a preallocated out="}
+    runners = {"gemm": run_gemm, "decode": run_decode, "attention": run_attention,
+               "memory": run_memory}
+    for g in ns.groups.split(","):
+        t0 = time.time()
+        try:
+            runners[g](torch, tl, ns, res)
+        except Exception:
+            res[f"{g}_error"] = traceback.format_exc()
+            print(res[f"{g}_error"], flush=True)
+        res[f"{g}_seconds"] = time.time() - t0
+        print(f"[{g}] {time.time() - t0:.1f}s", flush=True)
+        Path(ns.out).write_text(json.dumps(res, indent=1, default=str))
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
