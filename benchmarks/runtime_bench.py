@@ -193,8 +193,20 @@ def bench_launch_overhead(torch, res: dict) -> None:
     for f in futs:
         f.wait()
     futs.clear()
+    # the same launch with its future dropped at once, and with only the last one kept
+    out["safe_async_drop_us"] = per_call(lambda: vector_add.launch_async(zp, x, y)) * 1e6
+    tl.synchronize()
+    last = [None]
+
+    def keep_last():
+        last[0] = vector_add.launch_async(zp, x, y)
+
+    out["safe_async_keep_last_us"] = per_call(keep_last) * 1e6
+    last[0].wait()
     out["ratio_sync"] = out["safe_sync_us"] / out["bare_sync_us"]
     out["ratio_async"] = out["safe_async_us"] / out["bare_async_us"]
+    out["ratio_async_drop"] = out["safe_async_drop_us"] / out["bare_async_us"]
+    out["ratio_async_keep_last"] = out["safe_async_keep_last_us"] / out["bare_async_us"]
     out["safe_sync_inline_partition_us"] = per_call(
         lambda: vector_add(z.partition(1024), x, y)) * 1e6
     # graph replay of 100 small launches

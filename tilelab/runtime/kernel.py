@@ -8,6 +8,7 @@ from typing import Any, Callable
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition, KernelOptions
 from tilelab.runtime.events import LISTENERS as _LISTENERS
+from tilelab.runtime.launch import _STALE, Launcher
 
 __all__ = ["Kernel", "kernel"]
 
@@ -54,9 +55,7 @@ class Kernel:
         return self.definition.lowered_source(*example_args)
 
     @functools.cached_property
-    def _launcher(self):
-        from tilelab.runtime.launch import Launcher
-
+    def _launcher(self) -> Launcher:
         return Launcher(self.definition, self)
 
     def __call__(self, *args: Any, grid: Any = None, stream: Any = None) -> None:
@@ -67,20 +66,28 @@ class Kernel:
         and ``tl.BorrowError`` if a pending async launch conflicts.
         """
         launcher = self._launcher
-        if grid is None and not _LISTENERS:  # a repeated launch: prepared already
-            fast = launcher._fast.get(tuple(map(id, args)))
-            if fast is not None and fast.valid():
-                fast.run(stream, True)
+        if grid is None and not _LISTENERS:  # a repeated launch: prepared already?
+            try:
+                fast = launcher._fast.get(hash(args))
+            except Exception:  # noqa: BLE001 - unhashable (a numpy array): never prepared
+                fast = None
+            if fast is not None and fast.run(args, stream, True) is not _STALE:
                 return
         launcher.launch(args, grid=grid, stream=stream, sync=True)
 
     def launch_async(self, *args: Any, grid: Any = None, stream: Any = None):
         """Launch without waiting; returns a ``tl.Future`` holding the launch's borrows."""
+        # (Launcher.prepared, inlined: this is the path of every repeated async launch)
         launcher = self._launcher
         if grid is None and not _LISTENERS:
-            fast = launcher._fast.get(tuple(map(id, args)))
-            if fast is not None and fast.valid():
-                return fast.run(stream, False)
+            try:
+                fast = launcher._fast.get(hash(args))
+            except Exception:  # noqa: BLE001 - unhashable: never prepared
+                fast = None
+            if fast is not None:
+                fut = fast.run(args, stream, False)
+                if fut is not _STALE:
+                    return fut
         return launcher.launch(args, grid=grid, stream=stream, sync=False)
 
     @property

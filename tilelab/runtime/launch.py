@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sys
 import weakref
 from dataclasses import dataclass, field
+from sys import _getframe
 from typing import Any, Sequence
 
 import numpy as np
@@ -30,8 +30,9 @@ from tilelab.compiler.specialize import Specialization
 from tilelab.errors import AliasError, LaunchError
 from tilelab.runtime import capture, events as _events
 from tilelab.runtime.future import Future as _Future
-from tilelab.runtime.ledger import (LEDGER, SPECIAL_MODES as _SPECIAL_MODES, LaunchRecord,
-                                    call_site, checks_enabled, unchecked)
+from tilelab.runtime.ledger import (LEDGER, SPECIAL_MODES as _SPECIAL_MODES, LaunchInfo,
+                                    LaunchRecord, PreparedRecord, call_site, checks_enabled,
+                                    unchecked)
 from tilelab.runtime.memory import FREE_EPOCH as _FREE_EPOCH
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -254,11 +255,13 @@ class Launcher:
     def launch(self, args: Sequence[Any], *, grid: Any = None, stream: Any = None,
                sync: bool = True, trace: bool | None = None) -> Any:
         """Launch; returns None (sync), a Future (async) or, inside a graph, None."""
+        args = tuple(args)
         if grid is None and trace is None:
-            fast = self._fast.get(_fast_key(args))
-            if fast is not None and fast.valid():
-                if capture.current_graph() is None:
-                    return fast.run(stream, sync)
+            fast = self.prepared(args)
+            if fast is not None:
+                result = fast.run(args, stream, sync)
+                if result is not _STALE:
+                    return result
         norm, device = self.prepare(args)
         plan = self.plan(norm, device)
         g = self.grid_for(plan, grid)
@@ -268,13 +271,14 @@ class Launcher:
             graph.record(self, plan, norm, g, claims)
             return None
         if device == "gpu":
-            fast = _GpuLaunch(self, plan, args, norm, g, claims)
-            if grid is None and trace is None and checks_enabled() and _native(args):
+            cache = grid is None and trace is None and checks_enabled() and _native(args)
+            fast = _GpuLaunch(self, plan, args, norm, g, claims, cache)
+            if fast.match is not None:
                 # an identical launch again (same objects) skips straight to the driver
                 if len(self._fast) >= _FAST_CACHE_SIZE:
                     self._fast.clear()
-                self._fast[_fast_key(args)] = fast
-            result = fast.run(stream, sync)
+                self._fast[hash(args)] = fast
+            result = fast.run(args, stream, sync, True)
         else:
             result = self._launch_cpu(plan, norm, g, claims, sync, trace)
         if _events.LISTENERS:
@@ -282,6 +286,14 @@ class Launcher:
                                              sync, self.last_trace if device == "cpu"
                                              else None))
         return result
+
+    def prepared(self, args: tuple) -> _GpuLaunch | None:
+        """The prepared launch filed under these arguments' hash, if any (whether it was
+        made for these very objects is for ``_GpuLaunch.run`` to check)."""
+        try:
+            return self._fast.get(hash(args))
+        except Exception:  # noqa: BLE001 - unhashable (a numpy array): never prepared
+            return None
 
     def _fault(self, e: Exception) -> Exception:
         return LaunchError(f"kernel {self.definition.name!r} failed while running on the "
@@ -326,14 +338,61 @@ class Launcher:
 
 _FAST_CACHE_SIZE = 256
 _SCALARS = (bool, int, float)
+#: what ``_GpuLaunch.run`` returns when the prepared launch does not describe the
+#: arguments it was given (it launched nothing): the caller takes the full path
+_STALE = object()
 
 
-def _fast_key(args: Sequence[Any]) -> tuple:
-    """Identity of a launch's arguments (the prepared launch keeps scalars alive, and
-    weak references to the rest, so an id cannot silently name another object)."""
-    return tuple(map(id, args))
+class _Pin:
+    """The arguments of a prepared launch, held by its pending launches' records (one
+    object for all of them, rather than a tuple each for the garbage collector to
+    scan); the prepared launch refers to it weakly."""
+
+    __slots__ = ("__weakref__", "args")
+
+    def __init__(self, args: tuple):
+        self.args = args
 
 
+def _dead_ref() -> None:
+    """A weak reference whose object is gone (what ``_GpuLaunch.pin`` starts as)."""
+
+
+class _Same:
+    """Equal only to this very object: stands for a scalar argument in a prepared
+    launch's ``match`` (``1``, ``1.0`` and ``True`` compare and hash alike, but a kernel
+    specializes on their types)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value   # also keeps it alive, so that no other object takes its id
+
+    def __eq__(self, other: object) -> bool:
+        return other is self.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _match_of(args: Sequence[Any]) -> tuple | None:
+    """What ``args == match`` checks a later launch's arguments against: a weak proxy of
+    each tensor or partition (equal only to its referent, as these compare by identity,
+    and raising ReferenceError once it is gone) and each scalar as :class:`_Same`. One C
+    comparison then tells whether a launch passes the very objects prepared for, without
+    keeping them alive. None when an argument type defines its own ``==``."""
+    out = []
+    for a in args:
+        if type(a) in _SCALARS:
+            out.append(_Same(a))
+        elif type(a).__eq__ is object.__eq__:
+            out.append(weakref.proxy(a))
+        else:
+            return None
+    return tuple(out)
+
+
+#: the borrow ledger's per-stream logs (never rebound), read on every prepared launch
+_LOGS = LEDGER._logs
 #: whether repeated launches call cuLaunchKernel directly (False: cuda.core.launch)
 _DRIVER_LAUNCH = [os.environ.get("TILELAB_LAUNCH", "driver") != "cuda.core"]
 _SUCCESS: list = [None]
@@ -355,10 +414,7 @@ def _default_gpu():
     if _cuLaunchKernel[0] is None:
         _SUCCESS[0] = driver.CUresult.CUDA_SUCCESS
         _cuLaunchKernel[0] = driver.cuLaunchKernel
-    g = gpu()
-    if getattr(g, "stream_cu", None) is None:
-        g.stream_cu = g.stream.handle
-    return g
+    return gpu()
 
 
 def _scalar_ctype(dtype: str, value: Any):
@@ -396,14 +452,14 @@ def _native(args: Sequence[Any]) -> bool:
 class _GpuLaunch:
     """Everything one GPU launch needs, prepared once: the next launch with the very same
     argument objects (tensors and partitions are immutable) only re-checks that they are
-    alive and unfreed, checks the borrow ledger, and calls the driver."""
+    those objects and unfreed, checks the borrow ledger, and calls the driver."""
 
-    __slots__ = ("launcher", "definition", "helpers", "name", "refs", "scalars", "storages",
-                 "claims", "words", "config", "kernel", "epoch", "free_epoch", "fault",
-                 "params", "grid", "handle", "gpu", "spaces")
+    __slots__ = ("launcher", "definition", "helpers", "name", "match", "storages", "claims",
+                 "words", "config", "kernel", "epoch", "free_epoch", "fault", "params",
+                 "grid", "handle", "gpu", "tls", "argv", "info", "pin", "caller")
 
     def __init__(self, launcher: Launcher, plan: LaunchPlan, args: Sequence[Any],
-                 norm: list[Any], grid: tuple, claims: list):
+                 norm: list[Any], grid: tuple, claims: list, cache: bool = False):
         from cuda.core import LaunchConfig
 
         from tilelab.runtime.memory import FREE_EPOCH
@@ -412,14 +468,13 @@ class _GpuLaunch:
         self.definition = launcher.definition
         self.helpers = launcher.definition.analysis.helpers
         self.name = launcher.definition.name
-        self.refs = tuple(weakref.ref(a) for a in args if type(a) not in _SCALARS)
-        self.scalars = tuple(a for a in args if type(a) in _SCALARS)  # keeps their ids
+        #: None: made for one launch only (not in the kernel's cache of prepared launches)
+        self.match = _match_of(args) if cache else None
         tensors = [t for t in map(_tensor_of, norm) if t is not None]
         # weak: a prepared launch must not keep memory alive after its tensors are gone
         self.storages = tuple(weakref.ref(st) for st in
                               {id(t.storage): t.storage for t in tensors}.values())
         self.claims = claims
-        self.spaces = tuple({c[0] for c in claims})
         self.words = tuple(launcher.words(plan, norm))
         self.config = LaunchConfig(grid=grid, block=(1, 1, 1))
         self.kernel = plan.cu_kernel
@@ -431,16 +486,25 @@ class _GpuLaunch:
         # pointers to values), so that a repeated launch converts nothing.
         self.params = _pack_params(plan, norm)
         self.handle = plan.cu_kernel.handle
-        self.gpu = _default_gpu()
+        self.gpu = g = _default_gpu()
+        #: the GPU's per-thread "context is current" flag (GPU.make_current sets it)
+        self.tls = g._current
+        # cuLaunchKernel's arguments for tilelab's default stream, handles as plain ints
+        # (cuda-bindings converts those faster than its handle objects)
+        self.argv = (int(self.handle), *grid, 1, 1, 1, 0, g.stream_handle, self.params[0], 0)
+        #: what its launch records on tilelab's default stream share
+        self.info = LaunchInfo(self.name, g.stream_handle, None, g.stream, claims)
+        self.pin = _dead_ref
+        #: the code that made the last async launch, known to lie outside tilelab
+        self.caller = None
 
     def valid(self) -> bool:
-        """Whether the prepared launch still describes these arguments exactly."""
+        """Whether the prepared launch still holds (helpers unchanged, no argument freed,
+        no unchecked block or graph capture open); ``run`` asks only when one of those
+        may have changed. Whether the arguments are the same objects is ``run``'s check."""
         if self.epoch != self.definition.helper_epoch or (
                 self.helpers.bindings and self.helpers.changed()):
             return False
-        for r in self.refs:
-            if r() is None:
-                return False
         if self.free_epoch != _FREE_EPOCH[0]:
             for ref in self.storages:
                 st = ref()
@@ -451,27 +515,48 @@ class _GpuLaunch:
             return checks_enabled() and capture.current_graph() is None
         return True
 
-    def run(self, stream: Any, sync: bool) -> Any:
+    def run(self, args: tuple, stream: Any, sync: bool, fresh: bool = False) -> Any:
+        """Launch with ``args`` (the objects this was prepared for; ``fresh``: just
+        prepared for them, so unchecked); returns None (sync), a Future (async), or
+        ``_STALE`` having launched nothing when this does not describe ``args`` anymore.
+
+        This is every repeated launch's host path, so it is written flat: no call it
+        can avoid, the rare conditions tested first by one cheap comparison each.
+        """
+        if not fresh:
+            try:
+                if args != self.match:   # not the very objects (see _match_of)
+                    return _STALE
+            except ReferenceError:       # an argument it was made for is gone
+                return _STALE
+            if (self.epoch != self.definition.helper_epoch or _SPECIAL_MODES[0]
+                    or self.free_epoch != _FREE_EPOCH[0] or self.helpers.bindings) \
+                    and not self.valid():
+                return _STALE
         if stream is None:
             g = self.gpu
-            g.make_current()
-            s, key, sh = g.stream, g.stream_handle, g.stream_cu
+            try:
+                self.tls.ok   # noqa: B018 - set once the context is current on this thread
+            except AttributeError:
+                g.make_current()
+            s = g.stream
+            key = g.stream_handle
+            argv = self.argv
         else:
             from tilelab.runtime.streams import resolve_stream, stream_key
 
             s = resolve_stream(stream)
             key = stream_key(s)
-            sh = s.handle
-        if LEDGER._pending:
+            argv = self.argv[:8] + (int(s.handle),) + self.argv[9:]
+        logs = _LOGS
+        if logs and (len(logs) != 1 or key not in logs):  # other streams have pending work
             LEDGER.check_launch(self.name, self.claims, key)
         if _DRIVER_LAUNCH[0]:
-            gx, gy, gz = self.grid
             try:
-                err = _cuLaunchKernel[0](self.handle, gx, gy, gz, 1, 1, 1, 0, sh,
-                                         self.params[0], 0)[0]
+                err = _cuLaunchKernel[0](*argv)[0]
             except TypeError:  # a cuda-bindings without this signature: use cuda.core
                 _DRIVER_LAUNCH[0] = False
-                return self.run(stream, sync)
+                return self.run(args, stream, sync, True)
             if err != _SUCCESS[0]:
                 raise LaunchError(f"launch of {self.name!r} (grid {self.grid}) failed: "
                                   f"{getattr(err, 'name', err)}")
@@ -489,11 +574,31 @@ class _GpuLaunch:
             except Exception as e:
                 raise self.fault(e) from None
             return None
-        f = sys._getframe(1)
-        while f.f_code.co_filename.startswith(_PKG_DIR):  # the user's launching line
-            f = f.f_back
-        rec = LaunchRecord(self.name, ((f.f_code.co_filename, f.f_lineno),), key, None,
-                           [r() for r in self.refs], s)
-        # the pending launch keeps its arguments (and so their memory) alive
-        LEDGER.add(rec, self.claims, None, self.spaces)
+        # the user's launching line, as (code, instruction offset): frame 1 is tilelab's
+        # (Kernel.launch_async or Launcher.launch); its line is looked up only for a message
+        f = _getframe(2)
+        code = f.f_code
+        if code is not self.caller:   # (a repeat from the same code needs no walk)
+            while code.co_filename.startswith(_PKG_DIR) and f.f_back is not None:
+                f = f.f_back
+                code = f.f_code
+            if not code.co_filename.startswith(_PKG_DIR):
+                self.caller = code
+        # the record keeps the arguments (and so their memory) alive while it is pending;
+        # the pending launches share one _Pin of them
+        pin = self.pin()
+        if pin is None:
+            pin = _Pin(args)
+            self.pin = weakref.ref(pin)
+        info = self.info
+        if key != info.stream:  # another stream (not kept: it must not outlive its user)
+            info = LaunchInfo(self.name, key, None, s, self.claims)
+        rec = PreparedRecord(info, code, f.f_lasti, pin)
+        log = _LOGS.get(key)
+        if log is None:
+            LEDGER.push(rec)
+        else:   # LEDGER.append(log, rec), inlined
+            log.append(rec)
+            if _LOGS.get(key) is not log or not len(log) & 255:
+                LEDGER._appended(log, rec)
         return _Future(rec, self.fault)

@@ -25,6 +25,7 @@ import contextlib
 import os
 import sys
 import threading
+import types
 from typing import Any, Callable, Iterator
 
 from tilelab.errors import BorrowError
@@ -76,50 +77,78 @@ def call_site() -> str:
     return "<unknown>"
 
 
+class LaunchInfo:
+    """What a launch record shares with other launches of the same prepared launch on
+    the same stream: the kernel's name, the stream (its ledger key and, for device work,
+    the cuda.core stream), how to poll completion, and the borrows."""
+
+    __slots__ = ("borrows", "cuda_stream", "kernel", "query", "stream")
+
+    def __init__(self, kernel: str, stream: Any, query: Callable[[], bool] | None = None,
+                 cuda_stream: Any = None, borrows: Any = ()):
+        self.kernel = kernel
+        self.stream = stream
+        self.query = query
+        #: the cuda.core stream the work went to (None: finished CPU work)
+        self.cuda_stream = cuda_stream
+        self.borrows = borrows   # claims (space, lo, hi, exclusive, param)
+
+
 class LaunchRecord:
     """One pending unit of device work (a launch or a graph replay).
 
     ``query`` polls whether the work finished (without observing it); ``site`` says
     where it was launched: a string, or raw (file, line) pairs of the calling frames,
-    formatted only when an error message needs them.
+    formatted only when an error message needs them. ``kernel``, ``stream``, ``query``,
+    ``cuda_stream`` and ``borrows`` live in its :class:`LaunchInfo`.
     """
 
-    __slots__ = ("kernel", "_site", "stream", "query", "observed", "borrows", "keepalive",
-                 "orphaned", "cuda_stream", "event")
+    __slots__ = ("info", "_site", "observed", "keepalive", "orphaned", "event")
 
     def __init__(self, kernel: str, site: Any, stream: Any,
                  query: Callable[[], bool] | None = None, keepalive: Any = None,
                  cuda_stream: Any = None):
-        self.kernel = kernel
+        self.info = LaunchInfo(kernel, stream, query, cuda_stream)
         self._site = site
-        self.stream = stream
-        self.query = query
         self.observed = False
-        self.borrows: list = []   # its claims (space, lo, hi, exclusive, param)
         self.keepalive = keepalive
         self.orphaned = False
-        #: the cuda.core stream the work went to (None: finished CPU work), and the event
-        #: recorded after it there, made on first need
-        self.cuda_stream = cuda_stream
+        #: the event recorded on the stream after the work, made on first need
         self.event = None
+
+    kernel = property(lambda self: self.info.kernel)
+    stream = property(lambda self: self.info.stream)
+    query = property(lambda self: self.info.query)
+    cuda_stream = property(lambda self: self.info.cuda_stream)
+
+    @property
+    def borrows(self) -> Any:
+        return self.info.borrows
+
+    @borrows.setter
+    def borrows(self, claims: Any) -> None:
+        self.info.borrows = claims
 
     def ensure_event(self) -> Any:
         """An event recorded on the launch's stream (after the launch) — made lazily."""
         if self.event is None:
-            self.event = self.cuda_stream.record()
+            self.event = self.info.cuda_stream.record()
         return self.event
 
     def poll(self) -> bool:
         """Whether the work has finished (does not observe it)."""
-        if self.query is not None:
-            return self.query()
-        if self.cuda_stream is None:
+        info = self.info
+        if info.query is not None:
+            return info.query()
+        if info.cuda_stream is None:
             return True
         return self.ensure_event().is_done
 
     @property
     def site(self) -> str:
         s = self._site
+        if isinstance(s, types.CodeType):   # a PreparedRecord's
+            return f"{s.co_filename}:{code_line(s, self._offset)}"
         if isinstance(s, tuple):
             for fn, line in s:
                 if not fn.startswith(_PKG):
@@ -129,6 +158,34 @@ class LaunchRecord:
 
     def describe(self) -> str:
         return f"kernel {self.kernel!r} launched at {self.site}"
+
+
+class PreparedRecord(LaunchRecord):
+    """A launch of a prepared launch (``launch.py``'s repeated-launch path): its shared
+    :class:`LaunchInfo`, and where it was launched as the launching frame's code object
+    and instruction offset (a launch then reads no line table). A constructor of its own
+    because one is made on every async launch."""
+
+    __slots__ = ("_offset",)
+
+    def __init__(self, info: LaunchInfo, code: types.CodeType, offset: int,
+                 keepalive: Any):
+        self.info = info
+        self._site = code
+        self._offset = offset
+        self.observed = False
+        self.keepalive = keepalive
+        self.orphaned = False
+        self.event = None
+
+
+def code_line(code: types.CodeType, offset: int) -> int:
+    """The source line of the instruction at byte ``offset`` of ``code`` (what
+    ``frame.f_lineno`` says for a frame stopped there, computed only when asked)."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end and line is not None:
+            return line
+    return code.co_firstlineno
 
 
 def raw_site() -> tuple:
@@ -148,29 +205,50 @@ class Ledger:
 
     Launches on one stream finish in order, so observing a launch complete observes
     every earlier launch of its stream too: ``observe`` releases the stream's log up to
-    and including it. A record's borrows are its claims ``(space, lo, hi, exclusive,
-    param)``: absolute byte addresses [lo, hi) in a memory space (``("cpu",)`` or
+    and including it. (The log's order is the order of registration, which follows each
+    launch's driver call; a record is observed through an event recorded on its stream
+    only after it was registered, so that event also covers every launch registered
+    before it.) A record's borrows are its claims ``(space, lo, hi, exclusive, param)``:
+    absolute byte addresses [lo, hi) in a memory space (``("cpu",)`` or
     ``("cuda", device_id)``). Keying by address rather than by tensor object makes two
     wrappers of the same memory conflict as they should. Registering a launch is an
     append; the checks scan only what is pending.
+
+    Threads: everything that removes records or logs holds the lock, and iterates a log
+    only by popping from its left or over a copy. Registering a launch on a stream that
+    has a log is a lock-free ``deque.append`` (atomic under the GIL; see
+    :meth:`append`), for prepared launches. An empty log is unregistered (only under the
+    lock); an append racing with that is caught from both sides: the remover re-checks
+    the log after removing it and puts it back if it is not empty, and the appender
+    re-checks after appending that its log is still the registered one and re-registers
+    it otherwise (:meth:`_appended`).
     """
 
     LOG_LIMIT = 4096  # past this many unobserved launches on a stream, poll its tail
 
     def __init__(self):
         self._lock = threading.RLock()
+        #: stream key -> its unobserved records in registration order. A stream without
+        #: pending work has no entry: an empty dict means nothing is pending. Never
+        #: rebound (launch.py's prepared launches keep a reference to it).
         self._logs: dict[Any, collections.deque] = {}
-        self._pending = 0
 
     # ---- bookkeeping -------------------------------------------------------------
     @property
     def pending_count(self) -> int:
-        return self._pending
+        return len(self.pending_records())
 
-    def _drop(self, rec: LaunchRecord) -> None:
+    @staticmethod
+    def _drop(rec: LaunchRecord) -> None:
         rec.observed = True
         rec.keepalive = None
-        self._pending -= 1
+
+    def _unregister(self, key: Any, log: collections.deque) -> None:
+        """Remove an empty log (lock held); put it back if an append raced in."""
+        if self._logs.get(key) is log:
+            del self._logs[key]
+            if log:
+                self._logs[key] = log
 
     def observe(self, rec: LaunchRecord) -> None:
         """The user has seen ``rec`` complete: release it and everything launched before
@@ -178,28 +256,29 @@ class Ledger:
         with self._lock:
             if rec.observed:
                 return
-            log = self._logs.get(rec.stream)
+            key = rec.stream
+            log = self._logs.get(key)
             if log is None:
                 self._drop(rec)
                 return
-            if rec.stream is None:   # unordered: only this record
+            if key is None:   # unordered: only this record
                 try:
                     log.remove(rec)
                 except ValueError:
                     pass
                 self._drop(rec)
             else:
+                popleft = log.popleft
                 while log:
-                    r = log.popleft()
-                    if not r.observed:
-                        self._drop(r)
+                    r = popleft()
+                    r.observed = True
+                    r.keepalive = None
                     if r is rec:
                         break
                 else:
-                    if not rec.observed:
-                        self._drop(rec)
+                    self._drop(rec)
             if not log:
-                del self._logs[rec.stream]
+                self._unregister(key, log)
 
     def orphan(self, rec: LaunchRecord) -> None:
         """A future was dropped unobserved: its launch keeps its memory alive until a
@@ -221,16 +300,18 @@ class Ledger:
     def observe_all(self) -> None:
         """After a device-wide synchronize: every pending record is complete."""
         with self._lock:
-            for log in self._logs.values():
-                for r in log:
-                    if not r.observed:
-                        self._drop(r)
-            self._logs.clear()
-            self._pending = 0
+            for key, log in list(self._logs.items()):
+                popleft = log.popleft
+                while log:
+                    r = popleft()
+                    r.observed = True
+                    r.keepalive = None
+                self._unregister(key, log)
 
     def pending_records(self) -> list[LaunchRecord]:
         with self._lock:
-            return [r for log in self._logs.values() for r in log if not r.observed]
+            return [r for log in list(self._logs.values()) for r in list(log)
+                    if not r.observed]
 
     # ---- checks ------------------------------------------------------------------
     def _conflicts(self, records, space: Any, lo: int, hi: int, excl: bool):
@@ -248,9 +329,9 @@ class Ledger:
                      stream: Any) -> None:
         """Raise BorrowError if a claim (space, lo, hi, exclusive, param) conflicts with
         a pending launch on another stream."""
-        if not self._pending or not checks_enabled():
-            return
         logs = self._logs
+        if not logs or not checks_enabled():
+            return
         if stream is not None and len(logs) == 1 and stream in logs:
             return  # only this stream has pending work: ordered by the stream
         with self._lock:
@@ -274,19 +355,48 @@ class Ledger:
         rec.borrows = claims
         if keepalive is not None:
             rec.keepalive = keepalive
+        self.push(rec)
+
+    def push(self, rec: LaunchRecord) -> None:
+        """Register a record that carries its borrows and keepalive already (after
+        check_launch passed)."""
+        log = self._logs.get(rec.stream)
+        if log is None:
+            with self._lock:
+                log = self._logs.get(rec.stream)
+                if log is None:
+                    log = self._logs[rec.stream] = collections.deque()
+        self.append(log, rec)
+
+    def append(self, log: collections.deque, rec: LaunchRecord) -> None:
+        """Append ``rec`` to ``log``, the log registered for ``rec.stream``, without the
+        lock. (Prepared launches inline this; keep the two alike.)"""
+        log.append(rec)
+        if self._logs.get(rec.stream) is not log or not len(log) & 255:
+            self._appended(log, rec)
+
+    def _appended(self, log: collections.deque, rec: LaunchRecord) -> None:
+        """The rare half of :meth:`append`: re-register ``log`` if it was unregistered
+        meanwhile (its records then go after those of the stream's new log, which is
+        registration order), and poll a very long log."""
+        key = rec.stream
         with self._lock:
-            log = self._logs.get(rec.stream)
-            if log is None:
-                log = self._logs[rec.stream] = collections.deque()
-            log.append(rec)
-            self._pending += 1
-            if len(log) > self.LOG_LIMIT and not len(log) & 255:
-                self._relieve(log)
+            cur = self._logs.get(key)
+            if cur is not log:
+                if cur is None:
+                    if log:
+                        self._logs[key] = log
+                else:
+                    while log:
+                        cur.append(log.popleft())
+                    log = cur
+        if len(log) > self.LOG_LIMIT:
+            self._relieve(log)
 
     def _relieve(self, log: collections.deque) -> None:
         """A long unobserved log: if the stream has finished it all, release it."""
-        tail = log[-1]
         try:
+            tail = log[-1]   # (another thread may have emptied the log meanwhile)
             if tail.cuda_stream is not None and tail.poll():
                 self.observe(tail)
         except Exception:
@@ -294,7 +404,7 @@ class Ledger:
 
     def check_host(self, space: Any, lo: int, hi: int, *, write: bool, what: str) -> None:
         """Raise BorrowError if host code may not touch bytes [lo, hi) now."""
-        if not self._pending or not checks_enabled():
+        if not self._logs or not checks_enabled():
             return
         with self._lock:
             for log in list(self._logs.values()):
