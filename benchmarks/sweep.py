@@ -29,6 +29,10 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cuda.tile as ct  # noqa: E402
+
+import tilelab as tl  # noqa: E402
+
 QWEN = (("q_proj", 4096, 4096), ("k_proj", 1024, 4096), ("gate_proj", 12288, 4096),
         ("down_proj", 4096, 12288))
 
@@ -304,6 +308,46 @@ def run_attention(torch, tl, ns, res: dict) -> None:
         del q, k, v, o, ref
 
 
+def softmax_rows_persistent(y: tl.Out, x: tl.In):
+    """A candidate for the library: one-pass softmax where each of a fixed set of blocks
+    loops over whole rows, so the compiler may overlap one row's loads with the previous
+    row's math (the library form gives each block one row)."""
+    for t in y.tiles():
+        m, n = y.tile_index_of(t)
+        v = ct.load(x, index=(m, n), shape=y.tile_shape,
+                    padding_mode=ct.PaddingMode.NEG_INF).astype(ct.float32)
+        e = ct.exp(v - ct.max(v, axis=1, keepdims=True))
+        y.store((e / ct.sum(e, axis=1, keepdims=True)).astype(y.dtype), at=t)
+
+
+def _persistent_softmax_kernel(occupancy):
+    return tl.kernel(occupancy=occupancy)(softmax_rows_persistent)
+
+
+def run_softmax_persistent(torch, tl, ns, res: dict) -> None:
+    from tilelab.runtime.device import gpu
+
+    rows_out = res.setdefault("softmax_persistent", [])
+    r, c = 16384, 8192
+    x = torch.randn(r, c, device="cuda", dtype=torch.bfloat16) * 2
+    o = torch.empty_like(x)
+    tx, to = tl.from_dlpack(x), tl.from_dlpack(o)
+    sms = gpu().num_sms
+    space = [{"occupancy": occ, "blocks_per_sm": b} for occ in (4, None, 2)
+             for b in (1, 2, 4, 8)]
+    kernels = {}
+
+    def make(cfg):
+        occ = cfg["occupancy"]
+        k = kernels.get(occ) or kernels.setdefault(occ, _persistent_softmax_kernel(occ))
+        part = to.partition((1, c), schedule=tl.persistent(num_blocks=sms * cfg["blocks_per_sm"]))
+        return lambda: k.launch_async(part, tx)
+    rows_out.append(time_configs(torch, tl, f"softmax_persistent/bfloat16/{r}x{c}",
+                                 lambda: torch.softmax(x, -1), make, space, o,
+                                 torch.softmax(x.float(), -1), 2e-2, ns.rep, 0,
+                                 2 * x.numel() * 2))
+
+
 def run_memory(torch, tl, ns, res: dict) -> None:
     from tilelab.kernels.elementwise import add
     from tilelab.kernels.norms import rms_norm
@@ -389,9 +433,8 @@ def main() -> int:
     ns = ap.parse_args()
 
     import torch
-
-    import tilelab as tl
     from suite_env import env_info
+
     from tilelab.runtime.device import gpu
 
     torch.cuda.set_stream(torch.cuda.ExternalStream(gpu().stream_handle))
@@ -401,7 +444,7 @@ def main() -> int:
                                      f"median of {ns.rep} after 3 warm-up calls; library "
                                      "calls with sync=False into a preallocated out="}
     runners = {"gemm": run_gemm, "decode": run_decode, "attention": run_attention,
-               "memory": run_memory}
+               "memory": run_memory, "softmax_persistent": run_softmax_persistent}
     for g in ns.groups.split(","):
         t0 = time.time()
         try:

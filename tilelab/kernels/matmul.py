@@ -145,22 +145,22 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     the GEMV kernel and M <= 16 tm = 16 tiles, both in one launch (split-K stays in
     :func:`search_space`).
     ``b_transposed``: B is the ``.T`` view of an (N, K) weight; M = 1 then streams
-    whole weight rows (``gemv_rows_kernel``), ``tn`` rows per block, at least two
-    blocks per SM.
+    whole weight rows (``gemv_rows_kernel``), ``tn`` rows per block.
 
     Example:
         >>> default_config(8192, 8192, 8192).schedule, default_config(1, 4096, 4096).schedule
         ('persistent', 'gemv')
         >>> default_config(1, 4096, 4096, b_transposed=True).tn
-        8
+        16
     """
     name = _dtype_name(dtype)
     if m == 1 and b_transposed:
+        # 16 weight rows of 512 per step, two blocks per SM: the fastest of 24 configs
+        # on the H200 for q/o, gate/up and down (sweep3_h200_*.json); 4 rows when 16
+        # would leave SMs without a block (k/v, N = 1024)
         tk = {"float32": 256}.get(name, 1024 if name in _FP8 else 512)
-        tn = 16
-        while tn > 1 and -(-n // tn) < 2 * num_sms:
-            tn //= 2
-        return MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv")
+        tn = 16 if n // 16 >= num_sms else 4
+        return MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv", occupancy=2)
     # Skinny problems read B once and are bound by memory: on the H200 one launch with
     # no split-K was fastest for every Qwen3-8B projection at M = 1 and 16, with wide
     # tiles only when they still give half the SMs a block (sweep_h200_*.json).
