@@ -180,8 +180,9 @@ def _mirror_gemm(best: dict, case: Any) -> tuple[dict, dict] | None:
 def _mirror_attention(best: dict, case: Any) -> tuple[dict, dict] | None:
     cfg = best.get("config")
     if cfg is None:
-        cfg = _lib("tilelab.kernels.attention", "default_attention_config")(case.params["D"])
-    bare = cfg.with_(latency_k=None, latency_v=None, occupancy=None)
+        cfg = _lib("tilelab.kernels.attention", "default_attention_config")(
+            case.params["D"], kv_len=case.params["S"])
+    bare = cfg.with_(latency_k=None, latency_v=None, occupancy=None, num_worker_warps=None)
     return {"bm": bare.bm, "bn": bare.bn}, (best if bare == cfg else {"config": bare})
 
 

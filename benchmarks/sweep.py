@@ -65,19 +65,24 @@ def gemm_space(m: int, n: int, k: int) -> list[dict]:
                 dict(tm=128, tn=64, tk=64, schedule="splitk", split_k=2),
                 dict(tm=64, tn=128, tk=64, schedule="splitk", split_k=4)]
         return out
+    # (sweep 1 also timed 128x256 / 256x128 without worker warps (they spill: 10-16x
+    # slower), tk 128, latency 4, group_m 16, occupancy 1: none won; see
+    # results/sweep_h200_2026-11-30.json)
+    out.append({"tm": 128, "tn": 128, "tk": 64, "schedule": "persistent"})
     for tm, tn in ((128, 128), (128, 256), (256, 128)):
         for sched in ("grouped", "persistent"):
-            out.append(dict(tm=tm, tn=tn, tk=64, schedule=sched))
-    out += [dict(tm=128, tn=256, tk=64, schedule="grouped", num_ctas=2),
-            dict(tm=256, tn=128, tk=64, schedule="grouped", num_ctas=2),
-            dict(tm=128, tn=128, tk=64, schedule="grouped", num_ctas=2),
-            dict(tm=128, tn=256, tk=64, schedule="persistent", num_ctas=2),
-            dict(tm=128, tn=128, tk=128, schedule="persistent"),
-            dict(tm=128, tn=256, tk=64, schedule="grouped", group_m=16),
-            dict(tm=128, tn=256, tk=64, schedule="grouped", occupancy=1),
-            dict(tm=128, tn=128, tk=64, schedule="persistent", latency=4),
-            dict(tm=64, tn=256, tk=64, schedule="grouped"),
-            dict(tm=128, tn=256, tk=32, schedule="grouped")]
+            out.append({"tm": tm, "tn": tn, "tk": 64, "schedule": sched,
+                        "num_worker_warps": 8})
+    out += [{"tm": 128, "tn": 256, "tk": 64, "schedule": "grouped", "num_worker_warps": 8,
+             "num_ctas": 2},
+            {"tm": 256, "tn": 128, "tk": 64, "schedule": "grouped", "num_worker_warps": 8,
+             "num_ctas": 2},
+            {"tm": 128, "tn": 256, "tk": 64, "schedule": "persistent",
+             "num_worker_warps": 8, "num_ctas": 2},
+            {"tm": 128, "tn": 128, "tk": 128, "schedule": "persistent",
+             "num_worker_warps": 8},
+            {"tm": 128, "tn": 256, "tk": 64, "schedule": "grouped", "num_worker_warps": 8,
+             "group_m": 16}]
     return out
 
 
@@ -95,13 +100,13 @@ def gemv_space(n: int, k: int) -> list[dict]:
 
 
 def attention_space() -> list[dict]:
-    out = []
-    for bm, bn in ((128, 64), (64, 64), (64, 128)):
-        for occ in (2, 3, 4):
-            out.append({"bm": bm, "bn": bn, "occupancy": occ})
+    out = [{"bm": 64, "bn": 128, "occupancy": 2}]
+    for bm, bn in ((128, 128), (128, 64), (64, 128), (256, 64), (256, 128), (128, 256)):
+        out.append({"bm": bm, "bn": bn, "num_worker_warps": 8})
     for lk, lv in ((2, 4), (4, 4)):
-        out.append({"bm": 64, "bn": 128, "occupancy": 2, "latency_k": lk, "latency_v": lv})
-    out.append({"bm": 64, "bn": 256, "occupancy": 2})
+        out.append({"bm": 128, "bn": 128, "num_worker_warps": 8, "latency_k": lk,
+                    "latency_v": lv})
+    out.append({"bm": 128, "bn": 128, "num_worker_warps": 4})
     return out
 
 

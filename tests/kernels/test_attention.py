@@ -243,6 +243,17 @@ def test_every_searched_config_attends(seed):
         check(at.attention(q, k, v, causal=True, config=cfg), want, TOL["bfloat16"])
 
 
+def test_long_sequences_default_to_the_warp_specialized_kernel():
+    """From 4096 keys the default asks tileiras for 8 worker warps; that kernel
+    attends like any other (interpreted here on a small problem)."""
+    cfg = at.default_attention_config(128, kv_len=4096)
+    assert (cfg.bm, cfg.bn, cfg.num_worker_warps) == (128, 256, 8)
+    assert at.default_attention_config(128, kv_len=1024).num_worker_warps is None
+    q, k, v = qkv(1, 2, 1, 40, 40, 64, seed=3)
+    got = at.attention(q, k, v, config=AttentionConfig(bm=16, bn=16, num_worker_warps=8))
+    check(got, attention_ref(q, k, v), TOL["bfloat16"])
+
+
 def test_empty_results_need_no_launch():
     assert at.plan_attention(_z((0, 2, 8, 64)), _z((0, 1, 8, 64)),
                              _z((0, 1, 8, 64))).launches == []
@@ -255,6 +266,8 @@ def test_empty_results_need_no_launch():
 @pytest.mark.parametrize("make,msg", [
     (lambda: AttentionConfig(bm=48), "power of two"),
     (lambda: AttentionConfig(latency_k=0), "latency_k"),
+    (lambda: AttentionConfig(num_worker_warps=6), "num_worker_warps=6 must be a power of two"),
+    (lambda: AttentionConfig(num_worker_warps=64), "num_worker_warps=64 must be an int in"),
     (lambda: DecodeConfig(num_splits=0), "num_splits"),
     (lambda: DecodeConfig(combine_chunk=3), "power of two"),
 ])
@@ -269,12 +282,14 @@ def test_config_validation(make, msg):
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_sm90_flash_attention_spec(causal):
-    """B=8 H=32 S=4096 D=128 bf16: HGMMA for QK^T and PV, TMA loads, no spills."""
+    """B=8 H=32 S=4096 D=128 bf16: HGMMA for QK^T and PV, TMA loads, no spills; the
+    default there is warp-specialized (8 worker warps: 384 threads)."""
     (art,) = at.compile_attention(8, 32, 4096, 128, causal=causal, arch="sm_90")
     ops = mma_ops(art)
     assert any(op.startswith("HGMMA") and op.endswith("BF16") for op in ops), ops
     assert remarked(art, "TMA Load")
     assert spills(art) <= 16
+    assert art.resources.threads_per_block == 384
 
 
 def test_sm90_decode_spec():

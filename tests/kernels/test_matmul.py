@@ -334,6 +334,7 @@ def test_default_config_choices():
     ({"group_m": 0}, "positive int"), ({"split_k": 0}, "positive int"),
     ({"latency": 11}, "latency hint"), ({"occupancy": 0}, "1..32"),
     ({"num_ctas": 3}, "power of"), ({"num_blocks": 0}, "num_blocks"),
+    ({"num_worker_warps": 12}, "num_worker_warps=12 must be a power of two up to 32"),
     ({"schedule": "gemv"}, "tm=1")])
 def test_config_validation(kwargs, msg):
     with pytest.raises(ValueError, match=msg):

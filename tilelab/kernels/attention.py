@@ -75,11 +75,12 @@ class AttentionConfig:
 
     ``bm``: query rows per block; ``bn``: keys per inner step (powers of two);
     ``latency_k``, ``latency_v``: cuTile load latency hints (1..10, None: inferred);
-    ``occupancy``: blocks per SM hint.
+    ``occupancy``: blocks per SM hint; ``num_worker_warps``: cuTile's worker-warp hint
+    (8 warp-specializes the kernel on sm_90).
 
     Example:
-        >>> AttentionConfig(bm=64).with_(bn=32)
-        AttentionConfig(bm=64, bn=32, latency_k=None, latency_v=None, occupancy=None)
+        >>> AttentionConfig(bm=64).with_(bn=32).bn
+        32
     """
 
     bm: int = 128
@@ -87,6 +88,7 @@ class AttentionConfig:
     latency_k: int | None = None
     latency_v: int | None = None
     occupancy: int | None = None
+    num_worker_warps: int | None = None
 
     def __post_init__(self):
         for name in ("bm", "bn"):
@@ -96,6 +98,10 @@ class AttentionConfig:
         _check_hint("AttentionConfig", "latency_k", self.latency_k, 1, 10)
         _check_hint("AttentionConfig", "latency_v", self.latency_v, 1, 10)
         _check_hint("AttentionConfig", "occupancy", self.occupancy, 1, 32)
+        _check_hint("AttentionConfig", "num_worker_warps", self.num_worker_warps, 1, 32)
+        if self.num_worker_warps is not None and not _pow2(self.num_worker_warps):
+            raise ValueError(f"AttentionConfig.num_worker_warps={self.num_worker_warps!r} "
+                             "must be a power of two")
 
     def with_(self, **changes: Any) -> "AttentionConfig":
         """A copy with some fields changed.
@@ -150,19 +156,28 @@ class DecodeConfig:
         return dataclasses.replace(self, **changes)
 
 
-def default_attention_config(head_dim: int, causal: bool = False) -> AttentionConfig:
-    """Hopper defaults (no register spills on sm_90): 128 query rows and 128 keys per
-    step for head_dim <= 64; for larger heads 64 query rows, 128 keys per step and two
-    blocks per SM — the fastest of 18 configurations on the H200 at sequence lengths
-    1K and 4K, within 1% of the best at 8K (benchmarks/results/sweep_h200_*.json; the
-    occupancy hint alone is worth 1.3-1.6x).
+def default_attention_config(head_dim: int, causal: bool = False,
+                             kv_len: int | None = None) -> AttentionConfig:
+    """Hopper defaults (no register spills on sm_90), from sweeps on the H200
+    (benchmarks/results/sweep*_h200_*.json):
+
+    * head_dim <= 64: 128 query rows and 128 keys per step;
+    * larger heads: 64 query rows, 128 keys per step and two blocks per SM (the
+      occupancy hint alone is worth 1.3-1.6x), the fastest at 1K keys;
+    * from 4096 keys (``kv_len``): 128 query rows, 256 keys per step and 8 worker warps,
+      which tileiras turns into a warp-specialized kernel (a producer warpgroup and two
+      consumers): 4% faster at 4K keys, 1% at 8K.
 
     Example:
         >>> default_attention_config(128).bm, default_attention_config(128).bn
         (64, 128)
+        >>> default_attention_config(128, kv_len=8192).num_worker_warps
+        8
     """
     if head_dim <= 64:
         return AttentionConfig(bm=128, bn=128)
+    if kv_len is not None and kv_len >= 4096:
+        return AttentionConfig(bm=128, bn=256, num_worker_warps=8)
     return AttentionConfig(bm=64, bn=128, occupancy=2)
 
 
@@ -181,6 +196,8 @@ def attention_search_space(head_dim: int) -> list[AttentionConfig]:
                 cfg = AttentionConfig(bm, bn, lat[0], lat[1], occ)
                 if cfg not in space:
                     space.append(cfg)
+    for bm, bn in ((128, 128), (128, 256), (256, 64)):   # warp-specialized
+        space.append(AttentionConfig(bm, bn, num_worker_warps=8))
     return space
 
 
@@ -282,7 +299,7 @@ def flash_attention_kernel(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: fl
             s = ct.where(ok, s, -math.inf)
         m_i, l_i, acc = _softmax_step(s, m_i, l_i, acc, _load_v(v, b, hk, j, BN, dp, LAT_V),
                                       qk_scale)
-    o.store(ct.reshape((acc / l_i).astype(o.dtype), (1, bm, dp)))
+    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
 
 
 @tl.kernel
@@ -369,16 +386,17 @@ def decode_combine_kernel(o: tl.Out, po: tl.In, plse: tl.In, SC: ct.Constant[int
     o.store(ct.reshape(out.astype(o.dtype), (1, gc, DP)))
 
 
-def _variant(kernel: tl.Kernel, occupancy: int | None) -> tl.Kernel:
-    """``kernel`` itself, or a copy compiled with this occupancy hint."""
-    if occupancy is None:
+def _variant(kernel: tl.Kernel, occupancy: int | None,
+             num_worker_warps: int | None = None) -> tl.Kernel:
+    """``kernel`` itself, or a copy compiled with these cuTile hints."""
+    if occupancy is None and num_worker_warps is None:
         return kernel
-    return _hinted(kernel.__wrapped__, occupancy)
+    return _hinted(kernel.__wrapped__, occupancy, num_worker_warps)
 
 
 @functools.lru_cache(maxsize=None)
-def _hinted(fn: Callable, occupancy: int) -> tl.Kernel:
-    return tl.kernel(occupancy=occupancy)(fn)
+def _hinted(fn: Callable, occupancy: int | None, num_worker_warps: int | None) -> tl.Kernel:
+    return tl.kernel(occupancy=occupancy, num_worker_warps=num_worker_warps)(fn)
 
 
 # ======================================================================================
@@ -444,7 +462,7 @@ def _attention_launches(cfg: AttentionConfig, o3: Any, q: Any, k: Any, v: Any,
                         scale: float, causal: bool) -> list[tuple]:
     """The flash-attention launch; ``o3`` is the (B*H, Sq, D) output view (or spec)."""
     dp = _next_pow2(q.shape[-1])
-    return [(_variant(flash_attention_kernel, cfg.occupancy),
+    return [(_variant(flash_attention_kernel, cfg.occupancy, cfg.num_worker_warps),
              (o3.partition((1, cfg.bm, dp)), q, k, v, scale * LOG2E,
               k.shape[2] - q.shape[2], cfg.bn, bool(causal), cfg.latency_k or 0,
               cfg.latency_v or 0))]
@@ -476,7 +494,7 @@ def plan_attention(q: Any, k: Any, v: Any, *, causal: bool = False,
     if config is not None and not isinstance(config, AttentionConfig):
         raise TypeError(f"{who}: config must be an AttentionConfig, got "
                         f"{type(config).__name__}")
-    cfg = config or default_attention_config(d, causal)
+    cfg = config or default_attention_config(d, causal, skv)
     s = _scale(scale, d, who)
     o = _out(out, q.shape, q.dtype.name, q.device, who)
     if bsz * heads * sq == 0:
@@ -621,7 +639,7 @@ def compile_attention(batch: int, heads: int, seq: int, head_dim: int, *,
     q = tl.spec((batch, heads, seq, head_dim), dtype)
     kv = tl.spec((batch, hk, skv, head_dim), dtype)
     o3 = tl.spec((batch * heads, seq, head_dim), dtype)
-    cfg = config or default_attention_config(head_dim, causal)
+    cfg = config or default_attention_config(head_dim, causal, skv)
     return [kern.compile(*args, arch=arch)
             for kern, args in _attention_launches(cfg, o3, q, kv, kv,
                                                   1.0 / math.sqrt(head_dim), causal)]

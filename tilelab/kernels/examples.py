@@ -54,7 +54,8 @@ def softmax(y: tl.Out, x: tl.In):
     t = ct.load(x, index=y.tile_index, shape=y.tile_shape,
                 padding_mode=ct.PaddingMode.NEG_INF).astype(ct.float32)
     e = ct.exp(t - ct.max(t, axis=1, keepdims=True))
-    y.store((e / ct.sum(e, axis=1, keepdims=True)).astype(y.dtype))
+    # multiply by the reciprocal of the row sum: one division per row, not per element
+    y.store((e * (1.0 / ct.sum(e, axis=1, keepdims=True))).astype(y.dtype))
 
 
 @tl.kernel

@@ -74,7 +74,9 @@ class MatmulConfig:
     persistent blocks (None: one per SM); ``split_k``: K slices for ``splitk``/``gemv``;
     ``latency``: cuTile's load latency hint (1..10) for the A/B loads, None lets the
     compiler infer it (tileiras picks the pipeline depth itself: cuTile exposes no
-    ``num_stages``); ``occupancy``, ``num_ctas``: cuTile kernel hints; ``fast_acc``:
+    ``num_stages``); ``occupancy``, ``num_ctas``, ``num_worker_warps``: cuTile kernel
+    hints (8 worker warps make tileiras warp-specialize the kernel on sm_90: a producer
+    warpgroup feeding two consumer warpgroups, 384 threads); ``fast_acc``:
     fp8 fast accumulation (Hopper).
 
     Example:
@@ -92,6 +94,7 @@ class MatmulConfig:
     latency: int | None = None
     occupancy: int | None = None
     num_ctas: int | None = None
+    num_worker_warps: int | None = None
     fast_acc: bool = False
 
     def __post_init__(self):
@@ -118,6 +121,10 @@ class MatmulConfig:
                                                and 1 <= self.occupancy <= 32):
             raise ValueError(f"MatmulConfig.occupancy={self.occupancy!r} must be 1..32 "
                              "or None")
+        if self.num_worker_warps is not None and not (_pow2(self.num_worker_warps)
+                                                      and self.num_worker_warps <= 32):
+            raise ValueError(f"MatmulConfig.num_worker_warps={self.num_worker_warps!r} must "
+                             "be a power of two up to 32, or None")
         if self.num_ctas is not None and not (_pow2(self.num_ctas) and self.num_ctas <= 16):
             raise ValueError(f"MatmulConfig.num_ctas={self.num_ctas!r} must be a power of "
                              "two up to 16, or None")
@@ -529,16 +536,19 @@ def gemv_rows_kernel(c: tl.Out, a: tl.In, w: tl.In, bias: tl.In, res: tl.In, alp
     c.store(out.astype(c.dtype))
 
 
-def _variant(kernel: tl.Kernel, occupancy: int | None, num_ctas: int | None) -> tl.Kernel:
+def _variant(kernel: tl.Kernel, occupancy: int | None, num_ctas: int | None,
+             num_worker_warps: int | None = None) -> tl.Kernel:
     """``kernel`` itself, or a copy compiled with these cuTile hints."""
-    if occupancy is None and num_ctas is None:
+    if occupancy is None and num_ctas is None and num_worker_warps is None:
         return kernel
-    return _hinted(kernel.__wrapped__, occupancy, num_ctas)
+    return _hinted(kernel.__wrapped__, occupancy, num_ctas, num_worker_warps)
 
 
 @functools.lru_cache(maxsize=None)
-def _hinted(fn: Callable, occupancy: int | None, num_ctas: int | None) -> tl.Kernel:
-    return tl.kernel(occupancy=occupancy, num_ctas=num_ctas)(fn)
+def _hinted(fn: Callable, occupancy: int | None, num_ctas: int | None,
+            num_worker_warps: int | None) -> tl.Kernel:
+    return tl.kernel(occupancy=occupancy, num_ctas=num_ctas,
+                     num_worker_warps=num_worker_warps)(fn)
 
 
 # ======================================================================================
@@ -698,28 +708,33 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
         per = -(-k_tiles // cfg.split_k)
         tm = 1 if sched == "gemv" else cfg.tm
         scratch = alloc((-(-k_tiles // per), m, n), "float32")   # no empty K slice
-        return [(_variant(splitk_partial_kernel, cfg.occupancy, cfg.num_ctas),
+        return [(_variant(splitk_partial_kernel, cfg.occupancy, cfg.num_ctas,
+                     cfg.num_worker_warps),
                  (scratch.partition((1, tm, cfg.tn)), a, bop, cfg.tk, per, trans_b, lat,
                   fast)),
                 (_variant(splitk_reduce_kernel, None, None),
                  (c.partition((tm, cfg.tn)), scratch, *epi.args(), *epi.flags()))]
     if sched == "gemv" and trans_b:
         # the weight is stored (N, K): stream whole rows of it (see gemv_rows_kernel)
-        return [(_variant(gemv_rows_kernel, cfg.occupancy, cfg.num_ctas),
+        return [(_variant(gemv_rows_kernel, cfg.occupancy, cfg.num_ctas,
+                     cfg.num_worker_warps),
                  (c.partition((1, cfg.tn)), a, bop, *epi.args(), cfg.tk, lat,
                   *epi.flags()))]
     if sched == "gemv":
-        return [(_variant(gemv_kernel, cfg.occupancy, cfg.num_ctas),
+        return [(_variant(gemv_kernel, cfg.occupancy, cfg.num_ctas,
+                     cfg.num_worker_warps),
                  (c.partition((1, cfg.tn)), a, bop, *epi.args(), cfg.tk, trans_b, lat,
                   *epi.flags()))]
     if sched == "persistent":
         part = c.partition((cfg.tm, cfg.tn), schedule=tl.persistent(cfg.num_blocks,
                                                                     cfg.group_m))
-        kern = _variant(persistent_matmul_kernel, cfg.occupancy, cfg.num_ctas)
+        kern = _variant(persistent_matmul_kernel, cfg.occupancy, cfg.num_ctas,
+                     cfg.num_worker_warps)
     else:
         schedule = tl.grouped(cfg.group_m) if sched == "grouped" else tl.row_major
         part = c.partition((cfg.tm, cfg.tn), schedule=schedule)
-        kern = _variant(matmul_kernel, cfg.occupancy, cfg.num_ctas)
+        kern = _variant(matmul_kernel, cfg.occupancy, cfg.num_ctas,
+                     cfg.num_worker_warps)
     return [(kern, (part, a, bop, *epi.args(), cfg.tk, trans_b, lat, fast, *epi.flags()))]
 
 
@@ -852,7 +867,8 @@ def _launches_bmm(cfg: MatmulConfig, c: Any, a: Any, b: Any, epi: _Epilogue) -> 
         raise ValueError(f"bmm: schedule {cfg.schedule!r} is not available for batches; "
                          "use 'grouped' or 'row_major'")
     schedule = tl.grouped(cfg.group_m) if cfg.schedule == "grouped" else tl.row_major
-    return [(_variant(batched_matmul_kernel, cfg.occupancy, cfg.num_ctas),
+    return [(_variant(batched_matmul_kernel, cfg.occupancy, cfg.num_ctas,
+                     cfg.num_worker_warps),
              (c.partition((1, cfg.tm, cfg.tn), schedule=schedule), a, b, *epi.args(),
               cfg.tk, b.ndim == 3, cfg.latency or 0, *epi.flags()))]
 
