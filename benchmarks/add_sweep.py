@@ -14,6 +14,14 @@ import tilelab as tl
 from tilelab.kernels.examples import vector_add
 
 
+def vector_add_loop(z: tl.Out, x: tl.In, y: tl.In):
+    """vector_add with a fixed set of blocks, each looping over its tiles (persistent
+    schedule): fewer, longer-lived blocks than one per tile, so the compiler may overlap
+    one tile's loads with the previous tile's store."""
+    for t in z.tiles():
+        z.store(tl.load_like(x, z, at=t) + tl.load_like(y, z, at=t), at=t)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="add_sweep.json")
@@ -34,15 +42,28 @@ def main() -> int:
         nbytes = 3 * n * x.element_size()
         tx, ty, tz = tl.from_dlpack(x), tl.from_dlpack(y), tl.from_dlpack(z)
         variants = {"torch": lambda: torch.add(x, y, out=z)}
-        for occ in (None, 2, 4):
+        for occ in (None, 4):
             k = vector_add if occ is None else tl.kernel(occupancy=occ)(vector_add.__wrapped__)
-            for tile in (1024, 2048, 4096):
+            for tile in (512, 1024, 2048):
                 zp = tz.partition(tile)
                 z.fill_(float("nan"))
                 k(zp, tx, ty)
                 assert torch.equal(z, ref), (dt, occ, tile)
                 variants[f"tile{tile}_occ{occ}"] = (lambda k=k, zp=zp:
                                                     k.launch_async(zp, tx, ty))
+        from tilelab.runtime.device import gpu as _gpu
+
+        sms = _gpu().num_sms
+        for occ in (None, 4):
+            kl = tl.kernel(occupancy=occ)(vector_add_loop)
+            for tile in (1024, 2048):
+                for per_sm in (4, 8, 16):
+                    zp = tz.partition(tile, schedule=tl.persistent(num_blocks=sms * per_sm))
+                    z.fill_(float("nan"))
+                    kl(zp, tx, ty)
+                    assert torch.equal(z, ref), (dt, occ, tile, per_sm)
+                    variants[f"loop_tile{tile}_occ{occ}_x{per_sm}"] = (
+                        lambda kl=kl, zp=zp: kl.launch_async(zp, tx, ty))
         per = {name: [] for name in variants}
         for _ in range(ns.rounds):
             for name, fn in variants.items():
