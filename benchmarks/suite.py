@@ -58,7 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=5, help="max warm-up calls per variant")
     ap.add_argument("--target-s", type=float, default=None,
                     help="time to spend timing one variant (default 0.5 s; 0.3 quick)")
-    ap.add_argument("--rounds", type=int, default=1, help="interleaved timing rounds")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="interleaved timing rounds (default 3 on the GPU, whose clocks "
+                         "drift within a run; 1 on the CPU)")
     ap.add_argument("--seed", type=int, default=0, help="varies the random inputs")
     ap.add_argument("--kernel", action="append", default=[], metavar="OP=MODULE:FUNCTION",
                     help="benchmark this host function for OP (repeatable)")
@@ -166,7 +168,7 @@ def run_in_process(ns: argparse.Namespace, backend: str, cases: list[Case],
         target = min(target, 0.05)
     opts = RunOptions(rep=ns.rep if backend == "gpu" else min(ns.rep, 3),
                       warmup=ns.warmup if backend == "gpu" else 1, target_s=target,
-                      rounds=ns.rounds, seed=ns.seed)
+                      rounds=ns.rounds or (3 if backend == "gpu" else 1), seed=ns.seed)
     results: list[dict] = []
     fatal = None
     try:
@@ -251,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     from tilelab.runtime.device import backend as get_backend
 
     backend = get_backend()
+    if ns.rounds is None:
+        ns.rounds = 3 if backend == "gpu" else 1
     preset = _preset(ns, backend)
     cases_by_group = {g: _ordered(build_cases(preset, [g])) for g in ns.groups}
     if ns.list:
