@@ -39,8 +39,17 @@ QWEN = (("q_proj", 4096, 4096), ("k_proj", 1024, 4096), ("gate_proj", 12288, 409
 
 # ------------------------------------------------------------------ configuration spaces
 
-def gemm_space(m: int, n: int, k: int) -> list[dict]:
+#: the persistent schedule's own knobs (``--gemm-set persistent``)
+PERSISTENT_SET = [{"tm": 128, "tn": 128, "tk": 64, "schedule": "persistent", **kw} for kw in (
+    {}, {"group_m": 4}, {"group_m": 16}, {"group_m": 32},
+    {"num_blocks": 264, "occupancy": 2}, {"num_blocks": 264},
+    {"latency": 2}, {"latency": 8})]
+
+
+def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
     """MatmulConfig keyword sets for an (m, k) @ (k, n) problem (B row-major)."""
+    if which == "persistent" and m > 128:
+        return list(PERSISTENT_SET)
     out: list[dict] = []
     if m == 1:
         for tn in (64, 128, 256):
@@ -240,7 +249,7 @@ def run_gemm(torch, tl, ns, res: dict) -> None:
         for m in ns.qwen_m:
             cases.append((f"gemm/bfloat16/qwen3_{name}_M{m}", m, n, k, "bfloat16"))
     tasks = [("gemm", m, n, k, dt, False, cfg) for _, m, n, k, dt in cases
-             for cfg in gemm_space(m, n, k)]
+             for cfg in gemm_space(m, n, k, ns.gemm_set)]
     res["precompile_gemm"] = precompile(tasks, ns.workers)
     print("precompiled gemm", json.dumps(res["precompile_gemm"])[:300], flush=True)
     rows = res.setdefault("gemm", [])
@@ -256,7 +265,7 @@ def run_gemm(torch, tl, ns, res: dict) -> None:
             mc = MatmulConfig(**cfg)
             return lambda: matmul(ta, tb, out=tc, config=mc, sync=False)
         rows.append(time_configs(torch, tl, cid, lambda a=a, b=b, c=c: torch.matmul(a, b, out=c),
-                                 make, gemm_space(m, n, k), c, ref, 2e-2, ns.rep,
+                                 make, gemm_space(m, n, k, ns.gemm_set), c, ref, 2e-2, ns.rep,
                                  2.0 * m * n * k, (m * k + k * n + m * n) * a.element_size()))
         del a, b, c, ref
 
@@ -429,6 +438,8 @@ def main() -> int:
     ap.add_argument("--squares", type=lambda s: [int(x) for x in s.split(",") if x],
                     default=[1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--gemm-dtypes", default="bfloat16,float16")
+    ap.add_argument("--gemm-set", choices=("default", "persistent"), default="default",
+                    help="GEMM configs: the wide set, or the persistent schedule's knobs")
     ap.add_argument("--qwen", default="q_proj,k_proj,gate_proj,down_proj",
                     help="Qwen3-8B projections of the GEMM group")
     ap.add_argument("--qwen-m", type=lambda s: [int(x) for x in s.split(",")],
