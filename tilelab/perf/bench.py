@@ -4,7 +4,8 @@ On the GPU: CUDA events around each call on the launch stream, warm-up calls fir
 the L2 cache flushed before every timed call (a buffer of twice the L2 size is read,
 which leaves clean lines: see ``_L2Flusher``), or inputs rotated among several
 argument sets, and the *median* reported with its spread. Host time per call is
-measured too (it is what launch overhead is). On the CPU backend the same API times with the host clock.
+measured too (it is what launch overhead is). On the CPU backend the same API times
+with the host clock.
 """
 from __future__ import annotations
 
