@@ -119,8 +119,9 @@ def attention_space() -> list[dict]:
     return out
 
 
-#: "_occ" sets tilelab.kernels.elementwise.ROW_OCCUPANCY for the op (the one-pass row
-#: kernels' occupancy hint; "default" leaves the library's value)
+#: "_occ" sets the occupancy hint of the op's one-pass row kernel (its entry of
+#: tilelab.kernels.elementwise.ROW_HINTS, without the per-arch extras; "default" leaves
+#: the library's hints)
 MEMORY_SPACES: dict[str, list[dict]] = {
     "add": [{"block_n": b} for b in (None, 512, 1024, 2048, 4096)],
     "softmax": [{"block_m": bm, "block_n": None, "_occ": occ}
@@ -144,8 +145,17 @@ def _memory_call(op: str, fn: Callable, cfg: dict) -> Callable:
     key = _OCC_KEY.get(op)
     if key is not None:
         if not hasattr(_memory_call, "defaults"):
-            _memory_call.defaults = dict(E.ROW_OCCUPANCY)
-        E.ROW_OCCUPANCY[key] = _memory_call.defaults[key] if occ == "default" else occ
+            _memory_call.defaults = (dict(E.ROW_HINTS), {a: dict(h) for a, h in
+                                                         E.ROW_HINTS_BY_ARCH.items()})
+        hints, by_arch = _memory_call.defaults
+        E.ROW_HINTS.clear()
+        E.ROW_HINTS.update(hints)
+        E.ROW_HINTS_BY_ARCH.clear()
+        E.ROW_HINTS_BY_ARCH.update({a: dict(h) for a, h in by_arch.items()})
+        if occ != "default":
+            E.ROW_HINTS[key] = {} if occ is None else {"occupancy": occ}
+            for per_op in E.ROW_HINTS_BY_ARCH.values():
+                per_op.pop(key, None)
         K.clear_caches()
     return fn(**cfg)
 

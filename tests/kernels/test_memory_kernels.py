@@ -685,3 +685,19 @@ def test_every_public_name_has_an_example(module):
         obj = getattr(module, name)
         if callable(obj):                         # constants (op tables) need none
             assert "Example" in (obj.__doc__ or ""), f"{module.__name__}.{name}"
+
+
+def test_row_kernels_carry_the_measured_hints(monkeypatch):
+    """Softmax and the norms compile with occupancy 4; on sm_90 softmax adds 8 worker
+    warps (measured faster there only), other GPUs and the CPU keep the plain hint."""
+    import tilelab.runtime.device as dev
+
+    def options(k):
+        return k.options.occupancy, k.options.num_worker_warps
+
+    assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cpu")) == (4, None)
+    monkeypatch.setattr(dev, "current_arch", lambda: "sm_90")
+    assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, 8)
+    assert options(ew._row_kernel(nm.norm_rows_kernel, "norm", "cuda")) == (4, None)
+    monkeypatch.setattr(dev, "current_arch", lambda: "sm_100")
+    assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, None)

@@ -39,7 +39,7 @@ TILE_ELEMS = 4096
 ELEMENTWISE_TILE = 1024
 #: Element budget of a whole-row tile of the normalization kernels: 2 rows of 4096.
 #: (RMSNorm 65536 x 4096 bf16 on the H200 without an occupancy hint: 364 us with 8 rows
-#: per tile, 1016 us with 1; with the hint of ``ROW_OCCUPANCY`` 2 rows fit without
+#: per tile, 1016 us with 1; with the occupancy hint of ``ROW_HINTS`` 2 rows fit without
 #: register spills.)
 NORM_TILE_ELEMS = 8192
 
@@ -322,24 +322,41 @@ def _row_tiles(rows: int, n: int, block_m: int | None, block_n: int | None,
     return block_m, block_n, looped
 
 
-#: cuTile's blocks-per-SM hint for the one-pass row kernels (softmax, the norms). A
-#: whole row of 4096-8192 elements makes the compiler use all 255 registers, so one
-#: block fits per SM and only one row's loads are in flight there; a hint of 4 caps
-#: the registers at 64 (no spills) and lets four rows stream at once. The benchmarks
-#: may change these entries (then call ``tilelab.kernels.clear_caches()``).
-ROW_OCCUPANCY: dict[str, int | None] = {"softmax": 4, "norm": 4}
+#: cuTile's hints for the one-pass row kernels (softmax, the norms). A whole row of
+#: 4096-8192 elements makes the compiler use all 255 registers, so one block fits per
+#: SM and only one row's loads are in flight there; an occupancy hint of 4 caps the
+#: registers at 64 (no spills) and lets four rows stream at once (softmax 3.4x, RMSNorm
+#: 3.8x faster on the H200). The benchmarks may change these entries (then call
+#: ``tilelab.kernels.clear_caches()``).
+ROW_HINTS: dict[str, dict[str, int]] = {"softmax": {"occupancy": 4},
+                                        "norm": {"occupancy": 4}}
+#: hints measured faster on one architecture only (arch -> op -> hints): on sm_90, 8
+#: worker warps make softmax's blocks 384 threads of 80 registers and a shorter program,
+#: 5% faster (benchmarks/results/row_hints_h200_2026-11-30.json); RMSNorm was slower.
+ROW_HINTS_BY_ARCH: dict[str, dict[str, dict[str, int]]] = {
+    "sm_90": {"softmax": {"occupancy": 4, "num_worker_warps": 8}}}
 
 
-def _with_occupancy(kernel: tl.Kernel, occupancy: int | None) -> tl.Kernel:
-    """``kernel`` itself, or a copy compiled with cuTile's occupancy hint."""
-    if occupancy is None:
+def _row_kernel(kernel: tl.Kernel, op: str, device: str) -> tl.Kernel:
+    """``kernel`` compiled with the row-kernel hints of ``op`` for ``device``'s GPU."""
+    hints = ROW_HINTS.get(op, {})
+    if device != "cpu":
+        from tilelab.runtime.device import current_arch
+
+        hints = ROW_HINTS_BY_ARCH.get(current_arch() or "", {}).get(op, hints)
+    return _with_hints(kernel, tuple(sorted(hints.items())))
+
+
+def _with_hints(kernel: tl.Kernel, hints: tuple[tuple[str, int], ...]) -> tl.Kernel:
+    """``kernel`` itself, or a copy compiled with these cuTile hints (cached)."""
+    if not hints:
         return kernel
-    return _occupancy_variant(kernel.__wrapped__, occupancy)
+    return _hinted_variant(kernel.__wrapped__, hints)
 
 
 @functools.cache
-def _occupancy_variant(fn: Callable, occupancy: int) -> tl.Kernel:
-    return tl.kernel(occupancy=occupancy)(fn)
+def _hinted_variant(fn: Callable, hints: tuple[tuple[str, int], ...]) -> tl.Kernel:
+    return tl.kernel(**dict(hints))(fn)
 
 
 def _row_schedule(rows: int, block_m: int) -> Any:

@@ -20,10 +20,10 @@ import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels._host import CallCache, PairResult, TensorResult
-from tilelab.kernels.elementwise import (NORM_TILE_ELEMS, ROW_OCCUPANCY, _Call, _as_tensor,
-                                         _check_block, _check_float, _check_same_device,
-                                         _grid_schedule, _output, _row_schedule, _row_tiles,
-                                         _rows_of, _with_occupancy)
+from tilelab.kernels.elementwise import (NORM_TILE_ELEMS, _Call, _as_tensor, _check_block,
+                                         _check_float, _check_same_device, _grid_schedule,
+                                         _output, _row_kernel, _row_schedule, _row_tiles,
+                                         _rows_of)
 
 __all__ = ["layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
 
@@ -234,12 +234,12 @@ def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: floa
     flags = (float(eps), int(rms), int(bt is not None))
     b_arg = bt if bt is not None else wt      # never read when HAS_BIAS is 0
     if h is None:
-        kernel = norm_looped_kernel if looped else _with_occupancy(norm_rows_kernel,
-                                                                   ROW_OCCUPANCY["norm"])
+        kernel = norm_looped_kernel if looped else _row_kernel(norm_rows_kernel, "norm",
+                                                               device)
         args = (yv.partition((bm, bn), schedule=sched), xv, wt, b_arg) + flags
     else:
-        kernel = add_norm_looped_kernel if looped else _with_occupancy(
-            add_norm_rows_kernel, ROW_OCCUPANCY["norm"])
+        kernel = add_norm_looped_kernel if looped else _row_kernel(
+            add_norm_rows_kernel, "norm", device)
         args = (yv.partition((bm, bn), schedule=sched),
                 _rows_of(h).partition((bm, bn), schedule=sched), xv, _rows_of(rt), wt,
                 b_arg) + flags

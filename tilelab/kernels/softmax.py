@@ -21,9 +21,9 @@ import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels._host import CallCache, TensorResult
-from tilelab.kernels.elementwise import (ROW_OCCUPANCY, _Call, _as_tensor, _check_block,
-                                         _check_float, _output, _partition_2d, _row_schedule,
-                                         _row_tiles, _rows_of, _with_occupancy)
+from tilelab.kernels.elementwise import (_Call, _as_tensor, _check_block, _check_float,
+                                         _output, _partition_2d, _row_kernel, _row_schedule,
+                                         _row_tiles, _rows_of)
 
 __all__ = ["softmax", "log_softmax"]
 
@@ -110,7 +110,7 @@ def _softmax_call(x: Any, *, log: bool = False, block_m: int | None = None,
     if looped:
         part = yv.partition((bm, bn), schedule=_row_schedule(rows, bm))
         return _Call(softmax_online_kernel, (part, xv, int(log)), y)
-    kernel = _with_occupancy(softmax_rows_kernel, ROW_OCCUPANCY["softmax"])
+    kernel = _row_kernel(softmax_rows_kernel, "softmax", xt.device)
     return _Call(kernel, (_partition_2d(yv, bm, bn), xv, int(log)), y)
 
 
