@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import inspect
 import types
+import weakref
 from typing import Any, Callable, Sequence, TextIO
 
 import numpy as np
@@ -310,18 +311,31 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
     return result()
 
 
+#: parsed annotations and signature per kernel function: parsing them took about a
+#: quarter of a small kernel's CPU launch (a redefined kernel is a new function)
+_SIGNATURES: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = \
+    weakref.WeakKeyDictionary()
+
+
 def _parameters(kernel: Any, pyfunc: types.FunctionType, name: str, nargs: int
                 ) -> tuple[list[inspect.Parameter], tuple]:
     """The kernel's parameters and cuTile's parsed annotation of each (checked against
     the number of arguments)."""
-    parsed = getattr(kernel, "_annotated_function", None)
-    try:
-        nodes = tuple(parsed.parameter_annotations) if parsed is not None else \
-            _cutile.parameter_annotations(pyfunc)
-    except Exception as e:
-        raise LaunchError(f"cannot read the parameter annotations of kernel '{name}': {e}",
-                          hint="make every name used in the annotations importable") from e
-    params = list(inspect.signature(pyfunc).parameters.values())
+    cached = _SIGNATURES.get(pyfunc)
+    if cached is None:
+        parsed = getattr(kernel, "_annotated_function", None)
+        try:
+            nodes = tuple(parsed.parameter_annotations) if parsed is not None else \
+                _cutile.parameter_annotations(pyfunc)
+        except Exception as e:
+            raise LaunchError(f"cannot read the parameter annotations of kernel '{name}': "
+                              f"{e}", hint="make every name used in the annotations "
+                                           "importable") from e
+        cached = (list(inspect.signature(pyfunc).parameters.values()), nodes)
+        if parsed is None:        # (a kernel object's own parse is cheap to reread)
+            _SIGNATURES[pyfunc] = cached
+    params, nodes = cached
+    params = list(params)
     for p in params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
             raise LaunchError(f"kernel '{name}' parameter '{p.name}' must be positional")
