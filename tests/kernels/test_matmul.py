@@ -281,8 +281,8 @@ def test_kernels_are_safe():
 
 def test_hint_variants_are_cached():
     cfg = SMALL.with_(occupancy=2)
-    assert mm._variant(mm.matmul_kernel, 2, None) is mm._variant(mm.matmul_kernel, 2, None)
-    assert mm._variant(mm.matmul_kernel, None, None) is mm.matmul_kernel
+    assert mm._variant(mm.matmul_kernel, cfg) is mm._variant(mm.matmul_kernel, cfg)
+    assert mm._variant(mm.matmul_kernel, SMALL) is mm.matmul_kernel
     a, b = rand((40, 16)), rand((16, 40))
     check(mm.matmul(a, b, config=cfg), matmul_ref(a, b), TOL["bfloat16"])
 

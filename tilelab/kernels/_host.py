@@ -50,7 +50,7 @@ import numpy as np
 
 import tilelab as tl
 
-__all__ = ["Plan", "run_launches", "done_future", "as_tensor", "CallCache",
+__all__ = ["Plan", "run_launches", "done_future", "as_tensor", "hinted", "CallCache",
            "register_constant", "clear_caches", "cache_info", "TensorResult", "PairResult"]
 
 #: What a host function with one output returns: the tensor, or with ``sync=False``
@@ -90,6 +90,29 @@ def run_launches(launches: list[tuple[Any, tuple]], result: Any, *, sync: bool =
     for kern, args in launches:
         fut = kern.launch_async(*args, stream=stream)
     return result, fut
+
+
+def hinted(kernel: tl.Kernel, **hints: Any) -> tl.Kernel:
+    """``kernel`` itself, or a copy compiled with these cuTile hints (``occupancy``,
+    ``num_ctas``, ``num_worker_warps``; hints that are None are left out). Each set of
+    hints makes one copy per kernel, once, so repeated launches find it prepared.
+
+    Example:
+        >>> from tilelab.kernels.examples import vector_add
+        >>> hinted(vector_add, occupancy=None) is vector_add
+        True
+        >>> hinted(vector_add, occupancy=2) is hinted(vector_add, occupancy=2)
+        True
+    """
+    given = tuple(sorted((k, v) for k, v in hints.items() if v is not None))
+    if not given:
+        return kernel
+    return _hinted_copy(kernel.__wrapped__, given)
+
+
+@functools.cache
+def _hinted_copy(fn: Callable, hints: tuple[tuple[str, Any], ...]) -> tl.Kernel:
+    return tl.kernel(**dict(hints))(fn)
 
 
 def done_future(what: str = "(nothing to launch)") -> tl.Future:

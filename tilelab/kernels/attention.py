@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from typing import Any, Callable
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._host import CallCache, Plan, TensorResult
+from tilelab.kernels._host import CallCache, Plan, TensorResult, hinted
 from tilelab.kernels.matmul import _as_tensor, _sms
 
 __all__ = ["AttentionConfig", "DecodeConfig", "default_attention_config",
@@ -386,19 +385,6 @@ def decode_combine_kernel(o: tl.Out, po: tl.In, plse: tl.In, SC: ct.Constant[int
     o.store(ct.reshape(out.astype(o.dtype), (1, gc, DP)))
 
 
-def _variant(kernel: tl.Kernel, occupancy: int | None,
-             num_worker_warps: int | None = None) -> tl.Kernel:
-    """``kernel`` itself, or a copy compiled with these cuTile hints."""
-    if occupancy is None and num_worker_warps is None:
-        return kernel
-    return _hinted(kernel.__wrapped__, occupancy, num_worker_warps)
-
-
-@functools.lru_cache(maxsize=None)
-def _hinted(fn: Callable, occupancy: int | None, num_worker_warps: int | None) -> tl.Kernel:
-    return tl.kernel(occupancy=occupancy, num_worker_warps=num_worker_warps)(fn)
-
-
 # ======================================================================================
 # host side
 
@@ -462,7 +448,8 @@ def _attention_launches(cfg: AttentionConfig, o3: Any, q: Any, k: Any, v: Any,
                         scale: float, causal: bool) -> list[tuple]:
     """The flash-attention launch; ``o3`` is the (B*H, Sq, D) output view (or spec)."""
     dp = _next_pow2(q.shape[-1])
-    return [(_variant(flash_attention_kernel, cfg.occupancy, cfg.num_worker_warps),
+    return [(hinted(flash_attention_kernel, occupancy=cfg.occupancy,
+                    num_worker_warps=cfg.num_worker_warps),
              (o3.partition((1, cfg.bm, dp)), q, k, v, scale * LOG2E,
               k.shape[2] - q.shape[2], cfg.bn, bool(causal), cfg.latency_k or 0,
               cfg.latency_v or 0))]
@@ -548,11 +535,11 @@ def _decode_launches(cfg: DecodeConfig, o3: Any, q4: Any, k: Any, v: Any, kv_len
     per = -(-n_tiles // splits)
     po = alloc((bsz * heads_kv, splits, g * dp), "float32")
     plse = alloc((bsz * heads_kv, splits, g), "float32")
-    return [(_variant(decode_split_kernel, cfg.occupancy),
+    return [(hinted(decode_split_kernel, occupancy=cfg.occupancy),
              (po.partition((1, 1, gc * dp)), plse.partition((1, 1, gc)), q4, k, v,
               scale * LOG2E, kv_len, per, cfg.bn, dp, cfg.latency_k or 0,
               cfg.latency_v or 0)),
-            (_variant(decode_combine_kernel, None),
+            (decode_combine_kernel,
              (o3.partition((1, _next_pow2(g), dp)), po, plse,
               min(cfg.combine_chunk, _next_pow2(splits)), dp))]
 

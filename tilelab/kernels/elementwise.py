@@ -12,17 +12,16 @@ modules share (argument conversion, validation, tile picking, output allocation)
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
 from tilelab.kernels._host import (CallCache, TensorResult, as_tensor as _wrap_array,
-                                   run_launches)
+                                   hinted, run_launches)
 
 __all__ = [
     "add", "sub", "mul", "div", "maximum", "minimum", "binary",
@@ -344,19 +343,7 @@ def _row_kernel(kernel: tl.Kernel, op: str, device: str) -> tl.Kernel:
         from tilelab.runtime.device import current_arch
 
         hints = ROW_HINTS_BY_ARCH.get(current_arch() or "", {}).get(op, hints)
-    return _with_hints(kernel, tuple(sorted(hints.items())))
-
-
-def _with_hints(kernel: tl.Kernel, hints: tuple[tuple[str, int], ...]) -> tl.Kernel:
-    """``kernel`` itself, or a copy compiled with these cuTile hints (cached)."""
-    if not hints:
-        return kernel
-    return _hinted_variant(kernel.__wrapped__, hints)
-
-
-@functools.cache
-def _hinted_variant(fn: Callable, hints: tuple[tuple[str, int], ...]) -> tl.Kernel:
-    return tl.kernel(**dict(hints))(fn)
+    return hinted(kernel, **hints)
 
 
 def _row_schedule(rows: int, block_m: int) -> Any:

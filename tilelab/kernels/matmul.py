@@ -29,7 +29,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -37,7 +36,7 @@ import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels._host import (CallCache, Plan, TensorResult, as_tensor as _wrap_array,
-                                   register_constant)
+                                   hinted, register_constant)
 
 __all__ = [
     "MatmulConfig", "ACTIVATIONS", "SCHEDULES", "Plan", "default_config", "search_space",
@@ -536,19 +535,10 @@ def gemv_rows_kernel(c: tl.Out, a: tl.In, w: tl.In, bias: tl.In, res: tl.In, alp
     c.store(out.astype(c.dtype))
 
 
-def _variant(kernel: tl.Kernel, occupancy: int | None, num_ctas: int | None,
-             num_worker_warps: int | None = None) -> tl.Kernel:
-    """``kernel`` itself, or a copy compiled with these cuTile hints."""
-    if occupancy is None and num_ctas is None and num_worker_warps is None:
-        return kernel
-    return _hinted(kernel.__wrapped__, occupancy, num_ctas, num_worker_warps)
-
-
-@functools.lru_cache(maxsize=None)
-def _hinted(fn: Callable, occupancy: int | None, num_ctas: int | None,
-            num_worker_warps: int | None) -> tl.Kernel:
-    return tl.kernel(occupancy=occupancy, num_ctas=num_ctas,
-                     num_worker_warps=num_worker_warps)(fn)
+def _variant(kernel: tl.Kernel, cfg: MatmulConfig) -> tl.Kernel:
+    """``kernel`` with ``cfg``'s cuTile hints (itself when it has none)."""
+    return hinted(kernel, occupancy=cfg.occupancy, num_ctas=cfg.num_ctas,
+                  num_worker_warps=cfg.num_worker_warps)
 
 
 # ======================================================================================
@@ -708,33 +698,28 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
         per = -(-k_tiles // cfg.split_k)
         tm = 1 if sched == "gemv" else cfg.tm
         scratch = alloc((-(-k_tiles // per), m, n), "float32")   # no empty K slice
-        return [(_variant(splitk_partial_kernel, cfg.occupancy, cfg.num_ctas,
-                     cfg.num_worker_warps),
+        return [(_variant(splitk_partial_kernel, cfg),
                  (scratch.partition((1, tm, cfg.tn)), a, bop, cfg.tk, per, trans_b, lat,
                   fast)),
-                (_variant(splitk_reduce_kernel, None, None),
+                (splitk_reduce_kernel,
                  (c.partition((tm, cfg.tn)), scratch, *epi.args(), *epi.flags()))]
     if sched == "gemv" and trans_b:
         # the weight is stored (N, K): stream whole rows of it (see gemv_rows_kernel)
-        return [(_variant(gemv_rows_kernel, cfg.occupancy, cfg.num_ctas,
-                     cfg.num_worker_warps),
+        return [(_variant(gemv_rows_kernel, cfg),
                  (c.partition((1, cfg.tn)), a, bop, *epi.args(), cfg.tk, lat,
                   *epi.flags()))]
     if sched == "gemv":
-        return [(_variant(gemv_kernel, cfg.occupancy, cfg.num_ctas,
-                     cfg.num_worker_warps),
+        return [(_variant(gemv_kernel, cfg),
                  (c.partition((1, cfg.tn)), a, bop, *epi.args(), cfg.tk, trans_b, lat,
                   *epi.flags()))]
     if sched == "persistent":
         part = c.partition((cfg.tm, cfg.tn), schedule=tl.persistent(cfg.num_blocks,
                                                                     cfg.group_m))
-        kern = _variant(persistent_matmul_kernel, cfg.occupancy, cfg.num_ctas,
-                     cfg.num_worker_warps)
+        kern = _variant(persistent_matmul_kernel, cfg)
     else:
         schedule = tl.grouped(cfg.group_m) if sched == "grouped" else tl.row_major
         part = c.partition((cfg.tm, cfg.tn), schedule=schedule)
-        kern = _variant(matmul_kernel, cfg.occupancy, cfg.num_ctas,
-                     cfg.num_worker_warps)
+        kern = _variant(matmul_kernel, cfg)
     return [(kern, (part, a, bop, *epi.args(), cfg.tk, trans_b, lat, fast, *epi.flags()))]
 
 
@@ -867,8 +852,7 @@ def _launches_bmm(cfg: MatmulConfig, c: Any, a: Any, b: Any, epi: _Epilogue) -> 
         raise ValueError(f"bmm: schedule {cfg.schedule!r} is not available for batches; "
                          "use 'grouped' or 'row_major'")
     schedule = tl.grouped(cfg.group_m) if cfg.schedule == "grouped" else tl.row_major
-    return [(_variant(batched_matmul_kernel, cfg.occupancy, cfg.num_ctas,
-                     cfg.num_worker_warps),
+    return [(_variant(batched_matmul_kernel, cfg),
              (c.partition((1, cfg.tm, cfg.tn), schedule=schedule), a, b, *epi.args(),
               cfg.tk, b.ndim == 3, cfg.latency or 0, *epi.flags()))]
 

@@ -98,7 +98,7 @@ class _L2Flusher:
             self._launch = self._read_launch(blocks)
             self.kind = "read"
         except Exception:  # no toolchain or no tile launches: overwrite instead
-            self._launch = None
+            pass
 
     def _read_launch(self, blocks: int) -> Callable[[Any], Any]:
         import tilelab as tl
