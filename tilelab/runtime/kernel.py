@@ -90,6 +90,34 @@ class Kernel:
                     return fut
         return launcher.launch(args, grid=grid, stream=stream, sync=False)
 
+    #: the grid bound by :meth:`with_grid` (None: pass ``grid=`` or use partitions)
+    fixed_grid: tuple[int, int, int] | None = None
+
+    def with_grid(self, grid: Any) -> "Kernel":
+        """This kernel bound to ``grid``, for kernels that have no partition to infer
+        it from (``unsafe=True`` kernels indexing blocks with ``ct.bid``).
+
+        Launches, ``tl.interpret`` and ``compile`` of the bound kernel use ``grid`` when
+        none is passed, and a launch repeated with the same argument objects takes the
+        prepared fast path (an explicit ``grid=`` never does). Binding the same grid
+        twice returns the same object.
+
+        Example:
+            >>> import tilelab as tl, cuda.tile as ct
+            >>> @tl.kernel(unsafe=True)
+            ... def fill(x: tl.Raw):
+            ...     ct.store(x, index=(ct.bid(0),), tile=ct.full((4,), 1.0, ct.float32))
+            >>> x = tl.zeros(8, device="cpu")
+            >>> fill.with_grid((2,))(x); x.numpy().sum()
+            np.float32(8.0)
+        """
+        g = tuple(int(v) for v in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+        if not 1 <= len(g) <= 3 or any(v < 1 for v in g):
+            raise ValueError(f"{self.name}.with_grid: the grid must be 1 to 3 positive "
+                             f"ints, got {grid!r}")
+        return _bound(self if self.fixed_grid is None else self._unbound,
+                      g + (1,) * (3 - len(g)))
+
     @property
     def last_trace(self):
         """The interpreter trace of the last CPU launch that traced (or None)."""
@@ -98,7 +126,19 @@ class Kernel:
     def __repr__(self) -> str:
         kinds = ", ".join(f"{p.name}: {p.kind}" for p in self.definition.analysis.params)
         flags = " unsafe" if self.options.unsafe else ""
-        return f"<tl.kernel{flags} {self.name}({kinds})>"
+        grid = f" grid={self.fixed_grid}" if self.fixed_grid is not None else ""
+        return f"<tl.kernel{flags} {self.name}({kinds}){grid}>"
+
+
+@functools.lru_cache(maxsize=1024)
+def _bound(unbound: Kernel, grid: tuple[int, int, int]) -> Kernel:
+    """One grid-bound copy of ``unbound`` per grid; it shares the definition (and so the
+    compiled kernels), with a launcher of its own."""
+    k = Kernel.__new__(Kernel)
+    k.__dict__.update({n: v for n, v in unbound.__dict__.items() if n != "_launcher"})
+    k.fixed_grid = grid
+    k._unbound = unbound
+    return k
 
 
 def _default_arch() -> str:

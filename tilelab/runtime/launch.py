@@ -242,6 +242,9 @@ class Launcher:
                 raise LaunchError(f"grid must be 1 to 3 positive ints, got {grid!r}")
             return g + (1,) * (3 - len(g))  # type: ignore[return-value]
         if spec.grid_partition is None:
+            fixed = getattr(self.kernel, "fixed_grid", None)
+            if fixed is not None:
+                return fixed
             raise LaunchError(f"{self.definition.name}() has no partitioned argument to infer "
                               "its grid from", hint="pass grid=(x, y, z)")
         if plan.device == "gpu":
