@@ -93,13 +93,31 @@ def test_ragged_shapes(m, n, k, seed):
 
 @pytest.mark.parametrize("m", [1, 2, 3, 8, 16])
 def test_small_m_defaults(m, seed):
-    """Decode-sized M: one launch, GEMV for M = 1, 16-row tensor-core tiles up to 16."""
+    """Decode-sized M: one launch, GEMV for M = 1 (K split in the same launch when N is
+    narrow, as here), 16-row tensor-core tiles up to 16."""
     a, b = rand((m, 2048), "bfloat16", seed), rand((2048, 96), "bfloat16", seed + 1)
     plan = mm.plan_matmul(a, b, out_dtype="float32")
     cfg = mm.default_config(m, 96, 2048)
-    assert cfg.schedule == ("gemv" if m == 1 else "grouped") and cfg.split_k == 1
-    assert names(plan) == ["gemv_kernel" if m == 1 else "matmul_kernel"]
+    if m == 1:
+        assert (cfg.schedule, cfg.split_k, cfg.split_mode) == ("gemv", 8, "atomic")
+        assert names(plan) == ["splitk_atomic_kernel"]
+    else:
+        assert cfg.schedule == "grouped" and cfg.split_k == 1
+        assert names(plan) == ["matmul_kernel"]
     check(plan.run(), matmul_ref(a, b), 1e-5)
+
+
+def test_wide_m1_and_fp8_stay_unsplit():
+    assert mm.default_config(1, 4096, 4096).split_k == 1       # 64 panels of 64 columns
+    assert mm.default_config(1, 1024, 4096, "float8_e4m3fn").split_k == 1
+    assert mm.default_config(1, 1024, 128).split_k == 1         # one K tile: nothing to split
+
+
+def test_small_problems_use_64x128_tiles():
+    """Fewer 128x128 tiles than half the SMs: 64x128 tiles (1024^3 on the H200)."""
+    cfg = mm.default_config(1024, 1024, 1024)
+    assert (cfg.tm, cfg.tn, cfg.schedule) == (64, 128, "grouped")
+    assert mm.default_config(2048, 2048, 2048).schedule == "persistent"
 
 
 @pytest.mark.parametrize("cfg", [
@@ -272,11 +290,15 @@ def test_bmm_no_races(seed):
 
 
 def test_kernels_are_safe():
-    """No library GEMM needs unsafe=True: every output goes through a partition."""
+    """Every library GEMM but one-launch split-K writes through a partition; that one
+    is unsafe on purpose and says why (tests/kernels/test_matmul_splitk.py races it)."""
     for name in ("matmul_kernel", "persistent_matmul_kernel", "batched_matmul_kernel",
-                 "splitk_partial_kernel", "splitk_reduce_kernel", "gemv_kernel"):
+                 "splitk_partial_kernel", "splitk_reduce_kernel", "gemv_kernel",
+                 "gemv_rows_kernel"):
         kern = getattr(mm, name)
         assert isinstance(kern, tl.Kernel) and not kern.options.unsafe, name
+    assert mm.splitk_atomic_kernel.options.unsafe
+    assert "Why ``unsafe=True``" in mm.splitk_atomic_kernel.__doc__
 
 
 def test_hint_variants_are_cached():
@@ -464,7 +486,7 @@ def test_public_names_have_examples():
     for name in mm.__all__:
         obj = getattr(mm, name)
         doc = getattr(obj, "__doc__", None) or ""
-        if name in ("ACTIVATIONS", "SCHEDULES"):
+        if name in ("ACTIVATIONS", "SCHEDULES", "SPLIT_MODES"):
             continue
         assert "Example" in doc, name
 

@@ -51,7 +51,8 @@ import numpy as np
 import tilelab as tl
 
 __all__ = ["Plan", "run_launches", "done_future", "as_tensor", "hinted", "CallCache",
-           "register_constant", "clear_caches", "cache_info", "TensorResult", "PairResult"]
+           "register_constant", "workspace", "has_workspace", "clear_caches", "cache_info",
+           "TensorResult", "PairResult"]
 
 #: What a host function with one output returns: the tensor, or with ``sync=False``
 #: ``(tensor, future)`` (the future is None inside a ``tl.graph()`` capture).
@@ -107,12 +108,16 @@ def hinted(kernel: tl.Kernel, **hints: Any) -> tl.Kernel:
     given = tuple(sorted((k, v) for k, v in hints.items() if v is not None))
     if not given:
         return kernel
-    return _hinted_copy(kernel.__wrapped__, given)
+    o = kernel.options
+    base = (("unsafe", o.unsafe), ("check_bounds", o.check_bounds),
+            ("opt_level", o.opt_level))
+    return _hinted_copy(kernel.__wrapped__, base + given)
 
 
 @functools.cache
-def _hinted_copy(fn: Callable, hints: tuple[tuple[str, Any], ...]) -> tl.Kernel:
-    return tl.kernel(**dict(hints))(fn)
+def _hinted_copy(fn: Callable, options: tuple[tuple[str, Any], ...]) -> tl.Kernel:
+    """The copy keeps the kernel's own options (unsafe, check_bounds, opt_level)."""
+    return tl.kernel(**dict(options))(fn)
 
 
 def done_future(what: str = "(nothing to launch)") -> tl.Future:
@@ -301,6 +306,49 @@ def register_constant(t: tl.Tensor) -> tl.Tensor:
 
 
 # ======================================================================================
+# self-cleaning workspaces
+
+
+_WORKSPACE_STORAGES: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_WORKSPACES: dict[tuple, tl.Tensor] = {}
+
+
+def workspace(device: str, shape: tuple[int, ...], dtype: str) -> tl.Tensor:
+    """A zero-filled scratch tensor shared by every call that needs this shape and
+    dtype, for kernels that leave it all zeros again when they finish (the fused
+    split-K GEMM sums into one with atomics and zeroes it as it reads the sums back).
+
+    Such scratch holds nothing between launches, so a prepared call may relaunch with
+    it. Launches on one stream run one after another; two in flight on different
+    streams would share it, which the borrow ledger refuses (``tl.BorrowError``).
+    Inside a ``tl.graph()`` capture only an existing workspace can be had (allocating
+    there is an error): :func:`has_workspace` says whether it exists.
+
+    Example:
+        >>> w = workspace("cpu", (2, 3), "float32")
+        >>> w is workspace("cpu", (2, 3), "float32"), float(w.numpy().sum())
+        (True, 0.0)
+    """
+    key = (device, tuple(shape), dtype)
+    with _LOCK:
+        t = _WORKSPACES.get(key)
+        if t is None:
+            t = _WORKSPACES[key] = tl.zeros(tuple(shape), dtype, device=device)
+            _WORKSPACE_STORAGES.add(t.storage)
+    return t
+
+
+def has_workspace(device: str, shape: tuple[int, ...], dtype: str) -> bool:
+    """Whether :func:`workspace` of this shape already exists (no allocation needed).
+
+    Example:
+        >>> has_workspace("cpu", (7, 7, 7), "int32")
+        False
+    """
+    return (device, tuple(shape), dtype) in _WORKSPACES
+
+
+# ======================================================================================
 # prepared calls
 
 
@@ -372,8 +420,8 @@ def _kinds(kern: Any) -> tuple[str, ...]:
 
 def _reads_fresh(launches: list[tuple[Any, tuple]], user_storages: set[int]) -> bool:
     """Whether every tensor the launches read is a caller's tensor (or a view of one),
-    a library constant, or scratch that an earlier launch of the call wrote: then a
-    relaunch reads live data, never a stale copy."""
+    a library constant, a self-cleaning :func:`workspace`, or scratch that an earlier
+    launch of the call wrote: then a relaunch reads live data, never a stale copy."""
     Partition = tl.Partition
     written: set[int] = set()
     for kern, args in launches:
@@ -387,7 +435,8 @@ def _reads_fresh(launches: list[tuple[Any, tuple]], user_storages: set[int]) -> 
             if kind in ("Out", "InOut", "Raw"):
                 now.append(id(st))
             if kind != "Out" and id(st) not in user_storages and \
-                    id(st) not in written and st not in _CONSTANTS:
+                    id(st) not in written and st not in _CONSTANTS and \
+                    st not in _WORKSPACE_STORAGES:
                 return False
         written.update(now)
     return True
@@ -564,6 +613,7 @@ def clear_caches() -> None:
     """
     with _LOCK:
         _WRAPPERS.clear()
+        _WORKSPACES.clear()
         for cache in list(_CACHES):
             cache.clear()
 

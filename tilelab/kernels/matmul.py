@@ -1,7 +1,7 @@
 """Matrix multiplication in the safe language: GEMM, batched GEMM, split-K and GEMV.
 
-Every kernel writes its output through a partition, so blocks own disjoint tiles and
-cannot race; the schedule (row-major, grouped, persistent) only decides which block
+Every kernel but one-launch split-K writes its output through a partition, so blocks
+own disjoint tiles and cannot race; the schedule (row-major, grouped, persistent) only decides which block
 computes which tile. Inputs are bf16, fp16, fp32 (run on the tensor cores as tf32) or
 fp8 (e4m3/e5m2, sm_89+), accumulated in fp32; an optional fused epilogue applies
 ``alpha * acc + bias``, an activation and a residual before the single rounding to the
@@ -14,7 +14,10 @@ The host function :func:`matmul` validates its arguments, picks a :class:`Matmul
 - ``row_major`` / ``grouped``: one block per (tm, tn) tile of C (grouped = L2 swizzle);
 - ``persistent``: a fixed set of blocks looping over the tiles;
 - ``splitk``: small M (2..16, decode): each block computes a K slice of one tile into
-  a partitioned fp32 scratch, a second safe kernel sums the slices and runs the epilogue;
+  a partitioned fp32 scratch, a second safe kernel sums the slices and runs the epilogue
+  (``split_mode="launch"``); or, in one launch (``split_mode="atomic"``), the slices add
+  into a self-cleaning fp32 workspace with atomics and the last to arrive writes the
+  tile (:func:`splitk_atomic_kernel`, the module's one ``unsafe=True`` kernel);
 - ``gemv``: M == 1, a CUDA-core dot-product kernel aimed at memory bandwidth (with the
   same optional split-K).
 
@@ -36,13 +39,14 @@ import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels._host import (CallCache, Plan, TensorResult, as_tensor as _wrap_array,
-                                   hinted, register_constant)
+                                   has_workspace, hinted, register_constant, workspace)
 
 __all__ = [
     "MatmulConfig", "ACTIVATIONS", "SCHEDULES", "Plan", "default_config", "search_space",
     "matmul", "bmm", "gemv", "plan_matmul", "plan_bmm", "compile_matmul",
     "matmul_kernel", "persistent_matmul_kernel", "batched_matmul_kernel",
-    "splitk_partial_kernel", "splitk_reduce_kernel", "gemv_kernel", "gemv_rows_kernel",
+    "splitk_partial_kernel", "splitk_reduce_kernel", "splitk_atomic_kernel", "gemv_kernel",
+    "gemv_rows_kernel", "SPLIT_MODES",
 ]
 
 #: activation name -> code used by the kernels (0 means none)
@@ -50,6 +54,8 @@ ACTIVATIONS: dict[str | None, int] = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh"
                                       "silu": 3, "gelu_erf": 4}
 #: the schedules a :class:`MatmulConfig` can name
 SCHEDULES = ("row_major", "grouped", "persistent", "splitk", "gemv")
+#: how split-K sums its K slices: a second launch, or fp32 atomics in the same launch
+SPLIT_MODES = ("launch", "atomic")
 
 _FLOAT_INPUTS = ("float16", "bfloat16", "float32")
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -71,6 +77,10 @@ class MatmulConfig:
     ``tm, tn, tk``: tile sizes (powers of two); ``schedule``: one of :data:`SCHEDULES`;
     ``group_m``: tile rows per L2 group (grouped and persistent); ``num_blocks``:
     persistent blocks (None: one per SM); ``split_k``: K slices for ``splitk``/``gemv``;
+    ``split_mode``: how the slices are summed, ``"launch"`` (each slice writes fp32
+    partials, a second safe kernel sums them) or ``"atomic"`` (one launch: the slices
+    add into a self-cleaning fp32 workspace and the last one of each tile writes it,
+    see :func:`splitk_atomic_kernel`);
     ``latency``: cuTile's load latency hint (1..10) for the A/B loads, None lets the
     compiler infer it (tileiras picks the pipeline depth itself: cuTile exposes no
     ``num_stages``); ``occupancy``, ``num_ctas``, ``num_worker_warps``: cuTile kernel
@@ -90,6 +100,7 @@ class MatmulConfig:
     group_m: int = 8
     num_blocks: int | None = None
     split_k: int = 1
+    split_mode: str = "launch"
     latency: int | None = None
     occupancy: int | None = None
     num_ctas: int | None = None
@@ -127,6 +138,9 @@ class MatmulConfig:
         if self.num_ctas is not None and not (_pow2(self.num_ctas) and self.num_ctas <= 16):
             raise ValueError(f"MatmulConfig.num_ctas={self.num_ctas!r} must be a power of "
                              "two up to 16, or None")
+        if self.split_mode not in SPLIT_MODES:
+            raise ValueError(f"MatmulConfig.split_mode={self.split_mode!r}: choose one of "
+                             f"{', '.join(SPLIT_MODES)}")
         if self.schedule == "gemv" and self.tm != 1:
             raise ValueError("MatmulConfig(schedule='gemv') computes one row: set tm=1")
 
@@ -147,9 +161,9 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     Large problems use 128x128 tiles (tk 64 for 16-bit inputs, 128 for fp8, 32 for
     tf32) in the persistent schedule, the fastest on the H200 for every square from
     2048 and every Qwen3-8B projection at M >= 2048 (benchmarks/results/sweep_h200_*);
-    M <= 128 with fewer 128x128 tiles than half the SMs uses 64x64 tiles; M = 1 uses
-    the GEMV kernel and M <= 16 tm = 16 tiles, both in one launch (split-K stays in
-    :func:`search_space`).
+    with fewer 128x128 tiles than half the SMs, M <= 128 uses 64x64 tiles and larger M
+    64x128; M = 1 uses the GEMV kernel (with K split in one launch, ``split_mode=
+    "atomic"``, when N is too narrow to occupy the SMs) and M <= 16 tm = 16 tiles.
     ``b_transposed``: B is the ``.T`` view of an (N, K) weight; M = 1 then streams
     whole weight rows (``gemv_rows_kernel``), ``tn`` rows per block.
 
@@ -172,6 +186,14 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     # tiles only when they still give half the SMs a block (sweep_h200_*.json).
     wide = n // 128 >= num_sms // 2
     if m == 1:
+        if -(-n // 64) < num_sms // 4 and name not in _FP8:
+            # so few columns that 64-wide panels leave most SMs idle (k/v, N = 1024):
+            # slices of K summed in one launch (sweep6-8_h200_*: 11.0-11.5 vs 11.8-12.9 us)
+            tiles, k_tiles = -(-n // 128), -(-k // 128)
+            split = max(1, min(num_sms // tiles, k_tiles // 2, 64))
+            if split > 1:
+                return MatmulConfig(tm=1, tn=128, tk=128, schedule="gemv", split_k=split,
+                                    split_mode="atomic")
         tn, tk = (128, 64) if wide else (64, 128)
         return MatmulConfig(tm=1, tn=tn, tk=tk * (2 if name in _FP8 else 1),
                             schedule="gemv")
@@ -181,8 +203,13 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     tk = {"float32": 32}.get(name, 128 if name in _FP8 else 64)
     if m <= 64:
         return MatmulConfig(tm=64, tn=128, tk=tk)
-    if m <= 128 and -(-m // 128) * -(-n // 128) < num_sms // 2:
+    tiles = -(-m // 128) * -(-n // 128)
+    if m <= 128 and tiles < num_sms // 2:
         return MatmulConfig(tm=64, tn=64, tk=tk)      # more blocks for a skinny problem
+    if tiles < num_sms // 2:
+        # a small problem (1024^2: 64 tiles of 128x128): 64x128 tiles give every SM a
+        # block, 8.1-8.4 vs 11.6 us at 1024^3 (torch 8.6-9.2; sweep8_h200_*)
+        return MatmulConfig(tm=64, tn=128, tk=tk)
     # tf32 keeps the grouped schedule: its persistent loop spills registers on sm_90
     return MatmulConfig(tm=128, tn=128, tk=tk,
                         schedule="grouped" if name == "float32" else "persistent")
@@ -193,7 +220,7 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     """Configurations worth timing for one GEMM shape on Hopper (the default first).
 
     Tiles, schedules (grouped / persistent), group sizes and load-latency hints for
-    large problems; GEMV or split-K variants for M <= 16.
+    large problems; GEMV or split-K variants (both split modes) for M <= 16.
 
     Example:
         >>> space = search_space(4096, 4096, 4096)
@@ -219,7 +246,10 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
             fill = _split_for(n, k, tn, base.tk, 132)
             for split in sorted({1, 2, fill, 2 * fill}):
                 sched = "gemv" if m == 1 else ("splitk" if split > 1 else "grouped")
-                add(base.with_(tn=tn, split_k=split, schedule=sched))
+                add(base.with_(tn=tn, split_k=split, schedule=sched, split_mode="launch"))
+                if split > 1:
+                    add(base.with_(tn=tn, split_k=split, schedule=sched,
+                                   split_mode="atomic"))
         return space
     for tm, tn in ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64), (64, 64)):
         for sched in ("grouped", "persistent"):
@@ -467,6 +497,62 @@ def splitk_reduce_kernel(c: tl.Out, p: tl.In, bias: tl.In, res: tl.In, alpha: fl
     c.store(acc.astype(c.dtype))
 
 
+@tl.kernel(unsafe=True)
+def splitk_atomic_kernel(c: tl.Raw, a: tl.In, b: tl.In, bias: tl.In, res: tl.In, ws: tl.Raw,
+                   count: tl.Raw, alpha: float, TM: ct.Constant[int], TN: ct.Constant[int],
+                   TK: ct.Constant[int], K_TILES_PER_SPLIT: int, TRANS_B: ct.Constant[bool],
+                   LAT: ct.Constant[int], FAST_ACC: ct.Constant[bool],
+                   SCALE: ct.Constant[bool], HAS_BIAS: ct.Constant[bool],
+                   ACT: ct.Constant[int], HAS_RES: ct.Constant[bool]):
+    """Split-K in one launch: block (s, m, n) adds its K slice of tile (m, n) into an fp32
+    workspace with atomics; the last of the tile's blocks to arrive writes C.
+
+    Why ``unsafe=True``: the blocks of one output tile meet in memory (the workspace
+    ``ws`` and the per-tile arrival counter ``count``), which a partition cannot express.
+    Every slice adds into ``ws`` and ``count`` with atomics, and ``c``'s tile (m, n) is written
+    by exactly one block: the one whose ``atomic_add`` on ``count`` returned
+    ``splits - 1``. That add is acquire-release, so the other blocks' (relaxed) adds to
+    ``ws``, made before their own release on ``count``, are visible to it. It reads the
+    sums back with a plain load (no block touches that tile of ``ws`` any more), stores
+    zeros there and resets the counter, so ``ws`` and ``count`` are all zeros again after
+    every launch, as the next launch needs them (``tests/kernels/test_matmul_splitk.py``
+    runs it under the race detector in shuffled block orders). Reading back with
+    ``atomic_xchg`` instead cost 5-10x the whole GEMM on the H200: its default
+    acquire-release order fences every element.
+    The grid is (splits, tiles of M, tiles of N); ``ws`` is (M, N) fp32 and ``count``
+    holds one int32 per tile of C.
+
+    Example:
+        >>> splitk_atomic_kernel(c, a, b, a, a, ws, count, 1.0, 16, 64, 128, 8, False,
+        ...                      0, False, False, False, 0, False,
+        ...                      grid=(4, 1, 16))  # doctest: +SKIP
+    """
+    s = ct.bid(0)
+    m = ct.bid(1)
+    n = ct.bid(2)
+    k_begin = s * K_TILES_PER_SPLIT
+    k_end = min(k_begin + K_TILES_PER_SPLIT, ct.cdiv(a.shape[1], TK))
+    if TM == 1:
+        acc = _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT)
+    else:
+        acc = _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC)
+    ws.tiled_view((TM, TN)).atomic_store_add((m, n), acc)
+    tile = m * ct.num_blocks(2) + n
+    arrived = ct.atomic_add(count, tile, 1)
+    if arrived == ct.num_blocks(0) - 1:
+        # the acquire above orders these plain (non-TMA) accesses after every slice's adds
+        total = ct.load(ws, index=(m, n), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO,
+                        allow_tma=False)
+        ct.store(ws, index=(m, n), tile=ct.full((TM, TN), 0, dtype=ct.float32),
+                 allow_tma=False)
+        out = _epilogue(total, bias, n, TN, alpha, SCALE, HAS_BIAS, ACT)
+        if HAS_RES:
+            out = out + ct.load(res, index=(m, n), shape=(TM, TN),
+                                padding_mode=ct.PaddingMode.ZERO).astype(ct.float32)
+        ct.store(c, index=(m, n), tile=out.astype(c.dtype))
+        ct.atomic_xchg(count, tile, 0)
+
+
 def _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT):
     """fp32 (1, TN) row m of A @ B over K tiles [k_begin, k_end), on the CUDA cores.
 
@@ -686,8 +772,12 @@ def _sms(device: str) -> int:
 
 
 def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
-                 epi: _Epilogue, fast: bool, alloc: Callable) -> list[tuple]:
-    """The (kernel, args) launches of a 2-D GEMM (tensors, or specs for compiling)."""
+                 epi: _Epilogue, fast: bool, alloc: Callable,
+                 scratch_zeros: Callable | None = None) -> list[tuple]:
+    """The (kernel, args) launches of a 2-D GEMM (tensors, or specs for compiling).
+
+    ``alloc(shape, dtype)`` makes scratch; ``scratch_zeros(shape, dtype)`` the zeroed
+    self-cleaning workspace of atomic split-K (default: ``alloc``)."""
     lat = cfg.latency or 0
     m, n = c.shape
     sched = cfg.schedule
@@ -697,7 +787,15 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
         k_tiles = -(-a.shape[1] // cfg.tk)
         per = -(-k_tiles // cfg.split_k)
         tm = 1 if sched == "gemv" else cfg.tm
-        scratch = alloc((-(-k_tiles // per), m, n), "float32")   # no empty K slice
+        splits = -(-k_tiles // per)                               # no empty K slice
+        if cfg.split_mode == "atomic":
+            zeros = scratch_zeros or alloc
+            mt, nt = -(-m // tm), -(-n // cfg.tn)
+            kern = _variant(splitk_atomic_kernel, cfg).with_grid((splits, mt, nt))
+            return [(kern, (c, a, bop, epi.bias, epi.res, zeros((m, n), "float32"),
+                            zeros((mt * nt,), "int32"), epi.alpha, tm, cfg.tn, cfg.tk, per,
+                            trans_b, lat, fast, *epi.flags()))]
+        scratch = alloc((splits, m, n), "float32")
         return [(_variant(splitk_partial_kernel, cfg),
                  (scratch.partition((1, tm, cfg.tn)), a, bop, cfg.tk, per, trans_b, lat,
                   fast)),
@@ -721,6 +819,19 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
         part = c.partition((cfg.tm, cfg.tn), schedule=schedule)
         kern = _variant(matmul_kernel, cfg)
     return [(kern, (part, a, bop, *epi.args(), cfg.tk, trans_b, lat, fast, *epi.flags()))]
+
+
+def _workspace_ready(device: str, m: int, n: int, cfg: MatmulConfig) -> bool:
+    """Whether atomic split-K can get its workspace: outside a graph capture it is made
+    on first use; inside one only an existing workspace will do."""
+    from tilelab.runtime.capture import current_graph
+
+    if current_graph() is None:
+        return True
+    tm = 1 if cfg.schedule == "gemv" else cfg.tm
+    tiles = -(-m // tm) * -(-n // cfg.tn)
+    return has_workspace(device, (m, n), "float32") and \
+        has_workspace(device, (tiles,), "int32")
 
 
 def plan_matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
@@ -766,8 +877,12 @@ def plan_matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias:
                          who)
     fast = bool(cfg.fast_acc and in_dtype in _FP8)
     dev = a.device
+    if config is None and cfg.split_mode == "atomic" and cfg.split_k > 1 and \
+            not _workspace_ready(dev, m, n, cfg):
+        cfg = cfg.with_(split_k=1)      # in a graph capture: no allocation possible
     launches = _launches_2d(cfg, out_t[None] if vector else out_t, a2, bop, trans_b, epi,
-                            fast, lambda shape, dt: tl.empty(shape, dt, device=dev))
+                            fast, lambda shape, dt: tl.empty(shape, dt, device=dev),
+                            lambda shape, dt: workspace(dev, shape, dt))
     return Plan(out_t, launches)
 
 
