@@ -46,10 +46,90 @@ PERSISTENT_SET = [{"tm": 128, "tn": 128, "tk": 64, "schedule": "persistent", **k
     {"latency": 2}, {"latency": 8})]
 
 
+def splitk_space(m: int, n: int, k: int) -> list[dict]:
+    """One-launch (atomic) split-K configurations for skinny and small problems, after
+    the current default (``--gemm-set splitk``)."""
+    from tilelab.kernels.matmul import default_config
+
+    out = [dataclasses.asdict(default_config(m, n, k))]
+    if m == 1:
+        for tn in (32, 64, 128):
+            for tk in (64, 128, 256):
+                for split in (4, 8, 16):
+                    out.append(dict(tm=1, tn=tn, tk=tk, schedule="gemv", split_k=split,
+                                    split_mode="atomic"))
+    elif m <= 16:
+        for tn in (32, 64, 128):
+            for tk in (64, 128, 256):
+                for split in (2, 4, 8):
+                    out.append(dict(tm=16, tn=tn, tk=tk, schedule="splitk", split_k=split,
+                                    split_mode="atomic"))
+    else:
+        for tm, tn in ((64, 64), (64, 128), (128, 64), (128, 128)):
+            for split in (2, 3, 4, 8):
+                out.append(dict(tm=tm, tn=tn, tk=64, schedule="splitk", split_k=split,
+                                split_mode="atomic"))
+    return out
+
+
+def occupancy_space(m: int, n: int, k: int) -> list[dict]:
+    """Occupancy hints for skinny and small problems (``--gemm-set occupancy``): their
+    kernels run one 160-190 KB block per SM by default and are bound by each K step's
+    latency, so two to four blocks per SM may hide it."""
+    from tilelab.kernels.matmul import default_config
+
+    out = [dataclasses.asdict(default_config(m, n, k))]
+    occs = (None, 2, 4)
+    if m == 1:
+        for tn in (64, 128):
+            for occ in occs:
+                out.append(dict(tm=1, tn=tn, tk=128, schedule="gemv", occupancy=occ))
+        for split in (8, 16):
+            for occ in occs:
+                out.append(dict(tm=1, tn=128, tk=128, schedule="gemv", split_k=split,
+                                split_mode="atomic", occupancy=occ))
+    elif m <= 16:
+        for tn in (32, 64):
+            for tk in (128, 256):
+                for occ in occs:
+                    out.append(dict(tm=16, tn=tn, tk=tk, schedule="grouped", occupancy=occ))
+        for occ in occs:
+            out.append(dict(tm=16, tn=64, tk=256, schedule="splitk", split_k=8,
+                            split_mode="atomic", occupancy=occ))
+    else:
+        for tm, tn in ((64, 64), (64, 128), (128, 64)):
+            for tk in (64, 128):
+                for occ in (None, 2, 3, 4):
+                    out.append(dict(tm=tm, tn=tn, tk=tk, schedule="grouped", occupancy=occ))
+        for occ in (2, 4):
+            out.append(dict(tm=64, tn=64, tk=64, schedule="splitk", split_k=4,
+                            split_mode="atomic", occupancy=occ))
+    return [dict(c) for c in {tuple(sorted(c.items())): c for c in out}.values()]
+
+
+def latency_space(m: int, n: int, k: int) -> list[dict]:
+    """Low load-latency hints (shallower pipelines, less shared memory) with and without
+    two blocks per SM, for skinny problems (``--gemm-set latency``)."""
+    from tilelab.kernels.matmul import default_config
+
+    base = dataclasses.asdict(default_config(m, n, k))
+    out = [base]
+    for lat in (1, 2, 3):
+        for occ in (None, 2, 4):
+            out.append(dict(base, latency=lat, occupancy=occ))
+    return out
+
+
 def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
     """MatmulConfig keyword sets for an (m, k) @ (k, n) problem (B row-major)."""
     if which == "persistent" and m > 128:
         return list(PERSISTENT_SET)
+    if which == "splitk":
+        return splitk_space(m, n, k)
+    if which == "occupancy":
+        return occupancy_space(m, n, k)
+    if which == "latency":
+        return latency_space(m, n, k)
     out: list[dict] = []
     if m == 1:
         for tn in (64, 128, 256):
@@ -448,8 +528,12 @@ def main() -> int:
     ap.add_argument("--squares", type=lambda s: [int(x) for x in s.split(",") if x],
                     default=[1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--gemm-dtypes", default="bfloat16,float16")
-    ap.add_argument("--gemm-set", choices=("default", "persistent"), default="default",
-                    help="GEMM configs: the wide set, or the persistent schedule's knobs")
+    ap.add_argument("--gemm-set", choices=("default", "persistent", "splitk", "occupancy",
+                                                "latency"),
+                    default="default",
+                    help="GEMM configs: the wide set, the persistent schedule's knobs, "
+                         "or for skinny and small problems one-launch split-K, occupancy "
+                         "hints or low load-latency hints")
     ap.add_argument("--qwen", default="q_proj,k_proj,gate_proj,down_proj",
                     help="Qwen3-8B projections of the GEMM group")
     ap.add_argument("--qwen-m", type=lambda s: [int(x) for x in s.split(",")],
