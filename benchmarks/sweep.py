@@ -84,10 +84,9 @@ def occupancy_space(m: int, n: int, k: int) -> list[dict]:
         for tn in (64, 128):
             for occ in occs:
                 out.append(dict(tm=1, tn=tn, tk=128, schedule="gemv", occupancy=occ))
-        for split in (8, 16):
-            for occ in occs:
-                out.append(dict(tm=1, tn=128, tk=128, schedule="gemv", split_k=split,
-                                split_mode="atomic", occupancy=occ))
+        for split in (8, 16):       # (no occupancy hint: see MatmulConfig's check)
+            out.append(dict(tm=1, tn=128, tk=128, schedule="gemv", split_k=split,
+                            split_mode="atomic"))
     elif m <= 16:
         for tn in (32, 64):
             for tk in (128, 256):
@@ -114,8 +113,9 @@ def latency_space(m: int, n: int, k: int) -> list[dict]:
 
     base = dataclasses.asdict(default_config(m, n, k))
     out = [base]
+    atomic_gemv = base["split_mode"] == "atomic" and base["schedule"] == "gemv"
     for lat in (1, 2, 3):
-        for occ in (None, 2, 4):
+        for occ in ((None,) if atomic_gemv else (None, 2, 4)):
             out.append(dict(base, latency=lat, occupancy=occ))
     return out
 

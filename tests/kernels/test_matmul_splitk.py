@@ -134,3 +134,11 @@ def test_hinted_copies_stay_unsafe(seed):
     (kern, _), = plan.launches
     assert kern.options.unsafe and kern.options.occupancy == 2
     check(plan.run(), matmul_ref(a, b), 1e-2)
+
+
+def test_atomic_gemv_refuses_an_occupancy_hint():
+    """It hung the H200 (tileiras 13.4) with occupancy 2 or 4: refused with a reason."""
+    with pytest.raises(ValueError, match=r"takes no occupancy hint \(got occupancy=2\): "
+                                         r"with one it hung the H200"):
+        ATOMIC_GEMV.with_(occupancy=2)
+    assert ATOMIC.with_(occupancy=2).occupancy == 2        # 16-row tiles ran correctly

@@ -141,6 +141,14 @@ class MatmulConfig:
         if self.split_mode not in SPLIT_MODES:
             raise ValueError(f"MatmulConfig.split_mode={self.split_mode!r}: choose one of "
                              f"{', '.join(SPLIT_MODES)}")
+        if self.split_mode == "atomic" and self.schedule == "gemv" and self.split_k > 1 \
+                and self.occupancy is not None:
+            # observed on the H200 with tileiras 13.4.92 (2026-11-30): the one-launch
+            # split-K GEMV compiled with occupancy 2 or 4 never finished (the same kernel
+            # without the hint, and the 16/64-row variants with it, ran correctly)
+            raise ValueError("MatmulConfig(schedule='gemv', split_mode='atomic') takes no "
+                             f"occupancy hint (got occupancy={self.occupancy}): with one "
+                             "it hung the H200 (tileiras 13.4); leave occupancy=None")
         if self.schedule == "gemv" and self.tm != 1:
             raise ValueError("MatmulConfig(schedule='gemv') computes one row: set tm=1")
 
