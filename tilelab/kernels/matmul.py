@@ -456,6 +456,32 @@ def batched_matmul_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In
     c.store(ct.reshape(acc.astype(c.dtype), (1, tm, tn)))
 
 
+def _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT):
+    """fp32 (1, TN) row m of A @ B over K tiles [k_begin, k_end), on the CUDA cores.
+
+    The products accumulate element-wise in a (TK, TN) tile and are reduced over K once,
+    after the loop: a reduction per step would cost a cross-thread exchange per tile.
+    """
+    acc = ct.full((TK, TN), 0, dtype=ct.float32)
+    for k in range(k_begin, k_end):
+        x = _load_a(a, m, k, 1, TK, LAT)
+        w = _load_b(b, k, n, TK, TN, TRANS_B, LAT)
+        acc = acc + ct.reshape(x.astype(ct.float32), (TK, 1)) * w.astype(ct.float32)
+    return ct.sum(acc, axis=0, keepdims=True)
+
+
+def _split_slice(a, b, s, m, n, PER, TM, TN, TK, TRANS_B, LAT, FAST_ACC):
+    """fp32 (TM, TN) tile (m, n) over K slice s (K tiles [s * PER, (s + 1) * PER)): the
+    GEMV loop for TM == 1, the tensor cores otherwise."""
+    k_begin = s * PER
+    k_end = min(k_begin + PER, ct.cdiv(a.shape[1], TK))
+    if TM == 1:
+        acc = _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT)
+    else:
+        acc = _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC)
+    return acc
+
+
 @tl.kernel
 def splitk_partial_kernel(p: tl.Out, a: tl.In, b: tl.In, TK: ct.Constant[int],
                     K_TILES_PER_SPLIT: int, TRANS_B: ct.Constant[bool],
@@ -473,12 +499,7 @@ def splitk_partial_kernel(p: tl.Out, a: tl.In, b: tl.In, TK: ct.Constant[int],
     """
     _, tm, tn = p.tile_shape
     s, m, n = p.tile_index
-    k_begin = s * K_TILES_PER_SPLIT
-    k_end = min(k_begin + K_TILES_PER_SPLIT, ct.cdiv(a.shape[1], TK))
-    if tm == 1:
-        acc = _gemv_loop(a, b, m, n, k_begin, k_end, tn, TK, TRANS_B, LAT)
-    else:
-        acc = _mainloop(a, b, m, n, k_begin, k_end, tm, tn, TK, TRANS_B, LAT, FAST_ACC)
+    acc = _split_slice(a, b, s, m, n, K_TILES_PER_SPLIT, tm, tn, TK, TRANS_B, LAT, FAST_ACC)
     p.store(ct.reshape(acc, (1, tm, tn)))
 
 
@@ -517,8 +538,8 @@ def splitk_atomic_kernel(c: tl.Raw, a: tl.In, b: tl.In, bias: tl.In, res: tl.In,
 
     Why ``unsafe=True``: the blocks of one output tile meet in memory (the workspace
     ``ws`` and the per-tile arrival counter ``count``), which a partition cannot express.
-    Every slice adds into ``ws`` and ``count`` with atomics, and ``c``'s tile (m, n) is written
-    by exactly one block: the one whose ``atomic_add`` on ``count`` returned
+    Every slice adds into ``ws`` and ``count`` with atomics, and ``c``'s tile (m, n) is
+    written by exactly one block: the one whose ``atomic_add`` on ``count`` returned
     ``splits - 1``. That add is acquire-release, so the other blocks' (relaxed) adds to
     ``ws``, made before their own release on ``count``, are visible to it. It reads the
     sums back with a plain load (no block touches that tile of ``ws`` any more), stores
@@ -538,12 +559,7 @@ def splitk_atomic_kernel(c: tl.Raw, a: tl.In, b: tl.In, bias: tl.In, res: tl.In,
     s = ct.bid(0)
     m = ct.bid(1)
     n = ct.bid(2)
-    k_begin = s * K_TILES_PER_SPLIT
-    k_end = min(k_begin + K_TILES_PER_SPLIT, ct.cdiv(a.shape[1], TK))
-    if TM == 1:
-        acc = _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT)
-    else:
-        acc = _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC)
+    acc = _split_slice(a, b, s, m, n, K_TILES_PER_SPLIT, TM, TN, TK, TRANS_B, LAT, FAST_ACC)
     ws.tiled_view((TM, TN)).atomic_store_add((m, n), acc)
     tile = m * ct.num_blocks(2) + n
     arrived = ct.atomic_add(count, tile, 1)
@@ -559,20 +575,6 @@ def splitk_atomic_kernel(c: tl.Raw, a: tl.In, b: tl.In, bias: tl.In, res: tl.In,
                                 padding_mode=ct.PaddingMode.ZERO).astype(ct.float32)
         ct.store(c, index=(m, n), tile=out.astype(c.dtype))
         ct.atomic_xchg(count, tile, 0)
-
-
-def _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT):
-    """fp32 (1, TN) row m of A @ B over K tiles [k_begin, k_end), on the CUDA cores.
-
-    The products accumulate element-wise in a (TK, TN) tile and are reduced over K once,
-    after the loop: a reduction per step would cost a cross-thread exchange per tile.
-    """
-    acc = ct.full((TK, TN), 0, dtype=ct.float32)
-    for k in range(k_begin, k_end):
-        x = _load_a(a, m, k, 1, TK, LAT)
-        w = _load_b(b, k, n, TK, TN, TRANS_B, LAT)
-        acc = acc + ct.reshape(x.astype(ct.float32), (TK, 1)) * w.astype(ct.float32)
-    return ct.sum(acc, axis=0, keepdims=True)
 
 
 @tl.kernel
