@@ -39,6 +39,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import sys
 import threading
@@ -105,19 +106,18 @@ def hinted(kernel: tl.Kernel, **hints: Any) -> tl.Kernel:
         >>> hinted(vector_add, occupancy=2) is hinted(vector_add, occupancy=2)
         True
     """
-    given = tuple(sorted((k, v) for k, v in hints.items() if v is not None))
+    given = {k: v for k, v in hints.items() if v is not None}
     if not given:
         return kernel
-    o = kernel.options
-    base = (("unsafe", o.unsafe), ("check_bounds", o.check_bounds),
-            ("opt_level", o.opt_level))
-    return _hinted_copy(kernel.__wrapped__, base + given)
+    return _hinted_copy(kernel.__wrapped__, dataclasses.replace(kernel.options, **given))
 
 
 @functools.cache
-def _hinted_copy(fn: Callable, options: tuple[tuple[str, Any], ...]) -> tl.Kernel:
-    """The copy keeps the kernel's own options (unsafe, check_bounds, opt_level)."""
-    return tl.kernel(**dict(options))(fn)
+def _hinted_copy(fn: Callable, options: Any) -> tl.Kernel:
+    """The copy keeps every other option of the kernel (unsafe, check_bounds, ...)."""
+    from tilelab.runtime.kernel import Kernel
+
+    return Kernel(fn, options)
 
 
 def done_future(what: str = "(nothing to launch)") -> tl.Future:

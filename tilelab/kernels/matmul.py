@@ -800,10 +800,10 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
         splits = -(-k_tiles // per)                               # no empty K slice
         if cfg.split_mode == "atomic":
             zeros = scratch_zeros or alloc
-            mt, nt = -(-m // tm), -(-n // cfg.tn)
+            (mt, nt), sums, counts = _atomic_workspaces(m, n, cfg)
             kern = _variant(splitk_atomic_kernel, cfg).with_grid((splits, mt, nt))
-            return [(kern, (c, a, bop, epi.bias, epi.res, zeros((m, n), "float32"),
-                            zeros((mt * nt,), "int32"), epi.alpha, tm, cfg.tn, cfg.tk, per,
+            return [(kern, (c, a, bop, epi.bias, epi.res, zeros(sums, "float32"),
+                            zeros(counts, "int32"), epi.alpha, tm, cfg.tn, cfg.tk, per,
                             trans_b, lat, fast, *epi.flags()))]
         scratch = alloc((splits, m, n), "float32")
         return [(_variant(splitk_partial_kernel, cfg),
@@ -831,6 +831,14 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
     return [(kern, (part, a, bop, *epi.args(), cfg.tk, trans_b, lat, fast, *epi.flags()))]
 
 
+def _atomic_workspaces(m: int, n: int, cfg: MatmulConfig) -> tuple:
+    """Atomic split-K's tile grid of C and the shapes of its two workspaces: the fp32
+    sums (M, N) and one int32 arrival counter per tile."""
+    tm = 1 if cfg.schedule == "gemv" else cfg.tm
+    mt, nt = -(-m // tm), -(-n // cfg.tn)
+    return (mt, nt), (m, n), (mt * nt,)
+
+
 def _workspace_ready(device: str, m: int, n: int, cfg: MatmulConfig) -> bool:
     """Whether atomic split-K can get its workspace: outside a graph capture it is made
     on first use; inside one only an existing workspace will do."""
@@ -838,10 +846,8 @@ def _workspace_ready(device: str, m: int, n: int, cfg: MatmulConfig) -> bool:
 
     if current_graph() is None:
         return True
-    tm = 1 if cfg.schedule == "gemv" else cfg.tm
-    tiles = -(-m // tm) * -(-n // cfg.tn)
-    return has_workspace(device, (m, n), "float32") and \
-        has_workspace(device, (tiles,), "int32")
+    _, sums, counts = _atomic_workspaces(m, n, cfg)
+    return has_workspace(device, sums, "float32") and has_workspace(device, counts, "int32")
 
 
 def plan_matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, bias: Any = None,
