@@ -20,6 +20,7 @@ It is not a benchmark of tilelab on a GPU: the real figure comes from
 
     python benchmarks/hotpath_profile.py            # the table
     python benchmarks/hotpath_profile.py --profile  # plus cProfile of the async path
+    python benchmarks/hotpath_profile.py --native   # through the native launch module
 """
 from __future__ import annotations
 
@@ -87,6 +88,26 @@ class _CuKernel:
         self.handle = driver.CUfunction(0x7F00_5678)
 
 
+def _bind_native() -> None:
+    """Launch through tilelab's native module (its C async path included), bound to the
+    tests' stand-in libcuda (tests/runtime/fake_libcuda.c: C functions that log the call
+    and return 0)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from tilelab.runtime import native
+
+    src = Path(__file__).resolve().parent.parent / "tests" / "runtime" / "fake_libcuda.c"
+    lib = Path(tempfile.mkdtemp()) / "libfakecuda.so"
+    subprocess.run([shutil.which("cc") or "gcc", "-O2", "-shared", "-fPIC", str(src), "-o",
+                    str(lib)], check=True)
+    mod = native.load(str(lib))
+    if mod is None:
+        raise SystemExit(native.status())
+    L.bind_native(mod)
+
+
 def _setup():
     """A prepared launch of vector_add(zp, x, y) in the kernel's launch cache, with the
     driver faked; returns (args, the no-op driver call and its arguments)."""
@@ -120,6 +141,8 @@ def _setup():
     launcher._fast[hash(args)] = fast
     assert fast.run(args, None, False) is not L._STALE   # the fast path is taken
     LEDGER.observe_all()
+    if fast.native is not None:   # the bare call is then the native module's
+        return args, (L._native_launch, (fast.native,))
     return args, (cu_launch_kernel, fast.argv)
 
 
@@ -192,7 +215,11 @@ def profile() -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", action="store_true", help="also run cProfile")
+    ap.add_argument("--native", action="store_true",
+                    help="launch through the native module (bound to a no-op libcuda)")
     ns = ap.parse_args(argv)
+    if ns.native:
+        _bind_native()
     res = measure()
     width = max(map(len, res))
     for k, v in res.items():

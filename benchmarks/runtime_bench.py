@@ -182,6 +182,13 @@ def bench_launch_overhead(torch, res: dict) -> None:
             lambda: fn(kh, gx, gy, gz, 1, 1, 1, 0, shi, packed[0], None)) * 1e6
     except Exception as e:
         out["ctypes_error"] = repr(e)
+    from tilelab.runtime import native
+
+    nat = native.load()
+    out["native_status"] = native.status()
+    if nat is not None:   # the native module's call alone (what a prepared launch makes)
+        cap = nat.prepare(kh, gx, gy, gz, shi, packed[0])
+        out["native_async_us"] = per_call(lambda: nat.launch(cap)) * 1e6
     out["bare_sync_us"] = per_call(lambda: cu_launch(s, config, k, *words), True) * 1e6
     out["safe_sync_us"] = per_call(lambda: vector_add(zp, x, y)) * 1e6
     futs = []
@@ -228,6 +235,25 @@ def bench_launch_overhead(torch, res: dict) -> None:
     r = tl.bench(lambda: cu_launch(s, config, k, *words), rep=30, warmup=5, inner=100,
                  flush_l2=False)
     out["stream_launch_device_us_per_kernel"] = r.median * 1e6
+    # the baseline for graph replay: torch's CUDA graph of 100 dependent adds of the
+    # same size (each writes the output the next one overwrites)
+    tx, ty = (torch.randn(1024, device="cuda") for _ in range(2))
+    tz = torch.empty_like(tx)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.add(tx, ty, out=tz)
+    torch.cuda.synchronize()
+    tg = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(tg):
+        for _ in range(100):
+            torch.add(tx, ty, out=tz)
+    tg.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(tz, tx + ty)
+    r = tl.bench(lambda: tg.replay(), rep=30, warmup=5, flush_l2=False)
+    out["torch_graph_chain_device_us_per_kernel"] = r.median * 1e6 / 100
+    r = tl.bench(lambda: gr.replay(), rep=30, warmup=5, flush_l2=False)
+    out["graph_replay_again_device_us_per_kernel"] = r.median * 1e6 / 100
     tl.synchronize()
 
 

@@ -120,6 +120,33 @@ def latency_space(m: int, n: int, k: int) -> list[dict]:
     return out
 
 
+def skinny_space(m: int, n: int, k: int) -> list[dict]:
+    """Narrow, deep tiles for skinny problems (``--gemm-set skinny``): a probe
+    (skinny_probe_h200_*.json) found 64x32x256 tiles 14% faster than the default 64x64x64
+    on the k/v projection at M = 128, so this walks tn 16-64 against tk 128-1024."""
+    from tilelab.kernels.matmul import default_config
+
+    out = [dataclasses.asdict(default_config(m, n, k))]
+    if m == 1:
+        for tn in (16, 32, 64):
+            for tk in (256, 512, 1024):
+                out.append(dict(tm=1, tn=tn, tk=tk, schedule="gemv"))
+        for tn, tk, split in ((32, 256, 4), (32, 256, 8), (64, 256, 8), (32, 512, 4)):
+            out.append(dict(tm=1, tn=tn, tk=tk, schedule="gemv", split_k=split,
+                            split_mode="atomic"))
+        return out
+    if m <= 16:   # A padded to 64 rows: tensor-core tiles of 16 x 16 are slow
+        for tn, tk in ((16, 256), (32, 256), (16, 512)):
+            out.append(dict(tm=64, tn=tn, tk=tk, schedule="grouped"))
+    tms = (16,) if m <= 16 else (32, 64, 128)
+    for tm in tms:
+        for tn in (16, 32, 64):
+            for tk in (128, 256, 512):
+                if tm * tk + tk * tn <= 64 * 1024:   # at most 128 KB of bf16 per stage
+                    out.append(dict(tm=tm, tn=tn, tk=tk, schedule="grouped"))
+    return [dict(c) for c in {tuple(sorted(c.items())): c for c in out}.values()]
+
+
 def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
     """MatmulConfig keyword sets for an (m, k) @ (k, n) problem (B row-major)."""
     if which == "persistent" and m > 128:
@@ -130,6 +157,8 @@ def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
         return occupancy_space(m, n, k)
     if which == "latency":
         return latency_space(m, n, k)
+    if which == "skinny":
+        return skinny_space(m, n, k)
     out: list[dict] = []
     if m == 1:
         for tn in (64, 128, 256):
@@ -529,7 +558,7 @@ def main() -> int:
                     default=[1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--gemm-dtypes", default="bfloat16,float16")
     ap.add_argument("--gemm-set", choices=("default", "persistent", "splitk", "occupancy",
-                                                "latency"),
+                                                "latency", "skinny"),
                     default="default",
                     help="GEMM configs: the wide set, the persistent schedule's knobs, "
                          "or for skinny and small problems one-launch split-K, occupancy "

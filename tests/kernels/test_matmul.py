@@ -93,18 +93,41 @@ def test_ragged_shapes(m, n, k, seed):
 
 @pytest.mark.parametrize("m", [1, 2, 3, 8, 16])
 def test_small_m_defaults(m, seed):
-    """Decode-sized M: one launch, GEMV for M = 1 (K split in the same launch when N is
+    """Decode-sized M: one launch, GEMV for M = 1 (16-column panels 1024 deep when N is
     narrow, as here), 16-row tensor-core tiles up to 16."""
     a, b = rand((m, 2048), "bfloat16", seed), rand((2048, 96), "bfloat16", seed + 1)
     plan = mm.plan_matmul(a, b, out_dtype="float32")
     cfg = mm.default_config(m, 96, 2048)
     if m == 1:
-        assert (cfg.schedule, cfg.split_k, cfg.split_mode) == ("gemv", 8, "atomic")
-        assert names(plan) == ["splitk_atomic_kernel"]
+        assert (cfg.schedule, cfg.tn, cfg.tk, cfg.split_k) == ("gemv", 16, 1024, 1)
+        assert names(plan) == ["gemv_kernel"]
     else:
         assert cfg.schedule == "grouped" and cfg.split_k == 1
         assert names(plan) == ["matmul_kernel"]
     check(plan.run(), matmul_ref(a, b), 1e-5)
+
+
+def test_narrow_fp32_m1_splits_k_in_one_launch(seed):
+    """fp32 at M = 1 on a narrow N keeps one-launch split-K (16-bit takes deep panels)."""
+    cfg = mm.default_config(1, 96, 2048, "float32")
+    assert (cfg.schedule, cfg.split_k, cfg.split_mode) == ("gemv", 8, "atomic")
+    a, b = rand((1, 2048), "float32", seed), rand((2048, 96), "float32", seed + 1)
+    plan = mm.plan_matmul(a, b)
+    assert names(plan) == ["splitk_atomic_kernel"]
+    check(plan.run(), matmul_ref(a, b), 1e-4)
+
+
+@pytest.mark.parametrize("m,n", [(128, 1024), (48, 1024), (16, 1024), (2, 2048),
+                                 (128, 2048)])
+def test_narrow_skinny_problems_take_narrow_deep_tiles(m, n, seed):
+    """Fewer 64-wide columns than a quarter of the SMs at 1 < M <= 128 (the k/v
+    projection): 64 x 32 tiles, 256 deep (16-bit only)."""
+    cfg = mm.default_config(m, n, 4096)
+    assert (cfg.tm, cfg.tn, cfg.tk, cfg.schedule) == (64, 32, 256, "grouped")
+    assert mm.default_config(m, n, 4096, "float32") != cfg
+    assert mm.default_config(m, 4096, 4096) != cfg                     # q/o: not narrow
+    a, b = rand((m, 512), "bfloat16", seed), rand((512, 48), "bfloat16", seed + 1)
+    check(mm.matmul(a, b, out_dtype="float32", config=cfg), matmul_ref(a, b), 1e-5)
 
 
 def test_wide_m1_and_fp8_stay_unsplit():

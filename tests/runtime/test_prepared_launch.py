@@ -73,27 +73,76 @@ class _CuKernel:
 
 
 class FakeGpu:
-    """The fake driver and GPU, and helpers to prepare launches of ``add`` on them."""
+    """The fake driver and GPU, and helpers to prepare launches of ``add`` on them.
 
-    def __init__(self, monkeypatch):
+    ``mode`` "driver": cuda-bindings' ``cuLaunchKernel`` is a Python function recording
+    its arguments; "native": tilelab's native launch module (C, async path included) is
+    bound to a C stand-in libcuda (``lib``) that logs its calls."""
+
+    def __init__(self, monkeypatch, mode: str = "driver", lib=None):
         from cuda.bindings import driver
 
+        self.mode = mode
         self.gpu = _Gpu()
-        self.launches: list[tuple] = []
-        self.result = driver.CUresult.CUDA_SUCCESS
+        self._launches: list[tuple] = []
+        self._result = driver.CUresult.CUDA_SUCCESS
         self.streams = {}
         monkeypatch.setattr(L, "_cuLaunchKernel", [self._cu_launch_kernel])
         monkeypatch.setattr(L, "_SUCCESS", [driver.CUresult.CUDA_SUCCESS])
         monkeypatch.setattr(L, "_DRIVER_LAUNCH", [True])
         monkeypatch.setattr(L, "_default_gpu", lambda: self.gpu)
+        for name in ("_native_launch", "_native_launch_on", "_native_sync",
+                     "_native_prepare"):
+            monkeypatch.setattr(L, name, None)
         monkeypatch.setattr("tilelab.runtime.streams.resolve_stream", self._resolve)
         # the first launch of new arguments takes the full path: on the GPU there, here
         # preparing them as a GPU launch would do, then running the prepared launch
         monkeypatch.setattr(L.Launcher, "_launch_cpu", self._launch_gpu)
+        hot = [None]   # (Kernel.launch_async reads the list it imported)
+        monkeypatch.setattr(L, "HOT", hot)
+        monkeypatch.setattr("tilelab.runtime.kernel._HOT", hot)
+        if mode == "native":
+            from conftest import recorder
+
+            from tilelab.runtime import native
+
+            monkeypatch.delenv("TILELAB_LAUNCH", raising=False)
+            monkeypatch.delenv("TILELAB_HOT", raising=False)
+            native._reset()
+            mod = native.load(str(lib))
+            assert mod is not None, native.status()
+            self.lib = recorder(lib)
+            L.bind_native(mod)
+            assert L.HOT[0] is not None
+
+    @property
+    def launches(self) -> list[tuple]:
+        """Each driver launch's arguments, as cuLaunchKernel takes them."""
+        if self.mode == "driver":
+            return self._launches
+        c = self.lib.fake_call
+        return [(c(i, 0), c(i, 1), c(i, 2), c(i, 3), 1, 1, 1, 0, c(i, 4), c(i, 5), 0)
+                for i in range(self.lib.fake_launches())]
+
+    @property
+    def syncs(self) -> int:
+        """Stream synchronizations of the default stream."""
+        return self.gpu.stream.syncs if self.mode == "driver" else self.lib.fake_syncs()
+
+    @property
+    def result(self):
+        return self._result
+
+    @result.setter
+    def result(self, value) -> None:
+        """What the driver's launch returns from now on."""
+        self._result = value
+        if self.mode == "native":
+            self.lib.fake_set_error(int(value))
 
     def _cu_launch_kernel(self, *argv):
-        self.launches.append(argv)
-        return (self.result,)
+        self._launches.append(argv)
+        return (self._result,)
 
     def _resolve(self, stream=None):
         if stream is None:
@@ -119,12 +168,17 @@ class FakeGpu:
         return fast
 
 
-@pytest.fixture
-def fake(monkeypatch):
+@pytest.fixture(params=["driver", "native"])
+def fake(monkeypatch, request):
     add._launcher._fast.clear()
-    yield FakeGpu(monkeypatch)
+    lib = request.getfixturevalue("fake_libcuda") if request.param == "native" else None
+    yield FakeGpu(monkeypatch, request.param, lib)
     LEDGER.observe_all()
     add._launcher._fast.clear()
+    if request.param == "native":
+        from tilelab.runtime import native
+
+        native._reset()
 
 
 def _args():
@@ -139,7 +193,7 @@ def test_repeated_launches_go_straight_to_the_driver(fake):
     fast = fake.prepare(*args)
     add(zp, x, y)
     fut = add.launch_async(zp, x, y)
-    assert len(fake.launches) == 2 and fake.gpu.stream.syncs == 1
+    assert len(fake.launches) == 2 and fake.syncs == 1
     # plain int handles, the default stream, the packed parameters
     assert fake.launches[0] == (0x5678, 4, 1, 1, 1, 1, 1, 0, 0x1000, fast.params[0], 0)
     assert isinstance(fut, tl.Future) and fut.stream is fake.gpu.stream
@@ -311,10 +365,18 @@ def test_driver_errors_and_the_cuda_core_fallback(fake, monkeypatch):
 
     zp, x, y = args = _args()
     fast = fake.prepare(*args)
+    add.launch_async(zp, x, y).wait()   # (this function's later launches: the C path)
     fake.result = driver.CUresult.CUDA_ERROR_INVALID_VALUE
-    with pytest.raises(LaunchError, match="CUDA_ERROR_INVALID_VALUE"):
+    with pytest.raises(LaunchError, match=r"launch of 'add' \(grid \(4, 1, 1\)\) failed: "
+                                          "CUDA_ERROR_INVALID_VALUE"):
         add(zp, x, y)
+    for _ in range(2):
+        with pytest.raises(LaunchError, match="CUDA_ERROR_INVALID_VALUE"):
+            add.launch_async(zp, x, y)
+    assert LEDGER.pending_count == 0    # a failed launch borrows nothing
     fake.result = driver.CUresult.CUDA_SUCCESS
+    if fake.mode == "native":           # (no cuda-bindings call to fall back from)
+        return
     launched = []
     monkeypatch.setattr("cuda.core.launch", lambda *a: launched.append(a))
 

@@ -170,8 +170,10 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     tf32) in the persistent schedule, the fastest on the H200 for every square from
     2048 and every Qwen3-8B projection at M >= 2048 (benchmarks/results/sweep_h200_*);
     with fewer 128x128 tiles than half the SMs, M <= 128 uses 64x64 tiles and larger M
-    64x128; M = 1 uses the GEMV kernel (with K split in one launch, ``split_mode=
-    "atomic"``, when N is too narrow to occupy the SMs) and M <= 16 tm = 16 tiles.
+    64x128; when N has fewer 64-wide columns than a quarter of the SMs (the k/v
+    projection) 16-bit 1 < M <= 128 uses 64x32 tiles 256 deep. M = 1 uses the GEMV kernel
+    (16-column panels 1024 deep when N is narrow; fp32 then splits K in one launch,
+    ``split_mode="atomic"``) and M <= 16 tm = 16 tiles.
     ``b_transposed``: B is the ``.T`` view of an (N, K) weight; M = 1 then streams
     whole weight rows (``gemv_rows_kernel``), ``tn`` rows per block.
 
@@ -193,10 +195,14 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     # no split-K was fastest for every Qwen3-8B projection at M = 1 and 16, with wide
     # tiles only when they still give half the SMs a block (sweep_h200_*.json).
     wide = n // 128 >= num_sms // 2
+    narrow = -(-n // 64) < num_sms // 4   # 64-wide panels leave most SMs idle (k/v)
     if m == 1:
-        if -(-n // 64) < num_sms // 4 and name not in _FP8:
-            # so few columns that 64-wide panels leave most SMs idle (k/v, N = 1024):
-            # slices of K summed in one launch (sweep6-8_h200_*: 11.0-11.5 vs 11.8-12.9 us)
+        if narrow and name in ("bfloat16", "float16"):
+            # 16-column panels with 1024-deep K steps: 64 blocks for k/v (N = 1024),
+            # 9.1 us against 11.4 for one-launch split-K and cuBLAS's 9.5 (sweep10_h200_*)
+            return MatmulConfig(tm=1, tn=16, tk=1024, schedule="gemv")
+        if narrow and name not in _FP8:
+            # fp32: slices of K summed in one launch (sweep6-8_h200_*)
             tiles, k_tiles = -(-n // 128), -(-k // 128)
             split = max(1, min(num_sms // tiles, k_tiles // 2, 64))
             if split > 1:
@@ -205,6 +211,12 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         tn, tk = (128, 64) if wide else (64, 128)
         return MatmulConfig(tm=1, tn=tn, tk=tk * (2 if name in _FP8 else 1),
                             schedule="gemv")
+    if m <= 128 and narrow and name in ("bfloat16", "float16"):
+        # so few 64-wide columns that most SMs idle (k/v, N = 1024: 16-32 tiles): narrow,
+        # deep tiles (A padded to 64 rows below M = 64): at M = 128 10.7-11.1 us against
+        # 13.4 for 64x64x64, at M = 16 11.4 against 12.0 for 16x32 (cuBLAS 10.6-10.8 and
+        # 9.8; sweep10-11_h200_*)
+        return MatmulConfig(tm=64, tn=32, tk=256)
     if m <= 16:
         tn, tk = (128, 128) if wide else (32, 256)
         return MatmulConfig(tm=16, tn=tn, tk=tk)
@@ -228,7 +240,8 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     """Configurations worth timing for one GEMM shape on Hopper (the default first).
 
     Tiles, schedules (grouped / persistent), group sizes and load-latency hints for
-    large problems; GEMV or split-K variants (both split modes) for M <= 16.
+    large problems; narrow deep tiles for M <= 128; GEMV or split-K variants (both
+    split modes) for M <= 16.
 
     Example:
         >>> space = search_space(4096, 4096, 4096)
@@ -249,6 +262,13 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         for occ in (2, 4):
             add(base.with_(occupancy=occ))
         return space
+    if m <= 128:   # narrow deep tiles (sweep10-11_h200_*: the k/v projection)
+        if m == 1:
+            for tn, tk in ((16, 512), (16, 1024), (32, 256), (64, 256)):
+                add(MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv"))
+        else:
+            for tn in (16, 32):
+                add(MatmulConfig(tm=64, tn=tn, tk=256))
     if m <= 16:
         for tn in (32, 64, 128):
             fill = _split_for(n, k, tn, base.tk, 132)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition, KernelOptions
 from tilelab.runtime.events import LISTENERS as _LISTENERS
-from tilelab.runtime.launch import _STALE, Launcher
+from tilelab.runtime.launch import _STALE, HOT as _HOT, Launcher
 
 __all__ = ["Kernel", "kernel"]
 
@@ -85,6 +85,11 @@ class Kernel:
             except Exception:  # noqa: BLE001 - unhashable: never prepared
                 fast = None
             if fast is not None:
+                hot = _HOT[0]
+                if hot is not None and stream is None:   # C, or None: Python's turn
+                    fut = hot(fast, args)
+                    if fut is not None:
+                        return fut
                 fut = fast.run(args, stream, False)
                 if fut is not _STALE:
                     return fut

@@ -6,9 +6,11 @@ in-memory table (a miss specializes, compiles or hits the disk cache, and loads 
 cubin), check aliasing and borrows, pack the ``cutile_python_v1`` words and launch
 (grid = tile blocks, block = (1, 1, 1)). A launch repeated with the very same argument
 objects reuses everything prepared the first time: its parameters are packed once for
-the driver's ``cuLaunchKernel`` (``TILELAB_LAUNCH=cuda.core`` launches through
-``cuda.core.launch`` instead; graphs are always built with cuda.core). The CPU backend
-runs the same lowered kernel in :mod:`tilelab.interp`.
+the driver's ``cuLaunchKernel``, called from tilelab's native C module
+(:mod:`tilelab.runtime.native`, whose ``hot`` runs a repeated ``launch_async`` on the
+default stream entirely in C) or through cuda-bindings (``TILELAB_LAUNCH=driver``), or
+``cuda.core.launch`` (``TILELAB_LAUNCH=cuda.core``; graphs are always built with
+cuda.core). The CPU backend runs the same lowered kernel in :mod:`tilelab.interp`.
 """
 from __future__ import annotations
 
@@ -406,6 +408,13 @@ _CTYPE = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int3
 
 
 _cuLaunchKernel: list = [None]
+#: the native module's launch/launch_on/sync (None: launch through cuda-bindings)
+_native_launch = _native_launch_on = _native_sync = None
+#: the native module's prepare, for _GpuLaunch (None: no native launch)
+_native_prepare = None
+#: [the native module's hot(prepared, args)]: Kernel.launch_async's C path for repeated
+#: launches on the default stream (None: Python only)
+HOT: list = [None]
 
 
 def _default_gpu():
@@ -417,7 +426,55 @@ def _default_gpu():
     if _cuLaunchKernel[0] is None:
         _SUCCESS[0] = driver.CUresult.CUDA_SUCCESS
         _cuLaunchKernel[0] = driver.cuLaunchKernel
+        g = gpu()   # (loads libcuda before the native module binds to it)
+        if _DRIVER_LAUNCH[0]:
+            from tilelab.runtime import native
+
+            mod = native.load()
+            if mod is not None:
+                bind_native(mod)
+        return g
     return gpu()
+
+
+def bind_native(mod: Any) -> None:
+    """Launch prepared launches through the native module ``mod`` (see
+    :mod:`tilelab.runtime.native`), its C async path included unless
+    ``TILELAB_HOT=0`` or it cannot bind to these classes' slots."""
+    global _native_launch, _native_launch_on, _native_sync, _native_prepare
+    _native_launch, _native_launch_on = mod.launch, mod.launch_on
+    _native_sync, _native_prepare = mod.sync, mod.prepare
+    HOT[0] = None
+    if os.environ.get("TILELAB_HOT", "1") == "0":
+        return
+    try:
+        mod.bind_hot(_GpuLaunch, PreparedRecord, _Future, LaunchInfo, _FREE_EPOCH,
+                     _SPECIAL_MODES, _LOGS, LEDGER.push, LEDGER._appended, _hot_error,
+                     _Pin)
+    except (TypeError, AttributeError):   # another layout of these classes: Python only
+        return
+    HOT[0] = mod.hot
+
+
+def _hot_error(fast: "_GpuLaunch", err: int) -> None:
+    """Raise the LaunchError of a failed driver call on the native async path."""
+    raise LaunchError(f"launch of {fast.name!r} (grid {fast.grid}) failed: "
+                      f"{_driver_error(err)}")
+
+
+def _driver_error(err: int) -> str:
+    """A CUresult as its name and the driver's description."""
+    from cuda.bindings import driver
+
+    try:
+        res = driver.CUresult(err)
+    except ValueError:   # a code this cuda-bindings does not know
+        return f"CUresult {err}"
+    try:
+        desc = driver.cuGetErrorString(res)[1]
+    except Exception:  # noqa: BLE001 - the name alone says enough
+        return res.name
+    return f"{res.name}: {desc.decode() if isinstance(desc, bytes) else desc}"
 
 
 def _scalar_ctype(dtype: str, value: Any):
@@ -459,7 +516,7 @@ class _GpuLaunch:
 
     __slots__ = ("launcher", "definition", "helpers", "name", "match", "storages", "claims",
                  "words", "config", "kernel", "epoch", "free_epoch", "fault", "params",
-                 "grid", "handle", "gpu", "tls", "argv", "info", "pin", "caller")
+                 "grid", "handle", "gpu", "tls", "argv", "info", "pin", "caller", "native")
 
     def __init__(self, launcher: Launcher, plan: LaunchPlan, args: Sequence[Any],
                  norm: list[Any], grid: tuple, claims: list, cache: bool = False):
@@ -495,6 +552,9 @@ class _GpuLaunch:
         # cuLaunchKernel's arguments for tilelab's default stream, handles as plain ints
         # (cuda-bindings converts those faster than its handle objects)
         self.argv = (int(self.handle), *grid, 1, 1, 1, 0, g.stream_handle, self.params[0], 0)
+        #: the same, packed for the native module's launch (None: no native module)
+        self.native = None if _native_prepare is None else _native_prepare(
+            int(self.handle), *grid, int(g.stream_handle), self.params[0])
         #: what its launch records on tilelab's default stream share
         self.info = LaunchInfo(self.name, g.stream_handle, None, g.stream, claims)
         self.pin = _dead_ref
@@ -525,6 +585,8 @@ class _GpuLaunch:
 
         This is every repeated launch's host path, so it is written flat: no call it
         can avoid, the rare conditions tested first by one cheap comparison each.
+        ``native_launch.c``'s ``nl_hot`` does the same for a repeated async launch on
+        the default stream, in C, and leaves the rarer cases to this: keep the two alike.
         """
         if not fresh:
             try:
@@ -554,7 +616,17 @@ class _GpuLaunch:
         logs = _LOGS
         if logs and (len(logs) != 1 or key not in logs):  # other streams have pending work
             LEDGER.check_launch(self.name, self.claims, key)
-        if _DRIVER_LAUNCH[0]:
+        nat = self.native
+        if nat is not None:
+            err = _native_launch(nat) if stream is None else _native_launch_on(nat, argv[8])
+            if err:
+                _hot_error(self, err)
+            if sync:
+                err = _native_sync(argv[8])
+                if err:
+                    raise self.fault(RuntimeError(_driver_error(err))) from None
+                return None
+        elif _DRIVER_LAUNCH[0]:
             try:
                 err = _cuLaunchKernel[0](*argv)[0]
             except TypeError:  # a cuda-bindings without this signature: use cuda.core

@@ -1,0 +1,208 @@
+"""The native launch module (tilelab.runtime.native), built with the real C compiler and
+bound to a stand-in libcuda (tests/runtime/fake_libcuda.c) that logs its calls: the
+build and its cache, the fallbacks, and the C async path's agreement with the Python
+one. (test_prepared_launch.py runs all its prepared-launch tests in native mode too.)"""
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+
+import pytest
+
+import tilelab as tl
+from tilelab.errors import BorrowError
+from tilelab.runtime import launch as L, native
+from tilelab.runtime.ledger import LEDGER
+
+from conftest import CC, recorder
+from test_prepared_launch import FakeGpu, _args, add
+
+pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
+needs_311 = pytest.mark.skipif(sys.version_info < (3, 11),
+                               reason="the C async path needs Python 3.11+")
+
+
+@pytest.fixture
+def bound(fake_libcuda, monkeypatch):
+    """The native module bound to the fake libcuda, and the fake's recorder."""
+    monkeypatch.delenv("TILELAB_LAUNCH", raising=False)
+    native._reset()
+    mod = native.load(str(fake_libcuda))
+    assert mod is not None, native.status()
+    yield mod, recorder(fake_libcuda)
+    native._reset()
+
+
+@pytest.fixture
+def nfake(monkeypatch, fake_libcuda):
+    """test_prepared_launch's fake GPU, launching through the native module."""
+    add._launcher._fast.clear()
+    fake = FakeGpu(monkeypatch, "native", fake_libcuda)
+    yield fake
+    LEDGER.observe_all()
+    add._launcher._fast.clear()
+    native._reset()
+
+
+def _last(rec) -> list[int]:
+    i = rec.fake_launches() - 1
+    return [rec.fake_call(i, j) for j in range(6)]
+
+
+# ---- building and loading --------------------------------------------------------------
+def test_build_is_cached_by_source_and_abi(tmp_path):
+    first = native.build(tmp_path)
+    mtime = first.stat().st_mtime_ns
+    assert first.name.startswith("_tilelab_native") and first.exists()
+    assert native.build(tmp_path) == first and first.stat().st_mtime_ns == mtime
+    assert [p.name for p in first.parent.iterdir()] == [first.name]   # no temp left
+
+
+def test_build_says_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)
+    with pytest.raises(OSError, match="no C compiler found"):
+        native.build(tmp_path)
+
+
+def test_compiler_errors_are_reported(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.c"
+    bad.write_text("this is not C\n")
+    monkeypatch.setattr(native, "_SOURCE", bad)
+    with pytest.raises(OSError, match="failed:\n.*error"):
+        native.build(tmp_path / "out")
+    assert not any((tmp_path / "out").rglob("*.so"))
+
+
+def test_unavailable_and_off_fall_back(tmp_path, monkeypatch):
+    native._reset()
+    assert native.status() == "not loaded yet"
+    assert native.load(str(tmp_path / "libnothing.so")) is None
+    assert native.status().startswith("unavailable (OSError: cannot load")
+    assert "cuda-bindings" in native.status()
+    native._reset()
+    monkeypatch.setenv("TILELAB_LAUNCH", "driver")
+    assert native.load() is None and native.status() == "off: TILELAB_LAUNCH=driver"
+    native._reset()
+
+
+# ---- the module's calls ----------------------------------------------------------------
+def test_calls_reach_the_driver_with_the_packed_arguments(bound):
+    mod, rec = bound
+    assert native.status().startswith("native: ")
+    cap = mod.prepare(0x5678, 3, 2, 1, 0x1000, 0xABC0)
+    assert mod.launch(cap) == 0
+    assert rec.fake_launches() == 1 and _last(rec) == [0x5678, 3, 2, 1, 0x1000, 0xABC0]
+    assert mod.launch_on(cap, 0x2000) == 0 and _last(rec)[4] == 0x2000
+    rec.fake_set_error(700)
+    assert mod.launch(cap) == 700 and rec.fake_launches() == 2
+    assert mod.sync(0x3000) == 0 and rec.fake_last_synced() == 0x3000
+
+
+def test_prepare_and_bind_check_their_arguments(bound):
+    mod, _ = bound
+    with pytest.raises(ValueError, match="grid dimension 1 is 0"):
+        mod.prepare(1, 4, 0, 1, 0, 0)
+    with pytest.raises(TypeError, match="prepare"):
+        mod.prepare(1, 2, 3)
+    with pytest.raises(ValueError, match="PyCapsule"):
+        mod.launch("not a prepared launch")
+    with pytest.raises(TypeError, match="11 arguments"):
+        mod.bind_hot(1, 2)
+
+    class NoSlots:
+        match = None
+
+    with pytest.raises(TypeError, match=r"NoSlots.match is not a __slots__ member"):
+        mod.bind_hot(NoSlots, L.PreparedRecord, L._Future, L.LaunchInfo, [0], [0], {},
+                     print, print, print, L._Pin)
+    with pytest.raises(AttributeError, match="match"):
+        mod.bind_hot(object, L.PreparedRecord, L._Future, L.LaunchInfo, [0], [0], {},
+                     print, print, print, L._Pin)
+
+
+# ---- the C async path ------------------------------------------------------------------
+@needs_311
+def test_repeated_async_launches_take_the_c_path(nfake, monkeypatch):
+    zp, x, y = args = _args()
+    fast = nfake.prepare(*args)
+    runs = []
+    real_run = L._GpuLaunch.run
+    monkeypatch.setattr(L._GpuLaunch, "run", lambda *a: runs.append(1) or real_run(*a))
+    add.launch_async(zp, x, y).wait()          # Python: learns this function's code
+    assert len(runs) == 1 and fast.caller is not None
+    futs = [add.launch_async(zp, x, y)]; line = sys._getframe().f_lineno
+    futs += [add.launch_async(zp, x, y), add.launch_async(zp, x, y)]
+    assert len(runs) == 1 and len(nfake.launches) == 4       # the last three: C
+    assert futs[0]._record.keepalive is fast.pin() is futs[2]._record.keepalive
+    assert nfake.launches[-1] == (0x5678, 4, 1, 1, 1, 1, 1, 0, 0x1000, fast.params[0], 0)
+    f = futs[0]
+    assert isinstance(f, tl.Future) and f.kernel == "add" and f.stream is nfake.gpu.stream
+    assert f._record.site.endswith(f"test_native_launch.py:{line}")
+    assert LEDGER.pending_count == 3
+    with pytest.raises(BorrowError, match=r"pending kernel 'add' launched at "
+                                          rf".*test_native_launch.py:{line}"):
+        z = zp.tensor
+        z.numpy()
+    futs[-1].wait()
+    assert LEDGER.pending_count == 0
+
+
+@needs_311
+def test_a_dropped_c_future_keeps_its_borrows(nfake, monkeypatch):
+    zp, x, y = args = _args()
+    nfake.prepare(*args)
+    add.launch_async(zp, x, y).wait()         # (Python: learns the call site)
+    monkeypatch.setattr(L._GpuLaunch, "run", None)   # from here on, C only
+    storage = weakref.ref(x.storage)
+    add.launch_async(zp, x, y)                # dropped at once
+    del args, x
+    gc.collect()
+    assert storage() is not None              # the pending launch keeps its inputs alive
+    nfake.gpu.stream.done = False
+    with pytest.raises(BorrowError, match="its future was dropped before anyone waited"):
+        zp.tensor.numpy()
+    nfake.gpu.stream.done = True
+    zp.tensor.numpy()
+    assert LEDGER.pending_count == 0
+    gc.collect()
+    assert storage() is None
+
+
+@needs_311
+def test_the_c_path_leaves_the_rare_cases_to_python(nfake, monkeypatch):
+    zp, x, y = args = _args()
+    fast = nfake.prepare(*args)
+    runs = []
+    real_run = L._GpuLaunch.run
+    monkeypatch.setattr(L._GpuLaunch, "run", lambda *a: runs.append(1) or real_run(*a))
+    add.launch_async(zp, x, y).wait()
+    n = len(runs)
+    with tl.unchecked(), pytest.raises(AssertionError, match="the full path ran"):
+        add.launch_async(zp, x, y)            # an unchecked block: the full path
+    assert len(runs) > n
+    n = len(runs)
+
+    def elsewhere():                          # a new call site: Python learns it
+        return add.launch_async(zp, x, y)
+
+    elsewhere().wait()
+    assert len(runs) == n + 1 and fast.caller is elsewhere.__code__
+    elsewhere().wait()
+    assert len(runs) == n + 1                 # then C
+    fut = add.launch_async(zp, x, y, stream="side")   # another stream: Python
+    assert len(runs) == n + 2 and nfake.launches[-1][8] == nfake._resolve("side").handle
+    fut.wait()
+
+
+def test_hot_off_and_python_310_keep_the_python_path(fake_libcuda, monkeypatch):
+    monkeypatch.setenv("TILELAB_HOT", "0")
+    native._reset()
+    mod = native.load(str(fake_libcuda))
+    hot = [None]
+    monkeypatch.setattr(L, "HOT", hot)
+    for name in ("_native_launch", "_native_launch_on", "_native_sync", "_native_prepare"):
+        monkeypatch.setattr(L, name, None)
+    L.bind_native(mod)
+    assert hot == [None] and L._native_launch is mod.launch
+    native._reset()

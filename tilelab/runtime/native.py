@@ -1,0 +1,143 @@
+"""The native launch call: a small C module, built once per machine, that calls
+``cuLaunchKernel`` for prepared launches.
+
+Why: the binding call (cuda-bindings converting eleven arguments on every launch) is
+most of a repeated launch's host time; a prepared launch packs them once into a C
+record, so each launch is one C call. Like Triton's launcher stubs, the module is
+compiled at first GPU use with the system C compiler (``$CC``, else ``cc``) and the
+Python headers, into ``<cache dir>/native/`` keyed by its source, the Python ABI and
+the compiler; later processes load it in a millisecond. Without a compiler or headers
+launches go through cuda-bindings as before, and :func:`status` says why.
+
+``TILELAB_LAUNCH`` picks the path: ``native`` (the default: this module when it
+builds), ``driver`` (cuda-bindings' ``cuLaunchKernel``) or ``cuda.core``.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["load", "status", "build"]
+
+_SOURCE = Path(__file__).with_name("native_launch.c")
+_MODULE = "_tilelab_native"
+_LOCK = threading.Lock()
+#: [module or None, reason string]; None until the first load()
+_STATE: list = [None, None]
+
+
+def _compiler() -> str | None:
+    cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "").split(" ")[0] or "cc"
+    return shutil.which(cc) or shutil.which("cc") or shutil.which("gcc")
+
+
+def _cache_root() -> Path:
+    from tilelab.compiler.cache import _default_dir
+
+    return _default_dir() / "native"
+
+
+def build(out_dir: Path | None = None) -> Path:
+    """Compile the native module (or find it already built); returns the ``.so`` path.
+
+    Raises OSError saying what is missing (a C compiler, the Python headers) or what
+    the compiler printed.
+
+    Example:
+        >>> from tilelab.runtime import native
+        >>> native.build().name.startswith("_tilelab_native")   # doctest: +SKIP
+        True
+    """
+    cc = _compiler()
+    if cc is None:
+        raise OSError("no C compiler found (set CC or install gcc)")
+    include = sysconfig.get_paths()["include"]
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        raise OSError(f"the Python headers are missing ({include}/Python.h; install "
+                      f"python{sys.version_info.major}.{sys.version_info.minor}-dev)")
+    source = _SOURCE.read_bytes()
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    key = hashlib.sha256(source + suffix.encode() + cc.encode() + include.encode()
+                         ).hexdigest()[:16]
+    target_dir = (out_dir or _cache_root()) / key
+    target = target_dir / f"{_MODULE}{suffix}"
+    if target.exists():
+        return target
+    target_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=suffix, dir=target_dir)
+    os.close(fd)
+    cmd = [cc, "-O2", "-shared", "-fPIC", "-I", include, str(_SOURCE), "-o", tmp, "-ldl"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise OSError(f"{' '.join(cmd)} failed:\n{(done.stderr or done.stdout)[-2000:]}")
+        os.replace(tmp, target)   # atomic: a concurrent process sees all of it or none
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _import(path: Path) -> ModuleType:
+    loader = importlib.machinery.ExtensionFileLoader(_MODULE, str(path))
+    spec = importlib.util.spec_from_file_location(_MODULE, path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def load(libcuda: str = "libcuda.so.1") -> ModuleType | None:
+    """The native module bound to the driver, or None when it cannot be used (then
+    :func:`status` says why). Built on the first call of a process that finds no copy.
+
+    Example:
+        >>> from tilelab.runtime import native
+        >>> mod = native.load()       # doctest: +SKIP
+        >>> native.status()           # doctest: +SKIP
+        'native: /home/me/.cache/tilelab/native/3f0c.../_tilelab_native....so'
+    """
+    with _LOCK:
+        if _STATE[1] is not None:
+            return _STATE[0]
+        mode = os.environ.get("TILELAB_LAUNCH", "native").strip().lower()
+        if mode != "native":
+            _STATE[:] = [None, f"off: TILELAB_LAUNCH={mode}"]
+            return None
+        try:
+            path = build()
+            mod = _import(path)
+            mod.init(libcuda)
+        except Exception as e:   # noqa: BLE001 - any failure means: use cuda-bindings
+            _STATE[:] = [None, f"unavailable ({type(e).__name__}: {e}); launches go "
+                               "through cuda-bindings"]
+            return None
+        _STATE[:] = [mod, f"native: {path}"]
+        return mod
+
+
+def status() -> str:
+    """How repeated launches reach the driver: ``native: <path>``, or why not (``off:``,
+    ``unavailable (...)``, ``not loaded yet``).
+
+    Example:
+        >>> from tilelab.runtime import native
+        >>> native.status()          # doctest: +SKIP
+        'not loaded yet'
+    """
+    return _STATE[1] or "not loaded yet"
+
+
+def _reset() -> None:
+    """Forget the loaded module (tests)."""
+    with _LOCK:
+        _STATE[:] = [None, None]

@@ -1,0 +1,420 @@
+/* tilelab's native launch call: cuLaunchKernel from C, for prepared launches.
+ *
+ * Why: a repeated launch spends most of its host time in the binding call itself
+ * (cuda-bindings converts eleven Python arguments and wraps the result on every call).
+ * A prepared launch knows all eleven once, so it packs them here into a small record
+ * (a capsule) and each launch is then one C call with one argument.
+ *
+ * Built by tilelab.runtime.native with the system C compiler at first use (no CUDA
+ * headers needed: the two driver entry points are declared below and looked up in
+ * libcuda at run time). Python falls back to cuda-bindings when it cannot be built.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <dlfcn.h>
+#include <stdint.h>
+
+typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, unsigned shmem, void *stream,
+                         void **params, void **extra);
+typedef int (*sync_fn)(void *stream);
+
+static launch_fn cu_launch = NULL;
+static sync_fn cu_sync = NULL;
+
+typedef struct {
+    void *func;
+    unsigned grid[3];
+    void *stream;
+    void **params;
+} prepared_t;
+
+static const char *CAPSULE = "tilelab.native_launch";
+
+static void free_prepared(PyObject *cap) {
+    PyMem_Free(PyCapsule_GetPointer(cap, CAPSULE));
+}
+
+/* init(libcuda_path): look up the driver entry points (idempotent). */
+static PyObject *nl_init(PyObject *self, PyObject *arg) {
+    const char *path = PyUnicode_AsUTF8(arg);
+    if (path == NULL) return NULL;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (lib == NULL) {
+        PyErr_Format(PyExc_OSError, "cannot load %s: %s", path, dlerror());
+        return NULL;
+    }
+    launch_fn l = (launch_fn)dlsym(lib, "cuLaunchKernel");
+    sync_fn s = (sync_fn)dlsym(lib, "cuStreamSynchronize");
+    if (l == NULL || s == NULL) {
+        PyErr_Format(PyExc_OSError, "%s has no cuLaunchKernel/cuStreamSynchronize", path);
+        return NULL;
+    }
+    cu_launch = l;
+    cu_sync = s;
+    Py_RETURN_NONE;
+}
+
+static int as_pointer(PyObject *o, void **out) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return 0;
+    *out = (void *)(uintptr_t)v;
+    return 1;
+}
+
+/* prepare(function, gx, gy, gz, stream, params) -> capsule: one launch's arguments
+ * (handles and the packed parameter array as ints; the caller keeps what they point
+ * to alive as long as the capsule). */
+static PyObject *nl_prepare(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    if (n != 6) {
+        PyErr_SetString(PyExc_TypeError, "prepare(function, gx, gy, gz, stream, params)");
+        return NULL;
+    }
+    prepared_t p;
+    void *params;
+    if (!as_pointer(args[0], &p.func) || !as_pointer(args[4], &p.stream) ||
+        !as_pointer(args[5], &params))
+        return NULL;
+    for (int i = 0; i < 3; i++) {
+        unsigned long v = PyLong_AsUnsignedLong(args[1 + i]);
+        if (v == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+        if (v == 0 || v > 0xffffffffUL) {
+            PyErr_Format(PyExc_ValueError, "grid dimension %d is %lu", i, v);
+            return NULL;
+        }
+        p.grid[i] = (unsigned)v;
+    }
+    p.params = (void **)params;
+    prepared_t *heap = PyMem_Malloc(sizeof(prepared_t));
+    if (heap == NULL) return PyErr_NoMemory();
+    *heap = p;
+    PyObject *cap = PyCapsule_New(heap, CAPSULE, free_prepared);
+    if (cap == NULL) PyMem_Free(heap);
+    return cap;
+}
+
+static PyObject *nl_result(int err) {
+    return PyLong_FromLong(err); /* 0 is a cached small int */
+}
+
+/* launch(capsule) -> CUresult as int, on the prepared stream. */
+static PyObject *nl_launch(PyObject *self, PyObject *cap) {
+    prepared_t *p = PyCapsule_GetPointer(cap, CAPSULE);
+    if (p == NULL) return NULL;
+    if (cu_launch == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "native launch used before init()");
+        return NULL;
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS  /* the driver blocks while the launch queue is full */
+    err = cu_launch(p->func, p->grid[0], p->grid[1], p->grid[2], 1, 1, 1, 0, p->stream,
+                    p->params, NULL);
+    Py_END_ALLOW_THREADS
+    return nl_result(err);
+}
+
+/* launch_on(capsule, stream) -> CUresult as int, on another stream. */
+static PyObject *nl_launch_on(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "launch_on(prepared, stream)");
+        return NULL;
+    }
+    prepared_t *p = PyCapsule_GetPointer(args[0], CAPSULE);
+    void *stream;
+    if (p == NULL || !as_pointer(args[1], &stream)) return NULL;
+    if (cu_launch == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "native launch used before init()");
+        return NULL;
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cu_launch(p->func, p->grid[0], p->grid[1], p->grid[2], 1, 1, 1, 0, stream,
+                    p->params, NULL);
+    Py_END_ALLOW_THREADS
+    return nl_result(err);
+}
+
+/* sync(stream) -> CUresult as int: cuStreamSynchronize without holding the GIL. */
+static PyObject *nl_sync(PyObject *self, PyObject *arg) {
+    void *stream;
+    if (!as_pointer(arg, &stream)) return NULL;
+    if (cu_sync == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "native launch used before init()");
+        return NULL;
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cu_sync(stream);
+    Py_END_ALLOW_THREADS
+    return nl_result(err);
+}
+
+
+/* ---- the async fast path ---------------------------------------------------------
+ *
+ * hot(prepared_launch, args) does what tilelab.runtime.launch._GpuLaunch.run does for a
+ * repeated kernel.launch_async(*args) on tilelab's default stream, in C: the same
+ * checks in the same order, reading the prepared launch's own slots (so Python and C
+ * share one state), then the driver call, the ledger record and the future. Whenever a
+ * check would need more than a comparison (a stale launch, an unchecked block or graph
+ * capture, freed memory, changed helpers, a context not current on this thread, work
+ * pending on another stream, a new call site) it returns None
+ * having launched nothing, and the Python path does the rest. Keep the two alike.
+ */
+static int hot_bound = 0;
+static PyTypeObject *launch_type, *record_type, *future_type;
+static PyObject *pin_type;
+static PyObject *free_epoch, *special_modes, *logs, *push, *appended, *on_error;
+static PyObject *s_ok, *s_helper_epoch, *s_bindings, *s_append;
+/* slot offsets: _GpuLaunch, LaunchInfo, PreparedRecord, Future */
+static Py_ssize_t o_match, o_definition, o_helpers, o_epoch, o_free_epoch, o_tls, o_info,
+    o_fault, o_native, o_pin, o_caller, o_info_stream, o_r_info, o_r_site, o_r_offset,
+    o_r_observed, o_r_keepalive, o_r_orphaned, o_r_event, o_f_record, o_f_error_map;
+
+static int slot_offset(PyObject *type, const char *name, Py_ssize_t *out) {
+    PyObject *d = PyObject_GetAttrString(type, name);
+    if (d == NULL) return 0;
+    if (!Py_IS_TYPE(d, &PyMemberDescr_Type) ||
+        ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member",
+                     ((PyTypeObject *)type)->tp_name, name);
+        Py_DECREF(d);
+        return 0;
+    }
+    *out = ((PyMemberDescrObject *)d)->d_member->offset;
+    Py_DECREF(d);
+    return 1;
+}
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+/* bind_hot(launch_type, record_type, future_type, info_type, FREE_EPOCH, SPECIAL_MODES,
+ *          logs, push, appended, on_error, pin_type) */
+static PyObject *nl_bind_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+    if (n != 11) {
+        PyErr_SetString(PyExc_TypeError, "bind_hot takes 11 arguments");
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++)
+        if (!PyType_Check(a[i])) {
+            PyErr_SetString(PyExc_TypeError, "bind_hot: the first four must be types");
+            return NULL;
+        }
+    if (!PyList_Check(a[4]) || !PyList_Check(a[5]) || !PyDict_Check(a[6])) {
+        PyErr_SetString(PyExc_TypeError, "bind_hot: FREE_EPOCH, SPECIAL_MODES must be "
+                                         "lists and logs a dict");
+        return NULL;
+    }
+    if (!(slot_offset(a[0], "match", &o_match) &&
+          slot_offset(a[0], "definition", &o_definition) &&
+          slot_offset(a[0], "helpers", &o_helpers) && slot_offset(a[0], "epoch", &o_epoch) &&
+          slot_offset(a[0], "free_epoch", &o_free_epoch) &&
+          slot_offset(a[0], "tls", &o_tls) && slot_offset(a[0], "info", &o_info) &&
+          slot_offset(a[0], "fault", &o_fault) && slot_offset(a[0], "native", &o_native) &&
+          slot_offset(a[0], "pin", &o_pin) && slot_offset(a[0], "caller", &o_caller) &&
+          slot_offset(a[3], "stream", &o_info_stream) &&
+          slot_offset(a[1], "info", &o_r_info) && slot_offset(a[1], "_site", &o_r_site) &&
+          slot_offset(a[1], "_offset", &o_r_offset) &&
+          slot_offset(a[1], "observed", &o_r_observed) &&
+          slot_offset(a[1], "keepalive", &o_r_keepalive) &&
+          slot_offset(a[1], "orphaned", &o_r_orphaned) &&
+          slot_offset(a[1], "event", &o_r_event) &&
+          slot_offset(a[2], "_record", &o_f_record) &&
+          slot_offset(a[2], "_error_map", &o_f_error_map)))
+        return NULL;
+    PyObject **keep[] = {(PyObject **)&launch_type, (PyObject **)&record_type,
+                         (PyObject **)&future_type, &free_epoch, &special_modes, &logs,
+                         &push, &appended, &on_error, &pin_type};
+    PyObject *vals[] = {a[0], a[1], a[2], a[4], a[5], a[6], a[7], a[8], a[9], a[10]};
+    for (int i = 0; i < 10; i++) Py_XSETREF(*keep[i], Py_NewRef(vals[i]));
+    if (s_ok == NULL) {
+        s_ok = PyUnicode_InternFromString("ok");
+        s_helper_epoch = PyUnicode_InternFromString("helper_epoch");
+        s_bindings = PyUnicode_InternFromString("bindings");
+        s_append = PyUnicode_InternFromString("append");
+        if (!s_ok || !s_helper_epoch || !s_bindings || !s_append) return NULL;
+    }
+    hot_bound = 1;
+    Py_RETURN_NONE;
+}
+
+/* 1 when both slots hold equal objects, 0 otherwise (never an error) */
+static int same_value(PyObject *x, PyObject *y) {
+    if (x == NULL || y == NULL) return 0;
+    int r = PyObject_RichCompareBool(x, y, Py_EQ);
+    if (r < 0) PyErr_Clear();
+    return r == 1;
+}
+
+static PyObject *nl_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "hot(prepared_launch, args)");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030B0000
+    Py_RETURN_NONE; /* (PyFrame_GetLasti is 3.11+: the Python path serves 3.10) */
+#else
+    PyObject *fast = a[0], *args = a[1];
+    if (!hot_bound || cu_launch == NULL || Py_TYPE(fast) != launch_type) Py_RETURN_NONE;
+    PyObject *nat = SLOT(fast, o_native), *match = SLOT(fast, o_match);
+    if (nat == NULL || nat == Py_None || match == NULL || match == Py_None) Py_RETURN_NONE;
+    prepared_t *p = PyCapsule_GetPointer(nat, CAPSULE);
+    if (p == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    /* the very objects it was prepared for (a dead one raises ReferenceError: stale) */
+    if (!same_value(args, match)) Py_RETURN_NONE;
+    /* no unchecked block or capture open, nothing freed since, helpers unchanged */
+    if (PyList_GET_SIZE(special_modes) < 1 || PyList_GET_SIZE(free_epoch) < 1)
+        Py_RETURN_NONE;
+    int special = PyObject_IsTrue(PyList_GET_ITEM(special_modes, 0));
+    if (special != 0) {
+        if (special < 0) PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (!same_value(PyList_GET_ITEM(free_epoch, 0), SLOT(fast, o_free_epoch)))
+        Py_RETURN_NONE;
+    PyObject *definition = SLOT(fast, o_definition), *helpers = SLOT(fast, o_helpers);
+    if (definition == NULL || helpers == NULL) Py_RETURN_NONE;
+    PyObject *v = PyObject_GetAttr(definition, s_helper_epoch);
+    int same = same_value(v, SLOT(fast, o_epoch));
+    Py_XDECREF(v);
+    v = PyObject_GetAttr(helpers, s_bindings);
+    int bound_helpers = v == NULL ? -1 : PyObject_IsTrue(v);
+    Py_XDECREF(v);
+    if (!same || bound_helpers != 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    /* the context is current on this thread */
+    PyObject *tls = SLOT(fast, o_tls);
+    v = tls == NULL ? NULL : PyObject_GetAttr(tls, s_ok);
+    if (v == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_DECREF(v);
+    /* no pending work on another stream (else the ledger must check) */
+    PyObject *info = SLOT(fast, o_info);
+    PyObject *key = info == NULL ? NULL : SLOT(info, o_info_stream);
+    if (key == NULL) Py_RETURN_NONE;
+    Py_ssize_t nlogs = PyDict_GET_SIZE(logs);
+    if (nlogs && (nlogs != 1 || PyDict_Contains(logs, key) != 1)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    /* the user's line: the frame above Kernel.launch_async, whose code the Python path
+     * found to lie outside tilelab */
+    PyFrameObject *f = PyEval_GetFrame();
+    PyFrameObject *back = f == NULL ? NULL : PyFrame_GetBack(f);
+    if (back == NULL) Py_RETURN_NONE;
+    PyCodeObject *code = PyFrame_GetCode(back);
+    int lasti = PyFrame_GetLasti(back);
+    Py_DECREF(back);
+    if ((PyObject *)code != SLOT(fast, o_caller)) {
+        Py_DECREF(code);
+        Py_RETURN_NONE;
+    }
+    /* the arguments' pin that pending records share (a new one when none is pending) */
+    PyObject *pinref = SLOT(fast, o_pin);
+    PyObject *pin = pinref == NULL ? NULL : PyObject_CallNoArgs(pinref);
+    if (pin == Py_None) {
+        Py_DECREF(pin);
+        pin = PyObject_CallOneArg(pin_type, args);
+        PyObject *ref = pin == NULL ? NULL : PyWeakref_NewRef(pin, NULL);
+        if (ref == NULL) Py_CLEAR(pin);
+        else Py_XSETREF(SLOT(fast, o_pin), ref);
+    }
+    if (pin == NULL) {
+        PyErr_Clear();
+        Py_DECREF(code);
+        Py_RETURN_NONE;
+    }
+    PyObject *offset = PyLong_FromLong(lasti);
+    PyObject *rec = offset == NULL ? NULL : record_type->tp_alloc(record_type, 0);
+    PyObject *fut = rec == NULL ? NULL : future_type->tp_alloc(future_type, 0);
+    if (fut == NULL) {
+        Py_XDECREF(rec);
+        Py_XDECREF(offset);
+        Py_DECREF(pin);
+        Py_DECREF(code);
+        return NULL;
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cu_launch(p->func, p->grid[0], p->grid[1], p->grid[2], 1, 1, 1, 0, p->stream,
+                    p->params, NULL);
+    Py_END_ALLOW_THREADS
+    SLOT(rec, o_r_info) = Py_NewRef(info);
+    SLOT(rec, o_r_site) = (PyObject *)code;
+    SLOT(rec, o_r_offset) = offset;
+    /* (a failed launch's record is never pending: the future's __del__ then leaves it) */
+    SLOT(rec, o_r_observed) = Py_NewRef(err ? Py_True : Py_False);
+    SLOT(rec, o_r_keepalive) = pin;
+    SLOT(rec, o_r_orphaned) = Py_NewRef(Py_False);
+    SLOT(rec, o_r_event) = Py_NewRef(Py_None);
+    SLOT(fut, o_f_record) = rec;
+    PyObject *fault = SLOT(fast, o_fault);
+    SLOT(fut, o_f_error_map) = Py_NewRef(fault == NULL ? Py_None : fault);
+    if (err) { /* nothing launched: no record; on_error raises LaunchError */
+        Py_DECREF(fut);
+        PyObject *e = PyLong_FromLong(err);
+        PyObject *r = e == NULL ? NULL : PyObject_CallFunctionObjArgs(on_error, fast, e, NULL);
+        Py_XDECREF(e);
+        Py_XDECREF(r);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "launch failed");
+        return NULL;
+    }
+    /* the ledger (LEDGER.append inlined, as in Python) */
+    PyObject *log = PyDict_GetItemWithError(logs, key);
+    PyObject *r;
+    if (log == NULL) {
+        r = PyErr_Occurred() ? NULL : PyObject_CallOneArg(push, rec);
+    } else {
+        Py_INCREF(log);
+        r = PyObject_CallMethodOneArg(log, s_append, rec);
+        if (r != NULL) {
+            Py_DECREF(r);
+            PyObject *cur = PyDict_GetItemWithError(logs, key);
+            Py_ssize_t len = PyObject_Length(log);
+            if (len < 0 || (cur == NULL && PyErr_Occurred()))
+                r = NULL;
+            else if (cur != log || !(len & 255))
+                r = PyObject_CallFunctionObjArgs(appended, log, rec, NULL);
+            else
+                r = Py_NewRef(Py_None);
+        }
+        Py_DECREF(log);
+    }
+    if (r == NULL) {
+        Py_DECREF(fut);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return fut;
+#endif
+}
+
+static PyMethodDef methods[] = {
+    {"init", nl_init, METH_O, "init(libcuda_path): bind the driver entry points"},
+    {"prepare", (PyCFunction)(void (*)(void))nl_prepare, METH_FASTCALL,
+     "prepare(function, gx, gy, gz, stream, params) -> prepared launch"},
+    {"launch", nl_launch, METH_O, "launch(prepared) -> CUresult"},
+    {"launch_on", (PyCFunction)(void (*)(void))nl_launch_on, METH_FASTCALL,
+     "launch_on(prepared, stream) -> CUresult"},
+    {"sync", nl_sync, METH_O, "sync(stream) -> CUresult"},
+    {"bind_hot", (PyCFunction)(void (*)(void))nl_bind_hot, METH_FASTCALL,
+     "bind_hot(launch_type, record_type, future_type, info_type, FREE_EPOCH, "
+     "SPECIAL_MODES, logs, push, appended, on_error, pin_type)"},
+    {"hot", (PyCFunction)(void (*)(void))nl_hot, METH_FASTCALL,
+     "hot(prepared_launch, args) -> Future, or None (take the Python path)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tilelab_native",
+                                    "tilelab's native cuLaunchKernel call", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__tilelab_native(void) { return PyModule_Create(&module); }
