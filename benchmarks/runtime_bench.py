@@ -216,6 +216,7 @@ def bench_launch_overhead(torch, res: dict) -> None:
     out["ratio_async_keep_last"] = out["safe_async_keep_last_us"] / out["bare_async_us"]
     out["safe_sync_inline_partition_us"] = per_call(
         lambda: vector_add(z.partition(1024), x, y)) * 1e6
+    out["interleaved"] = _launch_interleaved(s, config, k, words, zp, x, y, nat)
     # graph replay of 100 small launches
     with tl.graph() as gr:
         for _ in range(100):
@@ -252,9 +253,77 @@ def bench_launch_overhead(torch, res: dict) -> None:
     assert torch.equal(tz, tx + ty)
     r = tl.bench(lambda: tg.replay(), rep=30, warmup=5, flush_l2=False)
     out["torch_graph_chain_device_us_per_kernel"] = r.median * 1e6 / 100
+    # and the same cuTile kernel written raw, launched with ct.launch into a torch graph:
+    # what the chain costs without tilelab (the kernel, not the graph, sets the pace)
+    from raw_kernels import raw_add
+    import cuda.tile as ct
+
+    rz = torch.empty_like(tx)
+    with torch.cuda.stream(side):
+        ct.launch(side, (1, 1, 1), raw_add, (rz, tx, ty, 1024))
+    torch.cuda.synchronize()
+    rg = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(rg):
+        cap = torch.cuda.current_stream()
+        for _ in range(100):
+            ct.launch(cap, (1, 1, 1), raw_add, (rz, tx, ty, 1024))
+    rz.fill_(float("nan"))
+    rg.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(rz, tx + ty)
+    r = tl.bench(lambda: rg.replay(), rep=30, warmup=5, flush_l2=False)
+    out["raw_cutile_graph_chain_device_us_per_kernel"] = r.median * 1e6 / 100
     r = tl.bench(lambda: gr.replay(), rep=30, warmup=5, flush_l2=False)
     out["graph_replay_again_device_us_per_kernel"] = r.median * 1e6 / 100
     tl.synchronize()
+
+
+def _launch_interleaved(s, config, k, words, zp, x, y, nat, n: int = 500,
+                        rounds: int = 21) -> dict:
+    """Host time per launch in loops of ``n``, the variants interleaved round by round
+    (medians over ``rounds``), each loop starting from an idle GPU.
+
+    Why next to the 2000-launch loops above: this kernel's launch-to-launch time on the
+    GPU (5-7 us there) is about the host's launch time, so 2000 back-to-back launches can
+    fill the driver's launch queue, and the loop then runs at the GPU's pace; which
+    variant hits that first depends on the run (a faster host path hits it sooner). 500
+    launches stay below it, so this times the host.
+    """
+    from cuda.core import launch as cu_launch
+
+    futs: list = []
+    last = [None]
+
+    def keep_all():
+        futs.append(vector_add.launch_async(zp, x, y))
+
+    def keep_last():
+        last[0] = vector_add.launch_async(zp, x, y)
+
+    variants = {"bare_async": lambda: cu_launch(s, config, k, *words),
+                "safe_async_drop": lambda: vector_add.launch_async(zp, x, y),
+                "safe_async_keep_last": keep_last,
+                "safe_async_keep_all": keep_all}
+    if nat is not None:
+        cap = vector_add._launcher._fast[hash((zp, x, y))].native
+        variants["native_call"] = lambda: nat.launch(cap)
+    per: dict[str, list[float]] = {v: [] for v in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            tl.synchronize()
+            futs.clear()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            per[name].append((time.perf_counter() - t0) / n * 1e6)
+    tl.synchronize()
+    futs.clear()
+    out = {f"{v}_us": statistics.median(t) for v, t in per.items()}
+    for v in ("safe_async_drop", "safe_async_keep_last", "safe_async_keep_all"):
+        out[f"ratio_{v.removeprefix('safe_')}"] = out[f"{v}_us"] / out["bare_async_us"]
+    out["launches_per_loop"] = n
+    out["rounds"] = rounds
+    return out
 
 
 def bench_gemm(torch, res: dict, m: int, rounds: int = 3) -> None:

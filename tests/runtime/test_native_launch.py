@@ -15,10 +15,10 @@ from tilelab.errors import BorrowError
 from tilelab.runtime import launch as L, native
 from tilelab.runtime.ledger import LEDGER
 
-from conftest import CC, recorder
+from conftest import NO_NATIVE, recorder
 from test_prepared_launch import FakeGpu, _args, add
 
-pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
+pytestmark = pytest.mark.skipif(NO_NATIVE is not None, reason=str(NO_NATIVE))
 needs_311 = pytest.mark.skipif(sys.version_info < (3, 11),
                                reason="the C async path needs Python 3.11+")
 
@@ -195,7 +195,7 @@ def test_the_c_path_leaves_the_rare_cases_to_python(nfake, monkeypatch):
     fut.wait()
 
 
-def test_hot_off_and_python_310_keep_the_python_path(fake_libcuda, monkeypatch):
+def test_hot_off_keeps_the_python_path(fake_libcuda, monkeypatch):
     monkeypatch.setenv("TILELAB_HOT", "0")
     native._reset()
     mod = native.load(str(fake_libcuda))
