@@ -2,6 +2,7 @@
 interleaved rounds (the runtime issue asks for >= 4.3 TB/s and >= 1.00x torch).
 
     python benchmarks/add_sweep.py --out add_sweep.json
+    python benchmarks/add_sweep.py --latency --out add_latency.json   # load-latency hints
 """
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import argparse
 import json
 import statistics
 import sys
+
+import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels.examples import vector_add
@@ -22,10 +25,19 @@ def vector_add_loop(z: tl.Out, x: tl.In, y: tl.In):
         z.store(tl.load_like(x, z, at=t) + tl.load_like(y, z, at=t), at=t)
 
 
+def vector_add_latency(z: tl.Out, x: tl.In, y: tl.In, LAT: ct.Constant[int]):
+    """vector_add with cuTile's load-latency hint on both loads (``--latency``)."""
+    a = ct.load(x, index=z.tile_index, shape=z.tile_shape, latency=LAT)
+    b = ct.load(y, index=z.tile_index, shape=z.tile_shape, latency=LAT)
+    z.store(a + b)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="add_sweep.json")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--latency", action="store_true",
+                    help="only torch, the default tiles and load-latency hints 1-10")
     ns = ap.parse_args()
     import torch
 
@@ -42,7 +54,18 @@ def main() -> int:
         nbytes = 3 * n * x.element_size()
         tx, ty, tz = tl.from_dlpack(x), tl.from_dlpack(y), tl.from_dlpack(z)
         variants = {"torch": lambda: torch.add(x, y, out=z)}
-        for occ in (None, 4):
+        if ns.latency:
+            kl = tl.kernel(vector_add_latency)
+            for tile in (1024, 2048):
+                zp = tz.partition(tile)
+                variants[f"tile{tile}"] = lambda zp=zp: vector_add.launch_async(zp, tx, ty)
+                for lat in (1, 3, 6, 10):
+                    z.fill_(float("nan"))
+                    kl(zp, tx, ty, lat)
+                    assert torch.equal(z, ref), (dt, tile, lat)
+                    variants[f"tile{tile}_lat{lat}"] = (
+                        lambda zp=zp, lat=lat: kl.launch_async(zp, tx, ty, lat))
+        for occ in (() if ns.latency else (None, 4)):
             k = vector_add if occ is None else tl.kernel(occupancy=occ)(vector_add.__wrapped__)
             for tile in (512, 1024, 2048):
                 zp = tz.partition(tile)
@@ -54,7 +77,7 @@ def main() -> int:
         from tilelab.runtime.device import gpu as _gpu
 
         sms = _gpu().num_sms
-        for occ in (None, 4):
+        for occ in (() if ns.latency else (None, 4)):
             kl = tl.kernel(occupancy=occ)(vector_add_loop)
             for tile in (1024, 2048):
                 for per_sm in (4, 8, 16):

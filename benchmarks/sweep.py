@@ -138,6 +138,12 @@ def skinny_space(m: int, n: int, k: int) -> list[dict]:
     if m <= 16:   # A padded to 64 rows: tensor-core tiles of 16 x 16 are slow
         for tn, tk in ((16, 256), (32, 256), (16, 512)):
             out.append(dict(tm=64, tn=tn, tk=tk, schedule="grouped"))
+        for tm in (16, 64):   # and K split in one launch over those narrow tiles
+            for split in (2, 4):
+                out.append(dict(tm=tm, tn=32, tk=256, schedule="splitk", split_k=split,
+                                split_mode="atomic"))
+            out.append(dict(tm=tm, tn=64, tk=256, schedule="splitk", split_k=4,
+                            split_mode="atomic"))
     tms = (16,) if m <= 16 else (32, 64, 128)
     for tm in tms:
         for tn in (16, 32, 64):

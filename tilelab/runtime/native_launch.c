@@ -196,6 +196,7 @@ static PyObject *nl_bind_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
         PyErr_SetString(PyExc_TypeError, "bind_hot takes 11 arguments");
         return NULL;
     }
+    hot_bound = 0; /* (a failed rebinding leaves the C path off, not half-bound) */
     for (int i = 0; i < 4; i++)
         if (!PyType_Check(a[i])) {
             PyErr_SetString(PyExc_TypeError, "bind_hot: the first four must be types");
