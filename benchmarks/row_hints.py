@@ -21,12 +21,17 @@ import tilelab as tl
 HINTS = [{"occupancy": 4}, {"occupancy": 2, "num_worker_warps": 8},
          {"occupancy": 3, "num_worker_warps": 8}, {"num_worker_warps": 8},
          {"occupancy": 4, "num_worker_warps": 8}]
+#: RoPE's one-token tiles never had a hint: its blocks may be register-limited too
+ROPE_HINTS = [{}, {"occupancy": 2}, {"occupancy": 4}, {"occupancy": 8},
+              {"num_worker_warps": 8}, {"occupancy": 4, "num_worker_warps": 8}]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="row_hints.json")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ops", default="softmax,rmsnorm",
+                    help="which of softmax, rmsnorm, rope to time")
     ns = ap.parse_args()
     import importlib
 
@@ -36,6 +41,7 @@ def main() -> int:
 
     sm = importlib.import_module("tilelab.kernels.softmax")
     nm = importlib.import_module("tilelab.kernels.norms")
+    rm = importlib.import_module("tilelab.kernels.rope")
     torch.cuda.set_stream(torch.cuda.ExternalStream(gpu().stream_handle))
     res: dict = {"gpu": gpu().name, "cases": {}}
     bf = torch.bfloat16
@@ -57,14 +63,34 @@ def main() -> int:
                                      yh),
             (1, 2, 4)),
     }
+    if "rope" in ns.ops:
+        r = torch.randn(32768, 32, 128, device="cuda", dtype=bf)
+        ang = torch.rand(32768, 64, device="cuda") * 6.28
+        cos, sin = ang.cos().to(bf), ang.sin().to(bf)
+        xr, yr = tl.from_dlpack(r), tl.from_dlpack(torch.empty_like(r))
+        cr, sr = tl.from_dlpack(cos), tl.from_dlpack(sin)
+        c3, s3, half = cos.float()[:, None], sin.float()[:, None], 64
+        x1, x2 = r.float()[..., :half], r.float()[..., half:]
+        ref_r = torch.cat([x1 * c3 - x2 * s3, x2 * c3 + x1 * s3], -1)
+
+        def rope_torch():
+            a1, a2 = r[..., :half], r[..., half:]
+            return torch.cat([a1 * cos[:, None] - a2 * sin[:, None],
+                              a2 * cos[:, None] + a1 * sin[:, None]], -1)
+        cases["rope/32768x32x128"] = (
+            rope_torch, ref_r, yr, (2 * r.numel() + 2 * cos.numel()) * 2,
+            lambda bt: rm._rope_call("apply_rope", xr, None, cr, sr, None, bt, False, yr),
+            (1, 2))
+    cases = {k: v for k, v in cases.items() if k.split("/")[0] in ns.ops}
     for name, (torch_fn, ref, out, nbytes, call_for, block_ms) in cases.items():
         variants = {"torch": torch_fn}
         for bm in block_ms:
-            for hint in HINTS:
+            for hint in (ROPE_HINTS if name.startswith("rope") else HINTS):
                 call = call_for(bm)
-                kern = tl.kernel(**hint)(call.kernel.__wrapped__)
+                kern = tl.kernel(**hint)(call.kernel.__wrapped__) if hint else call.kernel
                 args = call.args
-                tag = f"bm{bm}_" + "_".join(f"{k[:3]}{v}" for k, v in hint.items())
+                tag = f"bm{bm}_" + ("_".join(f"{k[:3]}{v}" for k, v in hint.items())
+                                     or "nohint")
                 try:
                     out_t = torch.from_dlpack(out)
                     out_t.fill_(float("nan"))

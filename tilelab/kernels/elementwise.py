@@ -325,10 +325,13 @@ def _row_tiles(rows: int, n: int, block_m: int | None, block_n: int | None,
 #: 4096-8192 elements makes the compiler use all 255 registers, so one block fits per
 #: SM and only one row's loads are in flight there; an occupancy hint of 4 caps the
 #: registers at 64 (no spills) and lets four rows stream at once (softmax 3.4x, RMSNorm
-#: 3.8x faster on the H200). The benchmarks may change these entries (then call
-#: ``tilelab.kernels.clear_caches()``).
+#: 3.8x faster on the H200). RoPE's one-token tiles (one tensor) take occupancy 8:
+#: 3.40 -> 3.89 TB/s (benchmarks/results/rope_hints_h200_2026-11-30.json); its q+k
+#: kernels keep none (occupancy 8 spills there, the rest was not timed). The benchmarks
+#: may change these entries (then call ``tilelab.kernels.clear_caches()``).
 ROW_HINTS: dict[str, dict[str, int]] = {"softmax": {"occupancy": 4},
-                                        "norm": {"occupancy": 4}}
+                                        "norm": {"occupancy": 4},
+                                        "rope": {"occupancy": 8}}
 #: hints measured faster on one architecture only (arch -> op -> hints): on sm_90, 8
 #: worker warps make softmax's blocks 384 threads of 80 registers and a shorter program,
 #: 5% faster (benchmarks/results/row_hints_h200_2026-11-30.json); RMSNorm was slower.

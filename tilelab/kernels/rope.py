@@ -26,7 +26,7 @@ import tilelab as tl
 from tilelab.kernels._host import CallCache, PairResult, TensorResult
 from tilelab.kernels.elementwise import (TILE_ELEMS, _Call, _as_tensor, _check_block,
                                          _check_float, _check_same_device, _grid_schedule,
-                                         _output, _pow2_ceil)
+                                         _output, _pow2_ceil, _row_kernel)
 
 __all__ = ["rope", "apply_rope", "rope_tables"]
 
@@ -258,7 +258,8 @@ def _rope_call(fn: str, q: Any, k: Any, cos: Any, sin: Any, positions: Any,
         ins.append(kv)
     last = pt if pt is not None else seq_len
     if kt is None:
-        kernel = rope_pos_kernel if pt is not None else rope_seq_kernel
+        kernel = _row_kernel(rope_pos_kernel if pt is not None else rope_seq_kernel,
+                             "rope", device)
     else:
         kernel = rope_qk_pos_kernel if pt is not None else rope_qk_seq_kernel
     return _Call(kernel, (*parts, *ins, ct_, st_, last, hd), result)
