@@ -105,7 +105,7 @@ def _bind_native() -> None:
     mod = native.load(str(lib))
     if mod is None:
         raise SystemExit(native.status())
-    L.bind_native(mod)
+    L._bind_native(mod)
 
 
 def _setup():

@@ -181,9 +181,9 @@ def test_hot_off_keeps_the_python_path(fake_libcuda, monkeypatch):
     native._reset()
     mod = native.load(str(fake_libcuda))
     hot = [None]
-    monkeypatch.setattr(L, "HOT", hot)
+    monkeypatch.setattr(L, "_HOT", hot)
     for name in ("_native_launch", "_native_launch_on", "_native_sync", "_native_prepare"):
         monkeypatch.setattr(L, name, None)
-    L.bind_native(mod)
+    L._bind_native(mod)
     assert hot == [None] and L._native_launch is mod.launch
     native._reset()

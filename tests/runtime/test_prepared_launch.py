@@ -99,7 +99,7 @@ class FakeGpu:
         # preparing them as a GPU launch would do, then running the prepared launch
         monkeypatch.setattr(L.Launcher, "_launch_cpu", self._launch_gpu)
         hot = [None]   # (Kernel.launch_async reads the list it imported)
-        monkeypatch.setattr(L, "HOT", hot)
+        monkeypatch.setattr(L, "_HOT", hot)
         monkeypatch.setattr("tilelab.runtime.kernel._HOT", hot)
         if mode == "native":
             from conftest import recorder
@@ -112,8 +112,8 @@ class FakeGpu:
             mod = native.load(str(lib))
             assert mod is not None, native.status()
             self.lib = recorder(lib)
-            L.bind_native(mod)
-            assert L.HOT[0] is not None
+            L._bind_native(mod)
+            assert L._HOT[0] is not None
 
     @property
     def launches(self) -> list[tuple]:

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition, KernelOptions
 from tilelab.runtime.events import LISTENERS as _LISTENERS
-from tilelab.runtime.launch import _STALE, HOT as _HOT, Launcher
+from tilelab.runtime.launch import _HOT, _STALE, Launcher
 
 __all__ = ["Kernel", "kernel"]
 

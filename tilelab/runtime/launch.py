@@ -414,7 +414,7 @@ _native_launch = _native_launch_on = _native_sync = None
 _native_prepare = None
 #: [the native module's hot(prepared, args)]: Kernel.launch_async's C path for repeated
 #: launches on the default stream (None: Python only)
-HOT: list = [None]
+_HOT: list = [None]
 
 
 def _default_gpu():
@@ -432,19 +432,19 @@ def _default_gpu():
 
             mod = native.load()
             if mod is not None:
-                bind_native(mod)
+                _bind_native(mod)
         return g
     return gpu()
 
 
-def bind_native(mod: Any) -> None:
+def _bind_native(mod: Any) -> None:
     """Launch prepared launches through the native module ``mod`` (see
     :mod:`tilelab.runtime.native`), its C async path included unless
     ``TILELAB_HOT=0`` or it cannot bind to these classes' slots."""
     global _native_launch, _native_launch_on, _native_sync, _native_prepare
     _native_launch, _native_launch_on = mod.launch, mod.launch_on
     _native_sync, _native_prepare = mod.sync, mod.prepare
-    HOT[0] = None
+    _HOT[0] = None
     if os.environ.get("TILELAB_HOT", "1") == "0":
         return
     try:
@@ -453,7 +453,7 @@ def bind_native(mod: Any) -> None:
                      _Pin)
     except (TypeError, AttributeError):   # another layout of these classes: Python only
         return
-    HOT[0] = mod.hot
+    _HOT[0] = mod.hot
 
 
 def _hot_error(fast: "_GpuLaunch", err: int) -> None:
