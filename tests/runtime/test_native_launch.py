@@ -105,7 +105,7 @@ def test_prepare_and_bind_check_their_arguments(bound):
         mod.prepare(1, 2, 3)
     with pytest.raises(ValueError, match="PyCapsule"):
         mod.launch("not a prepared launch")
-    with pytest.raises(TypeError, match="11 arguments"):
+    with pytest.raises(TypeError, match="12 arguments"):
         mod.bind_hot(1, 2)
 
     class NoSlots:
@@ -113,10 +113,10 @@ def test_prepare_and_bind_check_their_arguments(bound):
 
     with pytest.raises(TypeError, match=r"NoSlots.match is not a __slots__ member"):
         mod.bind_hot(NoSlots, L.PreparedRecord, L._Future, L.LaunchInfo, [0], [0], {},
-                     print, print, print, L._Pin)
+                     print, print, print, L._Pin, L._PKG_DIR)
     with pytest.raises(AttributeError, match="match"):
         mod.bind_hot(object, L.PreparedRecord, L._Future, L.LaunchInfo, [0], [0], {},
-                     print, print, print, L._Pin)
+                     print, print, print, L._Pin, L._PKG_DIR)
 
 
 # ---- the C async path ------------------------------------------------------------------
@@ -150,6 +150,23 @@ def test_repeated_async_launches_take_the_c_path(nfake, monkeypatch):
         z.numpy()
     futs[-1].wait()
     assert LEDGER.pending_count == 0
+
+
+@needs_311
+def test_launches_through_tilelab_functions_take_the_c_path_too(nfake, monkeypatch):
+    """A library function between the user and launch_async (run_launches here): the C
+    path walks past tilelab's frames to the user's line, as the Python path does."""
+    from tilelab.kernels._host import run_launches
+
+    zp, x, y = args = _args()
+    nfake.prepare(*args)
+    runs = _count_runs(monkeypatch)
+    run_launches([(add, args)], None, sync=False)[1].wait()   # Python learns the site
+    assert len(runs) == 1
+    _, fut = run_launches([(add, args)], None, sync=False); line = sys._getframe().f_lineno
+    assert len(runs) == 1                                     # C
+    assert fut._record.site.endswith(f"test_native_launch.py:{line}")
+    fut.wait()
 
 
 @needs_311

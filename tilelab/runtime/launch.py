@@ -450,7 +450,7 @@ def _bind_native(mod: Any) -> None:
     try:
         mod.bind_hot(_GpuLaunch, PreparedRecord, _Future, LaunchInfo, _FREE_EPOCH,
                      _SPECIAL_MODES, _LOGS, LEDGER.push, LEDGER._appended, _hot_error,
-                     _Pin)
+                     _Pin, _PKG_DIR)
     except (TypeError, AttributeError):   # another layout of these classes: Python only
         return
     _HOT[0] = mod.hot

@@ -164,7 +164,7 @@ static PyObject *nl_sync(PyObject *self, PyObject *arg) {
  */
 static int hot_bound = 0;
 static PyTypeObject *launch_type, *record_type, *future_type;
-static PyObject *pin_type;
+static PyObject *pin_type, *pkg_dir;
 static PyObject *free_epoch, *special_modes, *logs, *push, *appended, *on_error;
 static PyObject *s_ok, *s_helper_epoch, *s_bindings, *s_append;
 /* slot offsets: _GpuLaunch, LaunchInfo, PreparedRecord, Future */
@@ -190,10 +190,10 @@ static int slot_offset(PyObject *type, const char *name, Py_ssize_t *out) {
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 /* bind_hot(launch_type, record_type, future_type, info_type, FREE_EPOCH, SPECIAL_MODES,
- *          logs, push, appended, on_error, pin_type) */
+ *          logs, push, appended, on_error, pin_type, pkg_dir) */
 static PyObject *nl_bind_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
-    if (n != 11) {
-        PyErr_SetString(PyExc_TypeError, "bind_hot takes 11 arguments");
+    if (n != 12) {
+        PyErr_SetString(PyExc_TypeError, "bind_hot takes 12 arguments");
         return NULL;
     }
     hot_bound = 0; /* (a failed rebinding leaves the C path off, not half-bound) */
@@ -202,9 +202,10 @@ static PyObject *nl_bind_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
             PyErr_SetString(PyExc_TypeError, "bind_hot: the first four must be types");
             return NULL;
         }
-    if (!PyList_Check(a[4]) || !PyList_Check(a[5]) || !PyDict_Check(a[6])) {
+    if (!PyList_Check(a[4]) || !PyList_Check(a[5]) || !PyDict_Check(a[6]) ||
+        !PyUnicode_Check(a[11])) {
         PyErr_SetString(PyExc_TypeError, "bind_hot: FREE_EPOCH, SPECIAL_MODES must be "
-                                         "lists and logs a dict");
+                                         "lists, logs a dict and pkg_dir a str");
         return NULL;
     }
     if (!(slot_offset(a[0], "match", &o_match) &&
@@ -226,9 +227,9 @@ static PyObject *nl_bind_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
         return NULL;
     PyObject **keep[] = {(PyObject **)&launch_type, (PyObject **)&record_type,
                          (PyObject **)&future_type, &free_epoch, &special_modes, &logs,
-                         &push, &appended, &on_error, &pin_type};
-    PyObject *vals[] = {a[0], a[1], a[2], a[4], a[5], a[6], a[7], a[8], a[9], a[10]};
-    for (int i = 0; i < 10; i++) Py_XSETREF(*keep[i], Py_NewRef(vals[i]));
+                         &push, &appended, &on_error, &pin_type, &pkg_dir};
+    PyObject *vals[] = {a[0], a[1], a[2], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]};
+    for (int i = 0; i < 11; i++) Py_XSETREF(*keep[i], Py_NewRef(vals[i]));
     if (s_ok == NULL) {
         s_ok = PyUnicode_InternFromString("ok");
         s_helper_epoch = PyUnicode_InternFromString("helper_epoch");
@@ -306,18 +307,26 @@ static PyObject *nl_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    /* the user's line: the frame above Kernel.launch_async, whose code the Python path
-     * found to lie outside tilelab */
+    /* the user's line: above Kernel.launch_async, past tilelab's own frames (a library
+     * function's), the code the Python path found and cached as the caller */
     PyFrameObject *f = PyEval_GetFrame();
-    PyFrameObject *back = f == NULL ? NULL : PyFrame_GetBack(f);
-    if (back == NULL) Py_RETURN_NONE;
-    PyCodeObject *code = PyFrame_GetCode(back);
-    int lasti = PyFrame_GetLasti(back);
-    Py_DECREF(back);
-    if ((PyObject *)code != SLOT(fast, o_caller)) {
-        Py_DECREF(code);
+    PyFrameObject *fr = f == NULL ? NULL : PyFrame_GetBack(f);
+    PyCodeObject *code = NULL;
+    while (fr != NULL) {
+        code = PyFrame_GetCode(fr);
+        if ((PyObject *)code == SLOT(fast, o_caller)) break;
+        int inside = PyUnicode_Tailmatch(code->co_filename, pkg_dir, 0, PY_SSIZE_T_MAX, -1);
+        Py_CLEAR(code);
+        PyFrameObject *up = inside == 1 ? PyFrame_GetBack(fr) : NULL;
+        Py_DECREF(fr);
+        fr = up;
+    }
+    if (fr == NULL) { /* a new call site: the Python path learns it */
+        PyErr_Clear();
         Py_RETURN_NONE;
     }
+    int lasti = PyFrame_GetLasti(fr);
+    Py_DECREF(fr);
     /* the arguments' pin that pending records share (a new one when none is pending) */
     PyObject *pinref = SLOT(fast, o_pin);
     PyObject *pin = pinref == NULL ? NULL : PyObject_CallNoArgs(pinref);
@@ -408,7 +417,7 @@ static PyMethodDef methods[] = {
     {"sync", nl_sync, METH_O, "sync(stream) -> CUresult"},
     {"bind_hot", (PyCFunction)(void (*)(void))nl_bind_hot, METH_FASTCALL,
      "bind_hot(launch_type, record_type, future_type, info_type, FREE_EPOCH, "
-     "SPECIAL_MODES, logs, push, appended, on_error, pin_type)"},
+     "SPECIAL_MODES, logs, push, appended, on_error, pin_type, pkg_dir)"},
     {"hot", (PyCFunction)(void (*)(void))nl_hot, METH_FASTCALL,
      "hot(prepared_launch, args) -> Future, or None (take the Python path)"},
     {NULL, NULL, 0, NULL},
