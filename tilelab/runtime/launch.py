@@ -449,15 +449,16 @@ def _bind_native(mod: Any) -> None:
         return
     try:
         mod.bind_hot(_GpuLaunch, PreparedRecord, _Future, LaunchInfo, _FREE_EPOCH,
-                     _SPECIAL_MODES, _LOGS, LEDGER.push, LEDGER._appended, _hot_error,
+                     _SPECIAL_MODES, _LOGS, LEDGER.push, LEDGER._appended, _launch_failed,
                      _Pin, _PKG_DIR)
     except (TypeError, AttributeError):   # another layout of these classes: Python only
         return
     _HOT[0] = mod.hot
 
 
-def _hot_error(fast: "_GpuLaunch", err: int) -> None:
-    """Raise the LaunchError of a failed driver call on the native async path."""
+def _launch_failed(fast: "_GpuLaunch", err: int) -> None:
+    """Raise the LaunchError of a prepared launch whose cuLaunchKernel returned ``err``
+    (any path: cuda-bindings, the native call, the native async path)."""
     raise LaunchError(f"launch of {fast.name!r} (grid {fast.grid}) failed: "
                       f"{_driver_error(err)}")
 
@@ -620,7 +621,7 @@ class _GpuLaunch:
         if nat is not None:
             err = _native_launch(nat) if stream is None else _native_launch_on(nat, argv[8])
             if err:
-                _hot_error(self, err)
+                _launch_failed(self, err)
             if sync:
                 err = _native_sync(argv[8])
                 if err:
@@ -633,8 +634,7 @@ class _GpuLaunch:
                 _DRIVER_LAUNCH[0] = False
                 return self.run(args, stream, sync, True)
             if err != _SUCCESS[0]:
-                raise LaunchError(f"launch of {self.name!r} (grid {self.grid}) failed: "
-                                  f"{getattr(err, 'name', err)}")
+                _launch_failed(self, int(err))
         else:
             from cuda.core import launch as cu_launch
 
