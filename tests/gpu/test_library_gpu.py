@@ -1,6 +1,6 @@
 """The library's defaults on the GPU, for the configurations the benchmarks chose: the
-k/v projection's narrow deep GEMM tiles, RoPE's occupancy hint and softmax's worker
-warps, each against a float64 reference on fresh random data."""
+k/v projection's narrow deep GEMM tiles, RoPE's occupancy hint and softmax's split and
+one-row kernels (TMA loads unless a row is padded), each against a float64 reference on fresh random data."""
 from __future__ import annotations
 
 import importlib
@@ -44,7 +44,22 @@ def test_apply_rope_with_its_occupancy_hint():
     assert rel_err(out.numpy(), ref.apply_rope(x, cos, sin)) < 1e-2
 
 
-def test_softmax_rows_with_worker_warps():
-    x = tl.randn(257, 8192, dtype="bfloat16", device="cuda")
-    y = sm.softmax(x)
-    assert rel_err(y.numpy(), ref.softmax(x)) < 1e-2
+@pytest.mark.parametrize("shape", [(257, 8192), (33, 6144), (9, 5000), (300, 1000)])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_split_and_rows(shape, log):
+    """8192 and 6144 run as 64/32 sub-rows (6144's padded), 5000 as 8 padded sub-rows,
+    1000 as whole padded rows; against float64 on the GPU."""
+    x = tl.randn(*shape, dtype="bfloat16", device="cuda")
+    y = (sm.log_softmax if log else sm.softmax)(x)
+    want = (ref.log_softmax if log else ref.softmax)(x)
+    assert rel_err(y.numpy(), want) < 1e-2
+
+
+def test_softmax_split_masked_rows():
+    """-inf sub-rows add nothing, an all -inf row is NaN (as in torch)."""
+    a = np.random.default_rng(5).standard_normal((4, 8192)).astype(np.float32) * 3
+    a[0, :4000] = -np.inf
+    a[3, :] = -np.inf
+    y = sm.softmax(tl.tensor(a, device="cuda")).numpy()
+    assert np.isnan(y[3]).all() and not np.isnan(y[:3]).any()
+    assert rel_err(y[:3], ref.softmax(a[:3])) < 1e-5

@@ -263,6 +263,40 @@ def test_softmax_online_long_rows(shape, block_m, block_n, log, dtype, rng):
     check(call.run(), want, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("n,g", [(8192, 64), (6144, 32), (5000, 8)])
+def test_softmax_long_rows_split_into_sub_rows(n, g, log, dtype, rng):
+    """Rows of 4096-8192 run as G sub-rows (padded to a power of two when n / G is not
+    one): the same results as the reference."""
+    x = rand(rng, (3, n), dtype, 3.0)
+    call = sm._softmax_call(cpu(x), log=log)
+    assert call.kernel.__wrapped__ is sm.softmax_split_kernel.__wrapped__
+    assert sm._split_rows(n) == g and call.args[0].tile_shape[0] == g
+    want = ref.log_softmax(x) if log else ref.softmax(x)
+    check(call.run(), want, dtype)
+
+
+def test_softmax_split_masked_sub_rows_and_fallbacks(rng):
+    """A sub-row of only -inf adds nothing (no NaN), a row of only -inf is NaN as in
+    torch; a non-contiguous input or explicit blocks keep the one-row kernel."""
+    x = rand(rng, (3, 8192), scale=3.0)
+    x[0, :4000] = -np.inf                          # whole sub-rows of -inf
+    x[1, 5000] = 90.0
+    x[2, :] = -np.inf
+    y = sm.softmax(cpu(x)).numpy()
+    assert np.isnan(y[2]).all() and not np.isnan(y[:2]).any()
+    check(y[:2], ref.softmax(x[:2]), "float32")
+    check(sm.log_softmax(cpu(x[:2])), ref.log_softmax(x[:2]), "float32")
+    wide = rand(rng, (3, 16384), scale=3.0)
+    strided = cpu(wide)[:, :8192]                  # rows 16384 apart: not contiguous
+    call = sm._softmax_call(strided)
+    assert call.kernel.__wrapped__ is sm.softmax_rows_kernel.__wrapped__
+    check(call.run(), ref.softmax(wide[:, :8192]), "float32")
+    call = sm._softmax_call(cpu(x[:2]), block_m=1)
+    assert call.kernel.__wrapped__ is sm.softmax_rows_kernel.__wrapped__
+
+
 def test_softmax_masked_prefix_and_extremes(rng):
     x = rand(rng, (4, 1000), scale=3.0)
     x[:, :600] = -np.inf                          # whole leading column tiles are -inf
@@ -542,6 +576,7 @@ def _small_calls():
         "unary": ew._unary_call(x, "sigmoid", "sigmoid", block_n=64),
         "softmax_rows": sm._softmax_call(x, block_m=4),
         "softmax_online": sm._softmax_call(x, block_m=2, block_n=16),
+        "softmax_split": sm._softmax_call(cpu(rand(r, (2, 4096)))),
         "norm_rows": nm._norm_call("ln", x, w, w, None, 1e-5, False, 4, None, None),
         "add_norm_rows": nm._norm_call("rms", x, w, None, x, 1e-5, True, 4, None, None),
         "norm_looped": nm._norm_call("ln", x, w, w, None, 1e-5, False, 2, 16, None),
@@ -624,8 +659,9 @@ def _typical_gpu_calls():
         "binary_row": ew._binary_call("mul", h, w),
         "binary_scalar": ew._binary_call("mul", h, 0.5),
         "unary": ew._unary_call(h, "gelu_tanh", "gelu"),
-        "softmax_rows": sm._softmax_call(h),
+        "softmax_rows": sm._softmax_call(t((4096, 1024))),
         "softmax_online": sm._softmax_call(long),
+        "softmax_split": sm._softmax_call(h),
         "norm_rows": nm._norm_call("rms", h, w, None, None, 1e-6, True, None, None, None),
         "add_norm_rows": nm._norm_call("ln", h, w, w, h[:, :], 1e-5, False, None, None,
                                        None),
@@ -649,7 +685,7 @@ def _typical_gpu_calls():
 
 TYPICAL = functools.lru_cache(maxsize=1)(_typical_gpu_calls)   # built once, lazily
 TYPICAL_NAMES = ["binary", "binary_row", "binary_scalar", "unary", "softmax_rows",
-                 "softmax_online", "norm_rows", "add_norm_rows", "norm_looped",
+                 "softmax_online", "softmax_split", "norm_rows", "add_norm_rows", "norm_looped",
                  "add_norm_looped", "rope_qk_seq", "rope_qk_pos", "rope_seq", "rope_pos",
                  "embedding", "row_reduce", "row_argmax"]
 
@@ -688,17 +724,21 @@ def test_every_public_name_has_an_example(module):
 
 
 def test_row_kernels_carry_the_measured_hints(monkeypatch):
-    """Softmax and the norms compile with occupancy 4; on sm_90 softmax adds 8 worker
-    warps (measured faster there only), other GPUs and the CPU keep the plain hint."""
+    """Softmax and the norms compile with occupancy 4 (no worker-warp hint: the exp2
+    kernels were faster without it on sm_90); an arch entry overrides the hint there
+    only."""
     import tilelab.runtime.device as dev
 
     def options(k):
         return k.options.occupancy, k.options.num_worker_warps
 
-    assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cpu")) == (4, None)
+    assert options(ew._row_kernel(sm.softmax_split_kernel, "softmax", "cpu")) == (4, None)
     monkeypatch.setattr(dev, "current_arch", lambda: "sm_90")
-    assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, 8)
+    assert options(ew._row_kernel(sm.softmax_split_kernel, "softmax", "cuda")) == (4, None)
     assert options(ew._row_kernel(nm.norm_rows_kernel, "norm", "cuda")) == (4, None)
+    monkeypatch.setitem(ew.ROW_HINTS_BY_ARCH, "sm_90",
+                        {"softmax": {"occupancy": 4, "num_worker_warps": 8}})
+    assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, 8)
     monkeypatch.setattr(dev, "current_arch", lambda: "sm_100")
     assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, None)
 

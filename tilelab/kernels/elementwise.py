@@ -332,11 +332,11 @@ def _row_tiles(rows: int, n: int, block_m: int | None, block_n: int | None,
 ROW_HINTS: dict[str, dict[str, int]] = {"softmax": {"occupancy": 4},
                                         "norm": {"occupancy": 4},
                                         "rope": {"occupancy": 8}}
-#: hints measured faster on one architecture only (arch -> op -> hints): on sm_90, 8
-#: worker warps make softmax's blocks 384 threads of 80 registers and a shorter program,
-#: 5% faster (benchmarks/results/row_hints_h200_2026-11-30.json); RMSNorm was slower.
-ROW_HINTS_BY_ARCH: dict[str, dict[str, dict[str, int]]] = {
-    "sm_90": {"softmax": {"occupancy": 4, "num_worker_warps": 8}}}
+#: hints measured faster on one architecture only (arch -> op -> hints). Softmax's
+#: ``exp`` kernel took 8 worker warps on sm_90 (5% faster); its ``exp2`` kernels are
+#: faster without (140 vs 145 us at 16384 x 8192, variant_probe_h200_*.json), so none is
+#: set today; the benchmarks may set some.
+ROW_HINTS_BY_ARCH: dict[str, dict[str, dict[str, int]]] = {}
 
 
 def _row_kernel(kernel: tl.Kernel, op: str, device: str) -> tl.Kernel:
