@@ -249,6 +249,27 @@ static int same_value(PyObject *x, PyObject *y) {
     return r == 1;
 }
 
+/* Every (namespace dict, name, object) helper binding of the kernel still resolves to
+ * its object, as HelperRegistry.changed() checks in Python (a notebook that redefines a
+ * helper makes the kernel be re-checked). Anything unusual (not a list of 3-tuples over
+ * exact dicts, a name bound to nothing) is left to the Python path. */
+static int helpers_unchanged(PyObject *bindings) {
+    if (!PyList_Check(bindings)) return 0;
+    Py_ssize_t n = PyList_GET_SIZE(bindings);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(bindings, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) return 0;
+        PyObject *ns = PyTuple_GET_ITEM(t, 0);
+        if (!PyDict_CheckExact(ns)) return 0;
+        PyObject *now = PyDict_GetItemWithError(ns, PyTuple_GET_ITEM(t, 1));
+        if (now == NULL || now != PyTuple_GET_ITEM(t, 2)) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *nl_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
     if (n != 2) {
         PyErr_SetString(PyExc_TypeError, "hot(prepared_launch, args)");
@@ -284,9 +305,9 @@ static PyObject *nl_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
     int same = same_value(v, SLOT(fast, o_epoch));
     Py_XDECREF(v);
     v = PyObject_GetAttr(helpers, s_bindings);
-    int bound_helpers = v == NULL ? -1 : PyObject_IsTrue(v);
+    int helpers_same = v != NULL && helpers_unchanged(v);
     Py_XDECREF(v);
-    if (!same || bound_helpers != 0) {
+    if (!same || !helpers_same) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
