@@ -156,17 +156,21 @@ def _load_q(q, b, h, mi, bm, dp):
                               padding_mode=ct.PaddingMode.ZERO), (bm, dp))
 
 
+def _start(q, k, bh, mi, bm, dp):
+    """(b, hk, the Q tile, running max, running sum, accumulator) of block (bh, mi)."""
+    b, h, hk = _head(bh, q, k)
+    qt = _load_q(q, b, h, mi, bm, dp)
+    return (b, hk, qt, ct.full((bm, 1), -math.inf, dtype=ct.float32),
+            ct.full((bm, 1), 0.0, dtype=ct.float32), ct.full((bm, dp), 0.0, dtype=ct.float32))
+
+
 @tl.kernel
 def attn_pipe(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
               BN: ct.Constant[int]):
     """Scores of tile j+1 are issued before the softmax of tile j."""
     _, bm, dp = o.tile_shape
     bh, mi, _ = o.tile_index
-    b, h, hk = _head(bh, q, k)
-    qt = _load_q(q, b, h, mi, bm, dp)
-    m_i = ct.full((bm, 1), -math.inf, dtype=ct.float32)
-    l_i = ct.full((bm, 1), 0.0, dtype=ct.float32)
-    acc = ct.full((bm, dp), 0.0, dtype=ct.float32)
+    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
     n_tiles = ct.cdiv(k.shape[2], BN)
     s = ct.mma(qt, _load_kt(k, b, hk, 0, dp, BN, 0), ct.full((bm, BN), 0.0, dtype=ct.float32))
     for j in range(n_tiles - 1):
@@ -186,11 +190,7 @@ def attn_lazy(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
     """The running max moves only when some row's max grows by more than 8 (log2)."""
     _, bm, dp = o.tile_shape
     bh, mi, _ = o.tile_index
-    b, h, hk = _head(bh, q, k)
-    qt = _load_q(q, b, h, mi, bm, dp)
-    m_i = ct.full((bm, 1), -math.inf, dtype=ct.float32)
-    l_i = ct.full((bm, 1), 0.0, dtype=ct.float32)
-    acc = ct.full((bm, dp), 0.0, dtype=ct.float32)
+    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
     for j in range(ct.cdiv(k.shape[2], BN)):
         s = ct.mma(qt, _load_kt(k, b, hk, j, dp, BN, 0),
                    ct.full((bm, BN), 0.0, dtype=ct.float32))
@@ -212,11 +212,7 @@ def attn_kt(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
     """K tiles loaded (BN, D) as stored and transposed in the kernel."""
     _, bm, dp = o.tile_shape
     bh, mi, _ = o.tile_index
-    b, h, hk = _head(bh, q, k)
-    qt = _load_q(q, b, h, mi, bm, dp)
-    m_i = ct.full((bm, 1), -math.inf, dtype=ct.float32)
-    l_i = ct.full((bm, 1), 0.0, dtype=ct.float32)
-    acc = ct.full((bm, dp), 0.0, dtype=ct.float32)
+    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
     for j in range(ct.cdiv(k.shape[2], BN)):
         kt = ct.transpose(_load_v(k, b, hk, j, BN, dp, 0))
         s = ct.mma(qt, kt, ct.full((bm, BN), 0.0, dtype=ct.float32))
