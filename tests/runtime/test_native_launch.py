@@ -4,7 +4,6 @@ build and its cache, the fallbacks, and the C async path's agreement with the Py
 one. (test_prepared_launch.py runs all its prepared-launch tests in native mode too.)"""
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 import pytest
@@ -15,7 +14,7 @@ from tilelab.runtime import launch as L, native
 from tilelab.runtime.ledger import LEDGER
 
 from conftest import NO_NATIVE, recorder
-from test_prepared_launch import FakeGpu, _args, _CuKernel, add
+from test_prepared_launch import FakeGpu, _args, add
 
 pytestmark = pytest.mark.skipif(NO_NATIVE is not None, reason=str(NO_NATIVE))
 needs_311 = pytest.mark.skipif(sys.version_info < (3, 11),
@@ -183,25 +182,13 @@ def add_helped(z: tl.Out, x: tl.In, y: tl.In):
     z.store(_plus(tl.load_like(x, z), tl.load_like(y, z)))
 
 
-def _prepare(kernel, args):
-    """A prepared launch of ``kernel`` on the fake GPU (as FakeGpu.prepare does for add)."""
-    launcher = kernel._launcher
-    norm, _ = launcher.prepare(args)
-    cpu_plan = launcher.plan(norm, "cpu")
-    plan = dataclasses.replace(cpu_plan, device="gpu", cu_kernel=_CuKernel())
-    fast = L._GpuLaunch(launcher, plan, args, norm, launcher.grid_for(cpu_plan, None),
-                        launcher.check_aliases(plan, norm), True)
-    launcher._fast[hash(args)] = fast
-    return fast
-
-
 @needs_311
 def test_kernels_with_helpers_take_the_c_path_until_a_helper_changes(nfake, monkeypatch):
     """Library kernels call helper functions: the C path checks their bindings itself
     (it used to hand every such launch back to Python), and a redefined helper still
     sends the launch to Python, which finds it stale."""
     args = _args()
-    fast = _prepare(add_helped, args)
+    fast = nfake.prepare(*args, kernel=add_helped)
     assert [(name, obj) for _, name, obj in fast.helpers.bindings] == [("_plus", _plus)]
     runs = _count_runs(monkeypatch)
     add_helped.launch_async(*args).wait()       # Python learns the call site

@@ -154,10 +154,10 @@ class FakeGpu:
     def _launch_gpu(self, *args):
         raise AssertionError("the full path ran where the prepared launch should have")
 
-    def prepare(self, *args, stream=None):
-        """A prepared launch of add(*args) in add's launch cache (what a first GPU launch
-        leaves there)."""
-        launcher = add._launcher
+    def prepare(self, *args, stream=None, kernel=None):
+        """A prepared launch of kernel(*args) (default ``add``) in its launch cache (what
+        a first GPU launch leaves there)."""
+        launcher = (kernel or add)._launcher
         norm, _ = launcher.prepare(args)
         cpu_plan = launcher.plan(norm, "cpu")
         plan = dataclasses.replace(cpu_plan, device="gpu", cu_kernel=_CuKernel())
