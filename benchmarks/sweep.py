@@ -153,6 +153,32 @@ def skinny_space(m: int, n: int, k: int) -> list[dict]:
     return [dict(c) for c in {tuple(sorted(c.items())): c for c in out}.values()]
 
 
+def deepsplit_space(m: int, n: int, k: int) -> list[dict]:
+    """K split 16-32 ways over narrow tiles for skinny problems (``--gemm-set
+    deepsplit``): the earlier sets stopped at 8 slices, which leaves the k/v projection
+    (N = 1024) at M = 16 with 64-128 blocks on 132 SMs; 16-32 slices give 256-512."""
+    from tilelab.kernels.matmul import default_config
+
+    out = [dataclasses.asdict(default_config(m, n, k))]
+    if m <= 16:
+        for tn in (32, 64, 128):
+            for tk in (128, 256):
+                for split in (16, 32):
+                    if k // (tk * split) < 1:
+                        continue
+                    for mode in ("atomic", "launch"):
+                        out.append(dict(tm=16, tn=tn, tk=tk, schedule="splitk",
+                                        split_k=split, split_mode=mode))
+    elif m <= 128:
+        for tn in (32, 64):
+            for tk in (128, 256):
+                for split in (4, 8):
+                    for mode in ("atomic", "launch"):
+                        out.append(dict(tm=64 if m <= 64 else 128, tn=tn, tk=tk,
+                                        schedule="splitk", split_k=split, split_mode=mode))
+    return out
+
+
 def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
     """MatmulConfig keyword sets for an (m, k) @ (k, n) problem (B row-major)."""
     if which == "persistent" and m > 128:
@@ -165,6 +191,8 @@ def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
         return latency_space(m, n, k)
     if which == "skinny":
         return skinny_space(m, n, k)
+    if which == "deepsplit":
+        return deepsplit_space(m, n, k)
     out: list[dict] = []
     if m == 1:
         for tn in (64, 128, 256):
@@ -564,11 +592,12 @@ def main() -> int:
                     default=[1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--gemm-dtypes", default="bfloat16,float16")
     ap.add_argument("--gemm-set", choices=("default", "persistent", "splitk", "occupancy",
-                                                "latency", "skinny"),
+                                                "latency", "skinny", "deepsplit"),
                     default="default",
                     help="GEMM configs: the wide set, the persistent schedule's knobs, "
                          "or for skinny and small problems one-launch split-K, occupancy "
-                         "hints or low load-latency hints")
+                         "hints or low load-latency hints, narrow deep tiles, or K split "
+                         "16-32 ways")
     ap.add_argument("--qwen", default="q_proj,k_proj,gate_proj,down_proj",
                     help="Qwen3-8B projections of the GEMM group")
     ap.add_argument("--qwen-m", type=lambda s: [int(x) for x in s.split(",")],

@@ -253,7 +253,7 @@ def test_inputs_mutated_in_place_are_read_again(case):
     assert _same(got, fresh)
 
 
-def test_another_out_receives_the_result_and_the_first_is_untouched():
+def test_another_out_receives_the_result_and_the_first_is_untouched(key_path):
     a, b = _t(40, 32, seed=1), _t(32, 48, seed=2)
     o1, o2 = _e(40, 48), _e(40, 48)
     K.matmul(a, b, out=o1)
@@ -263,7 +263,70 @@ def test_another_out_receives_the_result_and_the_first_is_untouched():
     assert K.matmul(a, b, out=o1) is o1 and _same(o1, o2)
 
 
-def test_options_and_scalars_are_part_of_the_key():
+@pytest.fixture(scope="module")
+def native_module():
+    """The native module (built with the real C compiler; its ``call_key`` needs no
+    driver), or a skip when this machine cannot build it."""
+    from tilelab.runtime import native
+
+    try:
+        return native._import(native.build())
+    except OSError as e:
+        pytest.skip(f"native module unavailable: {e}")
+
+
+@pytest.fixture(params=["python", "native"])
+def key_path(request):
+    """Run a test with the call-cache keys built in Python, then in C (as on a GPU
+    machine once the native module is loaded)."""
+    saved = _host._NATIVE[0]
+    _host._NATIVE[0] = request.getfixturevalue("native_module") \
+        if request.param == "native" else None
+    yield request.param
+    _host._NATIVE[0] = saved
+
+
+class _Keyed:
+    """Hashable, not a tensor: keyed by value through the Python fallback."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, _Keyed) and other.v == self.v
+
+    def __hash__(self):
+        return hash(self.v)
+
+
+def test_native_call_key_is_the_python_key(native_module):
+    """The C key (used once the native module is loaded) is built exactly as the
+    Python one, for every kind of argument, and fails the same way."""
+    t = _t(4)
+    arr = np.ones(3, np.float32)
+    values = (t, None, True, 1, 1.0, -0.0, float("nan"), "relu", b"x", (1, 2.5, t),
+              np.float32(0.5), arr, _Keyed(3), t)
+    kw = ("a", "b")
+
+    def py_key():
+        users: list = []
+        return (kw, tuple(map(type, values)),
+                tuple([_host._part(v, users) for v in values])), users
+
+    c_users: list = []
+    c_key = native_module.call_key(kw, values, c_users, _host._part, _host._Tensor)
+    p_key, p_users = py_key()
+    assert repr(c_key) == repr(p_key)                       # nan != nan: compare reprs
+    assert [id(u) for u in c_users] == [id(u) for u in p_users]
+    assert c_key[2][0] == id(t) and c_key[2][4] == "1.0" and c_key[2][5] == "-0.0"
+    for bad in ([1, 2], {"k": 1}, np.ones(3, ">f4")):       # unhashable, copied array
+        with pytest.raises(_host._Uncacheable):
+            native_module.call_key(kw, (t, bad), [], _host._part, _host._Tensor)
+    with pytest.raises(TypeError, match="call_key"):
+        native_module.call_key(kw, [t], [], _host._part, _host._Tensor)
+
+
+def test_options_and_scalars_are_part_of_the_key(key_path):
     x, z = _t(64, seed=3), _e(64)
     assert (K.add(x, x, out=z).numpy() < 0).any()
     assert (K.add(x, x, act="relu", out=z).numpy() >= 0).all()
@@ -276,7 +339,7 @@ def test_options_and_scalars_are_part_of_the_key():
         K.add(one, one, block_n=True, out=w)                   # True is not 1 here
 
 
-def test_a_dropped_tensor_drops_its_entries():
+def test_a_dropped_tensor_drops_its_entries(key_path):
     def run_once() -> weakref.ref:
         x, z = _t(4, 64, seed=4), _e(4, 64)
         K.softmax(x, out=z)
@@ -327,7 +390,7 @@ def test_a_call_that_writes_on_the_host_is_not_cached():
 # ---- foreign arrays ------------------------------------------------------------------
 
 
-def test_numpy_arrays_are_borrowed_once_and_checked_on_every_call():
+def test_numpy_arrays_are_borrowed_once_and_checked_on_every_call(key_path):
     a, b = np.ones((4, 64), np.float32), np.empty((4, 64), np.float32)
     K.add(a, a, out=b)
     assert _host.as_tensor(a) is _host.as_tensor(a)
@@ -340,7 +403,7 @@ def test_numpy_arrays_are_borrowed_once_and_checked_on_every_call():
     assert (b2 == 6.0).all() and _host.as_tensor(a).shape == (64, 4)
 
 
-def test_torch_tensors_changed_in_place_are_wrapped_again():
+def test_torch_tensors_changed_in_place_are_wrapped_again(key_path):
     torch = pytest.importorskip("torch")
     x, out = torch.ones(64), torch.empty(64)
     K.add(x, x, out=out)
@@ -373,7 +436,7 @@ def test_a_dropped_torch_tensor_is_released():
     assert _host.cache_info()["wrappers"] == 0
 
 
-def test_foreign_arrays_that_would_be_copied_are_never_cached():
+def test_foreign_arrays_that_would_be_copied_are_never_cached(key_path):
     a = np.ones(64, ">f4")                    # big-endian: tilelab copies it
     z = _e(64)
     assert _host._wrap(a)[1] is False

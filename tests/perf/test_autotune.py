@@ -53,6 +53,45 @@ def db_files(cache: Path) -> list[Path]:
     return sorted((cache / "autotune").rglob("*.json"))
 
 
+
+class NoisyTimer(FakeTimer):
+    """The table's seconds, except that a config's first timing is ``first[b]``."""
+
+    def __init__(self, table: dict, first: dict):
+        super().__init__(table)
+        self.first = dict(first)
+
+    def __call__(self, call, cfg):
+        seconds = super().__call__(call, cfg)
+        return self.first.pop(cfg["b"], seconds)
+
+
+def test_close_configs_are_timed_again_and_one_noisy_timing_does_not_win():
+    # b=2 is really 5% slower than b=1 but its first timing came out fastest
+    timer = NoisyTimer({1: 1.0, 2: 1.05, 4: 3.0}, first={2: 0.95})
+    f = make_scale(timer)
+    f(np.ones(4))
+    assert f.best_config(np.ones(4)) == {"b": 1}
+    # b=4 (3x slower) is timed once; the two close ones twice more, interleaved
+    assert timer.calls == [1, 2, 4, 1, 2, 1, 2]
+    rec = f.tuning_records()[0]
+    by_b = {r["config"]["b"]: r for r in rec["results"]}
+    assert by_b[2]["timings"] == [0.95, 1.05, 1.05] and by_b[2]["seconds"] == 1.05
+    assert "timings" not in by_b[4] and "x3" in rec["timer"]
+
+
+def test_recheck_zero_lets_the_first_timing_decide():
+    timer = NoisyTimer({1: 1.0, 2: 1.05, 4: 3.0}, first={2: 0.95})
+    f = make_scale(timer, recheck=0)
+    f(np.ones(4))
+    assert f.best_config(np.ones(4)) == {"b": 2} and timer.calls == [1, 2, 4]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
+def test_recheck_must_be_a_count(bad):
+    with pytest.raises(ValueError, match="recheck must be an int >= 0"):
+        make_scale(FakeTimer({1: 1.0, 2: 1.0, 4: 1.0}), recheck=bad)
+
 # --------------------------------------------------------------------------- keys
 
 def test_pow2_bucket():

@@ -50,10 +50,11 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 import tilelab as tl
+from tilelab.runtime import native as _native
 
 __all__ = ["Plan", "run_launches", "done_future", "as_tensor", "hinted", "CallCache",
            "register_constant", "workspace", "has_workspace", "clear_caches", "cache_info",
-           "TensorResult", "PairResult"]
+           "TensorResult", "PairResult", "hash_once", "state_without_hash"]
 
 #: What a host function with one output returns: the tensor, or with ``sync=False``
 #: ``(tensor, future)`` (the future is None inside a ``tl.graph()`` capture).
@@ -168,6 +169,44 @@ class Plan:
             True
         """
         return run_launches(self.launches, self.out, sync=sync, stream=stream)
+
+
+# ======================================================================================
+# configs as cache keys
+
+
+def hash_once(self: Any) -> int:
+    """``__hash__`` for a frozen config dataclass, computed once per object: a cached
+    call keys on the config it is passed (``config=`` of every call of a tuned
+    kernel), and hashing a dozen fields each time was a microsecond of its host time.
+    Assign it in the class body (``__hash__ = hash_once``; a dataclass keeps an
+    explicit hash) and pair it with :func:`state_without_hash` as ``__getstate__``, so a
+    pickled config (str hashes differ between processes) hashes afresh where it lands.
+
+    Example:
+        >>> from tilelab.kernels.matmul import MatmulConfig
+        >>> c = MatmulConfig(tm=64)
+        >>> hash(c) == hash(MatmulConfig(tm=64)) and c == MatmulConfig(tm=64)
+        True
+    """
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = hash(tuple([getattr(self, f.name) for f in dataclasses.fields(self)]))
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
+def state_without_hash(self: Any) -> dict:
+    """``__getstate__`` of a :func:`hash_once` class: its fields, not the cached hash.
+
+    Example:
+        >>> import pickle
+        >>> from tilelab.kernels.matmul import MatmulConfig
+        >>> c = MatmulConfig(); _ = hash(c)
+        >>> "_hash" in pickle.loads(pickle.dumps(c)).__dict__
+        False
+    """
+    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
 
 # ======================================================================================
@@ -350,6 +389,13 @@ def has_workspace(device: str, shape: tuple[int, ...], dtype: str) -> bool:
 
 # ======================================================================================
 # prepared calls
+
+
+#: [the native module or None] (``tilelab.runtime.native``'s state, never rebound): once
+#: it is loaded (at first GPU use) its ``call_key`` builds the same key as the Python
+#: below, in C: keying ten arguments one Python call each was a third of a cached
+#: call's host time
+_NATIVE = _native._STATE
 
 
 class _Uncacheable(Exception):
@@ -571,9 +617,11 @@ class CallCache:
             return build(*args, **kwargs)     # fresh outputs: nothing to reuse
         values = args + tuple(kwargs.values())
         users: list = []
+        mod = _NATIVE[0]
         try:
             key = (tuple(kwargs), tuple(map(type, values)),
-                   tuple([_part(v, users) for v in values]))
+                   tuple([_part(v, users) for v in values])) if mod is None else \
+                mod.call_key(tuple(kwargs), values, users, _part, _Tensor)
         except _Uncacheable:
             return build(*args, **kwargs)
         with _LOCK:

@@ -31,7 +31,8 @@ from typing import Any, Callable
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._host import CallCache, Plan, TensorResult, hinted
+from tilelab.kernels._host import (CallCache, Plan, TensorResult, hash_once, hinted,
+                                   state_without_hash)
 from tilelab.kernels.matmul import _as_tensor, _sms
 
 __all__ = ["AttentionConfig", "DecodeConfig", "default_attention_config",
@@ -89,6 +90,9 @@ class AttentionConfig:
     occupancy: int | None = None
     num_worker_warps: int | None = None
 
+    __hash__ = hash_once            # computed once: calls key on their config
+    __getstate__ = state_without_hash
+
     def __post_init__(self):
         for name in ("bm", "bn"):
             if not _pow2(getattr(self, name)):
@@ -131,6 +135,9 @@ class DecodeConfig:
     latency_k: int | None = None
     latency_v: int | None = None
     occupancy: int | None = None
+
+    __hash__ = hash_once            # computed once: calls key on their config
+    __getstate__ = state_without_hash
 
     def __post_init__(self):
         for name in ("bn", "combine_chunk"):

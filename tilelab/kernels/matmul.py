@@ -39,7 +39,8 @@ import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels._host import (CallCache, Plan, TensorResult, as_tensor as _wrap_array,
-                                   has_workspace, hinted, register_constant, workspace)
+                                   has_workspace, hash_once, hinted, register_constant,
+                                   state_without_hash, workspace)
 
 __all__ = [
     "MatmulConfig", "ACTIVATIONS", "SCHEDULES", "Plan", "default_config", "search_space",
@@ -106,6 +107,9 @@ class MatmulConfig:
     num_ctas: int | None = None
     num_worker_warps: int | None = None
     fast_acc: bool = False
+
+    __hash__ = hash_once            # computed once: calls key on their config
+    __getstate__ = state_without_hash
 
     def __post_init__(self):
         for name in ("tm", "tn", "tk"):

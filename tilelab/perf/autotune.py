@@ -11,7 +11,9 @@ value. On a new key every config is run once and its output checked against the 
 config's output (the correctness gate: a config that raises, fails to compile or
 disagrees is skipped and the reason recorded), then the passing ones are timed with
 :func:`tilelab.bench` (CUDA events, warm-up, median, L2 flushed) and the fastest wins.
-Winners are kept in memory and on disk (:mod:`tilelab.perf.tuning_db`), keyed by the
+Configs timed within 10% of the fastest are timed ``recheck`` more times, interleaved,
+and ranked by the median of all their timings: one noisy timing (a clock dip, a busy
+host) does not decide between close configs. Winners are kept in memory and on disk (:mod:`tilelab.perf.tuning_db`), keyed by the
 source hash of the host function and its kernels, the arch, the bucket, the tileiras and
 cuda-tile versions; a stored record whose key parts changed is refused and retuned.
 
@@ -41,6 +43,7 @@ import importlib.metadata
 import inspect
 import json
 import math
+import statistics
 import threading
 import types
 import warnings
@@ -375,6 +378,11 @@ def _device_name() -> str:
 
 # --------------------------------------------------------------------------- the wrapper
 
+#: configs whose first timing is within this factor of the fastest are timed again
+#: (``recheck`` times) before one of them wins
+RECHECK_WITHIN = 1.10
+
+
 class Autotuned:
     """A host function wrapped by :func:`autotune`; call it like the function.
 
@@ -389,12 +397,17 @@ class Autotuned:
     def __init__(self, fn: Callable, configs: Sequence[Mapping[str, Any]], key: Sequence[str],
                  *, warmup: int, rep: int, prune: Callable | None, outputs: Sequence[str] | None,
                  restore: Sequence[str], tol: float | None, kernels: Sequence[Any] | None,
-                 timer: Timer | None, on_cpu: str, bucket: Callable[[int], int] | None):
+                 timer: Timer | None, on_cpu: str, bucket: Callable[[int], int] | None,
+                 recheck: int = 2):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.configs: list[dict] = _check_configs(configs)
         self.key: tuple[str, ...] = tuple(key)
         self.warmup, self.rep = int(warmup), int(rep)
+        if isinstance(recheck, bool) or not isinstance(recheck, int) or recheck < 0:
+            raise ValueError(f"recheck must be an int >= 0 (timings of close configs), "
+                             f"got {recheck!r}")
+        self.recheck = recheck
         self.prune, self.tol, self.timer, self.bucket = prune, tol, timer, bucket
         self.outputs = tuple(outputs) if outputs is not None else None
         self.restore = tuple(restore)
@@ -634,9 +647,10 @@ class Autotuned:
         return None
 
     def _timer_name(self) -> str:
+        again = f", close configs x{1 + self.recheck}" if self.recheck else ""
         if self.timer is not None:
-            return f"injected {getattr(self.timer, '__name__', 'timer')}"
-        return f"tl.bench(warmup={self.warmup}, rep={self.rep}, flush_l2=True).median"
+            return f"injected {getattr(self.timer, '__name__', 'timer')}{again}"
+        return f"tl.bench(warmup={self.warmup}, rep={self.rep}, flush_l2=True).median{again}"
 
     def _persist(self, key: RecordKey, rec: dict) -> None:
         db = default_db()
@@ -702,7 +716,41 @@ class Autotuned:
             except Exception as e:
                 entry.update(status="error", reason=f"timing: {type(e).__name__}: "
                              f"{_first_line(e)}")
+        self._recheck(results, configs, timer, args, kwargs)
         return results
+
+    def _recheck(self, results: list[dict], configs: list[dict], timer: Timer,
+                 args: tuple, kwargs: dict) -> None:
+        """Time the configs within :data:`RECHECK_WITHIN` of the fastest ``recheck`` more
+        times, interleaved (so a slow spell hits them alike), and rank each by the
+        median of its timings (kept in the entry's ``timings``)."""
+        timed = [e for e in results if e["status"] == "ok" and e["seconds"] is not None]
+        if self.recheck < 1 or len(timed) < 2:
+            return
+        fastest = min(e["seconds"] for e in timed)
+        close = [e for e in timed if e["seconds"] <= fastest * RECHECK_WITHIN]
+        if len(close) < 2:
+            return
+        for e in close:
+            e["timings"] = [e["seconds"]]
+        for _ in range(self.recheck):
+            for e in close:
+                if e["status"] != "ok":
+                    continue
+                cfg = configs[e["candidate"]]
+                try:
+                    seconds = float(timer(lambda cfg=cfg: self.fn(*args, **kwargs, **cfg),
+                                          cfg))
+                    if not seconds > 0 or not math.isfinite(seconds):
+                        raise ValueError(f"timer returned {seconds!r}")
+                except Exception as ex:
+                    e.update(status="error", reason=f"timing (recheck): "
+                             f"{type(ex).__name__}: {_first_line(ex)}")
+                    continue
+                e["timings"].append(seconds)
+        for e in close:
+            if e["status"] == "ok":
+                e["seconds"] = statistics.median(e["timings"])
 
     def _default_timer(self) -> Timer:
         from tilelab.perf.bench import bench
@@ -737,7 +785,8 @@ def autotune(configs: Sequence[Mapping[str, Any]], key: Sequence[str] = (), *,
              outputs: Sequence[str] | None = None, restore: Sequence[str] = (),
              tol: float | None = None, kernels: Sequence[Any] | None = None,
              timer: Timer | None = None, on_cpu: str = "first",
-             bucket: Callable[[int], int] | None = pow2_bucket) -> Callable[[Callable], Autotuned]:
+             bucket: Callable[[int], int] | None = pow2_bucket,
+             recheck: int = 2) -> Callable[[Callable], Autotuned]:
     """Decorate a host function whose config parameters are keyword arguments.
 
     ``configs``: dicts of keyword arguments; the first is the reference the others are
@@ -752,6 +801,9 @@ def autotune(configs: Sequence[Mapping[str, Any]], key: Sequence[str] = (), *,
     tl.kernel objects whose fingerprints key the record (default: those the function
     names). ``timer(call, config) -> seconds`` replaces the device timing (tests).
     ``on_cpu``: 'first' (no tuning on the CPU backend) or 'tune' (host clock).
+    ``recheck``: how many more times the configs timed within 10% of the fastest are
+    timed, interleaved, before the median of their timings picks the winner (0: the
+    first timing decides).
 
     Example:
         >>> @autotune(configs=[{"tile": 64}, {"tile": 128}], key=["x"],
@@ -766,5 +818,5 @@ def autotune(configs: Sequence[Mapping[str, Any]], key: Sequence[str] = (), *,
     def wrap(fn: Callable) -> Autotuned:
         return Autotuned(fn, configs, key, warmup=warmup, rep=rep, prune=prune,
                          outputs=outputs, restore=restore, tol=tol, kernels=kernels,
-                         timer=timer, on_cpu=on_cpu, bucket=bucket)
+                         timer=timer, on_cpu=on_cpu, bucket=bucket, recheck=recheck)
     return wrap

@@ -428,6 +428,51 @@ static PyObject *nl_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
 #endif
 }
 
+/* call_key(kwnames, values, users, part, tensor_type) -> (kwnames, types, parts): the
+ * kernel library's prepared-call key (tilelab.kernels._host.CallCache), built as the
+ * Python code builds it: a tensor of exactly tensor_type by id (and appended to users),
+ * None/bool/int/str/bytes by value, a float by its repr (which keeps -0.0 apart from
+ * 0.0); anything else goes to part(value, users), whose exceptions propagate. Why:
+ * keying ten arguments one Python call each was a third of a library call's host time. */
+static PyObject *nl_call_key(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+    if (n != 5 || !PyTuple_Check(a[0]) || !PyTuple_Check(a[1]) || !PyList_Check(a[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "call_key(kwnames: tuple, values: tuple, users: list, part, "
+                        "tensor_type)");
+        return NULL;
+    }
+    PyObject *values = a[1], *users = a[2], *part = a[3], *tensor_type = a[4];
+    Py_ssize_t len = PyTuple_GET_SIZE(values);
+    PyObject *types = PyTuple_New(len), *parts = PyTuple_New(len);
+    if (types == NULL || parts == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i), *p;
+        PyTypeObject *t = Py_TYPE(v);
+        PyTuple_SET_ITEM(types, i, Py_NewRef((PyObject *)t));
+        if ((PyObject *)t == tensor_type) {
+            if (PyList_Append(users, v) < 0) goto fail;
+            p = PyLong_FromVoidPtr(v);
+        } else if (v == Py_None || t == &PyBool_Type || t == &PyLong_Type ||
+                   t == &PyUnicode_Type || t == &PyBytes_Type) {
+            p = Py_NewRef(v);
+        } else if (t == &PyFloat_Type) {
+            p = PyObject_Repr(v);
+        } else {
+            p = PyObject_CallFunctionObjArgs(part, v, users, NULL);
+        }
+        if (p == NULL) goto fail;
+        PyTuple_SET_ITEM(parts, i, p);
+    }
+    PyObject *key = PyTuple_Pack(3, a[0], types, parts);
+    Py_DECREF(types);
+    Py_DECREF(parts);
+    return key;
+fail:
+    Py_XDECREF(types);
+    Py_XDECREF(parts);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"init", nl_init, METH_O, "init(libcuda_path): bind the driver entry points"},
     {"prepare", (PyCFunction)(void (*)(void))nl_prepare, METH_FASTCALL,
@@ -441,6 +486,8 @@ static PyMethodDef methods[] = {
      "SPECIAL_MODES, logs, push, appended, on_error, pin_type, pkg_dir)"},
     {"hot", (PyCFunction)(void (*)(void))nl_hot, METH_FASTCALL,
      "hot(prepared_launch, args) -> Future, or None (take the Python path)"},
+    {"call_key", (PyCFunction)(void (*)(void))nl_call_key, METH_FASTCALL,
+     "call_key(kwnames, values, users, part, tensor_type) -> prepared-call key"},
     {NULL, NULL, 0, NULL},
 };
 
