@@ -77,6 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-isolate", dest="isolate", action="store_false")
     ap.add_argument("--targets", default=None, help="JSON file of targets (see README)")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    ap.add_argument("--replot", default=None, metavar="RESULT.json",
+                    help="redraw the roofline PNG of a saved result (to --png) and exit")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
     ns.argv = list(sys.argv[1:] if argv is None else argv)
@@ -248,8 +250,31 @@ def _deadline(groups: list[str], group: str, start: float, total: float) -> floa
 
 # --------------------------------------------------------------------------- main
 
+def replot(result: Path, png: Path) -> dict:
+    """Redraw the roofline PNG of a saved suite result (the tree keeps only the latest
+    run's PNG; every figure is in the JSON).
+
+    Example:
+        >>> replot(Path("results/suite_r3g_h200_2026-11-30.json"), Path("r3g.png"))  # doctest: +SKIP
+        {'path': 'r3g.png', ...}
+    """
+    from suite_env import nominal_for
+    from suite_report import roofline_png
+
+    doc = json.loads(Path(result).read_text())
+    nominal, _ = nominal_for(doc["env"])
+    done = [c for c in doc["cases"] if c.get("status") == "ok"]
+    return roofline_png(done, doc["env"], nominal.gpu, png)
+
+
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
+    if ns.replot:
+        png = Path(ns.png) if ns.png else Path(ns.replot).with_suffix(".png")
+        info = replot(Path(ns.replot), png)
+        print(f"wrote {info['path']}" if "path" in info else
+              f"no roofline: {info.get('error')}")
+        return 0 if "path" in info else 1
     from tilelab.runtime.device import backend as get_backend
 
     backend = get_backend()

@@ -221,8 +221,50 @@ def attn_kt(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
     o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
 
 
-#: the first run (variant_probe_h200_2026-11-30.json): pipe and lazy slower everywhere
-ATTN_KERNELS = {"kt": attn_kt}
+@tl.kernel
+def attn_plain(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
+               BN: ct.Constant[int]):
+    """The library's loop without its mask branch (what the branch costs when no tile
+    needs a mask)."""
+    _, bm, dp = o.tile_shape
+    bh, mi, _ = o.tile_index
+    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
+    for j in range(ct.cdiv(k.shape[2], BN)):
+        s = ct.mma(qt, _load_kt(k, b, hk, j, dp, BN, 0),
+                   ct.full((bm, BN), 0.0, dtype=ct.float32))
+        m_i, l_i, acc = _softmax_step(s, m_i, l_i, acc, _load_v(v, b, hk, j, BN, dp, 0),
+                                      qk_scale)
+    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+
+
+@tl.kernel
+def attn_two_loops(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
+                   BN: ct.Constant[int]):
+    """Unmasked tiles in one loop, the masked tail (none here) in a second one."""
+    _, bm, dp = o.tile_shape
+    bh, mi, _ = o.tile_index
+    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
+    kv_len = k.shape[2]
+    n_tiles = ct.cdiv(kv_len, BN)
+    mask_from = kv_len // BN
+    for j in range(mask_from):
+        s = ct.mma(qt, _load_kt(k, b, hk, j, dp, BN, 0),
+                   ct.full((bm, BN), 0.0, dtype=ct.float32))
+        m_i, l_i, acc = _softmax_step(s, m_i, l_i, acc, _load_v(v, b, hk, j, BN, dp, 0),
+                                      qk_scale)
+    for j in range(mask_from, n_tiles):
+        s = ct.mma(qt, _load_kt(k, b, hk, j, dp, BN, 0),
+                   ct.full((bm, BN), 0.0, dtype=ct.float32))
+        kpos = ct.reshape(j * BN + ct.arange(BN, dtype=ct.int32), (1, BN))
+        s = ct.where(kpos < kv_len, s, -math.inf)
+        m_i, l_i, acc = _softmax_step(s, m_i, l_i, acc, _load_v(v, b, hk, j, BN, dp, 0),
+                                      qk_scale)
+    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+
+
+#: the first run (variant_probe_h200_2026-11-30.json): pipe and lazy slower everywhere;
+#: kt within 2% (runs b-e)
+ATTN_KERNELS = {"plain": attn_plain, "two": attn_two_loops}
 #: (bm, bn, hints) of the attention candidates
 ATTN_TILES = [(64, 128, {"occupancy": 2}), (128, 128, {"num_worker_warps": 8}),
               (128, 256, {"num_worker_warps": 8})]

@@ -159,6 +159,15 @@ def test_isolated_groups_run_in_child_processes(tmp_path):
     assert doc["kernels"]["ops"]["softmax"]["tilelab"]
 
 
+def test_replot_redraws_a_saved_result(tmp_path, capsys):
+    """Only the latest suite PNG stays in the tree: any saved result can be redrawn."""
+    result = sorted((BENCH / "results").glob("suite_r3*_h200_*.json"))[-1]
+    png = tmp_path / "again.png"
+    assert suite.main(["--replot", str(result), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert f"wrote {png}" in capsys.readouterr().out
+
+
 def test_list_prints_cases(capsys):
     assert suite.main(["--list", "--sizes", "full", "--only", "gemm"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
