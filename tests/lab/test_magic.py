@@ -169,7 +169,8 @@ def test_tile_ir_ops_link_to_cell_lines(shell):
     ids = set(re.findall(r'id="(tl[0-9a-f]+-L\d+)"', page))
     links = set(re.findall(r'href="#(tl[0-9a-f]+-L\d+)"', page))
     assert any(i.endswith("-L6") for i in ids) and links and links <= ids
-    row = next(r for r in page.split("\n") if "addf" in r and "tl-row" in r)
+    # (a word match: the view's random hex id can contain "addf" too)
+    row = next(r for r in page.split("\n") if re.search(r"\baddf\b", r) and "tl-row" in r)
     assert re.search(r'href="#tl[0-9a-f]+-L6"', row)            # the add is on line 6
 
 
