@@ -255,8 +255,9 @@ def replot(result: Path, png: Path) -> dict:
     run's PNG; every figure is in the JSON).
 
     Example:
-        >>> replot(Path("results/suite_r3g_h200_2026-11-30.json"), Path("r3g.png"))  # doctest: +SKIP
-        {'path': 'r3g.png', ...}
+        >>> r = Path("results/suite_r3g_h200_2026-11-30.json")
+        >>> replot(r, Path("r3g.png"))["path"]        # doctest: +SKIP
+        'r3g.png'
     """
     from suite_env import nominal_for
     from suite_report import roofline_png

@@ -13,9 +13,10 @@ disagrees is skipped and the reason recorded), then the passing ones are timed w
 :func:`tilelab.bench` (CUDA events, warm-up, median, L2 flushed) and the fastest wins.
 Configs timed within 10% of the fastest are timed ``recheck`` more times, interleaved,
 and ranked by the median of all their timings: one noisy timing (a clock dip, a busy
-host) does not decide between close configs. Winners are kept in memory and on disk (:mod:`tilelab.perf.tuning_db`), keyed by the
-source hash of the host function and its kernels, the arch, the bucket, the tileiras and
-cuda-tile versions; a stored record whose key parts changed is refused and retuned.
+host) does not decide between close configs. Winners are kept in memory and on disk
+(:mod:`tilelab.perf.tuning_db`), keyed by the source hash of the host function and its
+kernels, the arch, the bucket, the tileiras and cuda-tile versions; a stored record
+whose key parts changed is refused and retuned.
 
 On the CPU backend timing the interpreter says nothing about a GPU, so by default
 tuning is skipped: the first (surviving ``prune``) config runs and a warning says so once
