@@ -149,10 +149,18 @@ def _online_softmax(s, m_i, l_i, acc, vt, qk_scale):
     return m_new, l_i, acc
 
 
+def _online_softmax_mma(s, m_i, l_i, acc, vt, qk_scale):
+    m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True) * qk_scale)
+    p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True).astype(vt.dtype)
+    alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
+    ones = ct.full((s.shape[1], 16), 1.0, dtype=vt.dtype)
+    return m_new, ct.mma(p, ones, l_i * alpha), ct.mma(p, vt, acc * alpha)
+
+
 @ct.kernel
 def raw_flash_attention(o, q, k, v, qk_scale: float, q_offset: int, BM: ct.Constant[int],
                         BN: ct.Constant[int], DP: ct.Constant[int],
-                        CAUSAL: ct.Constant[bool]):
+                        CAUSAL: ct.Constant[bool], SUM_MMA: ct.Constant[bool]):
     bh = ct.bid(2)
     mi = ct.bid(1)
     heads = q.shape[1]
@@ -163,7 +171,7 @@ def raw_flash_attention(o, q, k, v, qk_scale: float, q_offset: int, BM: ct.Const
     qt = ct.reshape(ct.load(q, index=(b, h, mi, 0), shape=(1, 1, BM, DP), padding_mode=ZERO),
                     (BM, DP))
     m_i = ct.full((BM, 1), -math.inf, dtype=ct.float32)
-    l_i = ct.full((BM, 1), 0.0, dtype=ct.float32)
+    l_i = ct.full((BM, 16 if SUM_MMA else 1), 0.0, dtype=ct.float32)
     acc = ct.full((BM, DP), 0.0, dtype=ct.float32)
     q_lo = mi * BM + q_offset
     qpos = ct.reshape(q_lo + ct.arange(BM, dtype=ct.int32), (BM, 1))
@@ -184,7 +192,12 @@ def raw_flash_attention(o, q, k, v, qk_scale: float, q_offset: int, BM: ct.Const
             s = ct.where(ok, s, -math.inf)
         vt = ct.reshape(ct.load(v, index=(b, hk, j, 0), shape=(1, 1, BN, DP),
                                 padding_mode=ZERO), (BN, DP))
-        m_i, l_i, acc = _online_softmax(s, m_i, l_i, acc, vt, qk_scale)
+        if SUM_MMA:
+            m_i, l_i, acc = _online_softmax_mma(s, m_i, l_i, acc, vt, qk_scale)
+        else:
+            m_i, l_i, acc = _online_softmax(s, m_i, l_i, acc, vt, qk_scale)
+    if SUM_MMA:
+        l_i = ct.sum(l_i, axis=1, keepdims=True) * (1.0 / 16)
     ct.store(o, index=(bh, mi, 0), tile=ct.reshape((acc / l_i).astype(o.dtype), (1, BM, DP)))
 
 
@@ -246,12 +259,14 @@ def raw_decode_combine(o, po, plse, SC: ct.Constant[int], DP: ct.Constant[int],
 
 def flash_attention_launch(o3: Any, q: Any, k: Any, v: Any, *, causal: bool,
                            scale: float | None = None, bm: int = 128,
-                           bn: int = 64) -> tuple:
-    """(grid, kernel, args) of flash attention; ``o3`` is the (B*H, Sq, D) output view."""
+                           bn: int = 64, sum_mma: bool = False) -> tuple:
+    """(grid, kernel, args) of flash attention; ``o3`` is the (B*H, Sq, D) output view;
+    ``sum_mma``: the row sums on the tensor cores (the library's ``row_sum="mma"``)."""
     bsz, heads, sq, d = q.shape
     s = 1.0 / math.sqrt(d) if scale is None else scale
     return ((1, _cdiv(sq, bm), bsz * heads), raw_flash_attention,
-            (o3, q, k, v, s * LOG2E, k.shape[2] - sq, bm, bn, _next_pow2(d), causal))
+            (o3, q, k, v, s * LOG2E, k.shape[2] - sq, bm, bn, _next_pow2(d), causal,
+             sum_mma))
 
 
 def decode_launches(o3: Any, po: Any, plse: Any, q4: Any, k: Any, v: Any, *, kv_len: int,

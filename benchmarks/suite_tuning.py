@@ -183,7 +183,9 @@ def _mirror_attention(best: dict, case: Any) -> tuple[dict, dict] | None:
         cfg = _lib("tilelab.kernels.attention", "default_attention_config")(
             case.params["D"], kv_len=case.params["S"])
     bare = cfg.with_(latency_k=None, latency_v=None, occupancy=None, num_worker_warps=None)
-    return {"bm": bare.bm, "bn": bare.bn}, (best if bare == cfg else {"config": bare})
+    raw = {"bm": bare.bm, "bn": bare.bn,
+           "sum_mma": getattr(bare, "row_sum", "reduce") == "mma"}
+    return raw, (best if bare == cfg else {"config": bare})
 
 
 _MIRRORS = {"gemm": _mirror_gemm, "gemv": _mirror_gemm, "attention": _mirror_attention}
@@ -230,11 +232,12 @@ def raw_library_adapter(op: str, module: Any) -> Callable | None:
             return out
         return raw_gemv
     if op == "attention" and hasattr(module, "flash_attention_launch"):
-        def raw_attention(q, k, v, *, out, causal=False, scale=None, bm=128, bn=64):
+        def raw_attention(q, k, v, *, out, causal=False, scale=None, bm=128, bn=64,
+                          sum_mma=False):
             b, h, s, d = q.shape
             o3 = out.reshape(b * h, s, d)
             _launch(module.flash_attention_launch(o3, q, k, v, causal=causal, scale=scale,
-                                                  bm=bm, bn=bn))
+                                                  bm=bm, bn=bn, sum_mma=sum_mma))
             return out
         return raw_attention
     return None

@@ -107,14 +107,15 @@ def occupancy_space(m: int, n: int, k: int) -> list[dict]:
 
 
 def latency_space(m: int, n: int, k: int) -> list[dict]:
-    """Low load-latency hints (shallower pipelines, less shared memory) with and without
-    two blocks per SM, for skinny problems (``--gemm-set latency``)."""
+    """Load-latency hints with and without two blocks per SM, for skinny problems
+    (``--gemm-set latency``): low ones (shallower pipelines, less shared memory) and,
+    since sweep 14, high ones (deeper pipelines: more of B in flight)."""
     from tilelab.kernels.matmul import default_config
 
     base = dataclasses.asdict(default_config(m, n, k))
     out = [base]
     atomic_gemv = base["split_mode"] == "atomic" and base["schedule"] == "gemv"
-    for lat in (1, 2, 3):
+    for lat in (1, 2, 3, 6, 8, 10):
         for occ in ((None,) if atomic_gemv else (None, 2, 4)):
             out.append(dict(base, latency=lat, occupancy=occ))
     return out
@@ -179,6 +180,30 @@ def deepsplit_space(m: int, n: int, k: int) -> list[dict]:
     return out
 
 
+def deepk_space(m: int, n: int, k: int) -> list[dict]:
+    """Tiles 512-1024 deep for skinny problems (``--gemm-set deepk``): the M = 1 GEMV
+    keeps 64 blocks x 32 KB of B in flight (16 columns x 1024 rows) and matches cuBLAS on
+    the k/v projection, while the M = 16 default (64 x 32 x 256) keeps 32 x 16 KB; the
+    earlier sets stopped at 512 rows for tensor-core tiles."""
+    from tilelab.kernels.matmul import default_config
+
+    out = [dataclasses.asdict(default_config(m, n, k))]
+    if m <= 16:
+        for tm in (16, 64):
+            for tn in (16, 32):
+                for tk in (512, 1024):
+                    out.append(dict(tm=tm, tn=tn, tk=tk, schedule="grouped"))
+        for tn in (16, 32):
+            for split in (2, 4):
+                out.append(dict(tm=16, tn=tn, tk=512, schedule="splitk", split_k=split,
+                                split_mode="atomic"))
+    elif m <= 128:
+        for tm in (64, 128):
+            for tn, tk in ((16, 512), (16, 1024), (32, 512), (64, 256)):
+                out.append(dict(tm=tm, tn=tn, tk=tk, schedule="grouped"))
+    return out
+
+
 def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
     """MatmulConfig keyword sets for an (m, k) @ (k, n) problem (B row-major)."""
     if which == "persistent" and m > 128:
@@ -193,6 +218,8 @@ def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
         return skinny_space(m, n, k)
     if which == "deepsplit":
         return deepsplit_space(m, n, k)
+    if which == "deepk":
+        return deepk_space(m, n, k)
     out: list[dict] = []
     if m == 1:
         for tn in (64, 128, 256):
@@ -259,6 +286,12 @@ def attention_space() -> list[dict]:
         out.append({"bm": 128, "bn": 128, "num_worker_warps": 8, "latency_k": lk,
                     "latency_v": lv})
     out.append({"bm": 128, "bn": 128, "num_worker_warps": 4})
+    # (sweep 15: the middle lengths, 2K-4K keys, trail SDPA most)
+    for lat in (2, 4):
+        out.append({"bm": 128, "bn": 256, "num_worker_warps": 8, "latency_k": lat,
+                    "latency_v": lat})
+    out += [{"bm": 64, "bn": 256, "occupancy": 2}, {"bm": 64, "bn": 64, "occupancy": 2},
+            {"bm": 64, "bn": 128, "occupancy": 3}]
     return out
 
 
@@ -592,12 +625,13 @@ def main() -> int:
                     default=[1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--gemm-dtypes", default="bfloat16,float16")
     ap.add_argument("--gemm-set", choices=("default", "persistent", "splitk", "occupancy",
-                                                "latency", "skinny", "deepsplit"),
+                                                "latency", "skinny", "deepsplit",
+                                                "deepk"),
                     default="default",
                     help="GEMM configs: the wide set, the persistent schedule's knobs, "
                          "or for skinny and small problems one-launch split-K, occupancy "
-                         "hints or low load-latency hints, narrow deep tiles, or K split "
-                         "16-32 ways")
+                         "hints or low load-latency hints, narrow deep tiles, K split "
+                         "16-32 ways, or tiles 512-1024 deep")
     ap.add_argument("--qwen", default="q_proj,k_proj,gate_proj,down_proj",
                     help="Qwen3-8B projections of the GEMM group")
     ap.add_argument("--qwen-m", type=lambda s: [int(x) for x in s.split(",")],

@@ -265,10 +265,52 @@ def attn_two_loops(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
     o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
 
 
+@tl.kernel
+def attn_lsum_mma(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
+                  BN: ct.Constant[int]):
+    """The row sums on the tensor cores: P (bf16, as multiplied with V) times a ones
+    tile, instead of a cross-lane row reduction every step."""
+    _, bm, dp = o.tile_shape
+    bh, mi, _ = o.tile_index
+    b, hk, qt, m_i, _, acc = _start(q, k, bh, mi, bm, dp)
+    ones = ct.full((BN, 16), 1.0, dtype=q.dtype)
+    lsum = ct.full((bm, 16), 0.0, dtype=ct.float32)
+    for j in range(ct.cdiv(k.shape[2], BN)):
+        s = _scores(qt, k, b, hk, j, dp, BN, bm)
+        m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True).astype(q.dtype)
+        alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
+        lsum = ct.mma(p, ones, lsum * alpha)
+        acc = ct.mma(p, _load_v(v, b, hk, j, BN, dp, 0), acc * alpha)
+        m_i = m_new
+    l_i = ct.sum(lsum, axis=1, keepdims=True) * (1.0 / 16)
+    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+
+
+@tl.kernel
+def attn_lsum_defer(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
+                    BN: ct.Constant[int]):
+    """The row sums kept element-wise (bm, BN) and reduced once, after the loop."""
+    _, bm, dp = o.tile_shape
+    bh, mi, _ = o.tile_index
+    b, hk, qt, m_i, _, acc = _start(q, k, bh, mi, bm, dp)
+    lacc = ct.full((bm, BN), 0.0, dtype=ct.float32)
+    for j in range(ct.cdiv(k.shape[2], BN)):
+        s = _scores(qt, k, b, hk, j, dp, BN, bm)
+        m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True)
+        alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
+        lacc = lacc * alpha + p
+        acc = ct.mma(p.astype(q.dtype), _load_v(v, b, hk, j, BN, dp, 0), acc * alpha)
+        m_i = m_new
+    l_i = ct.sum(lacc, axis=1, keepdims=True)
+    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+
+
 #: the first run (variant_probe_h200_2026-11-30.json): pipe and lazy slower everywhere;
 #: kt within 2% (runs b-e); plain and two within 3% of the library (run f; two has since
 #: been written with the shared helpers: same semantics, its SASS differs by a few lines)
-ATTN_KERNELS = {"plain": attn_plain, "two": attn_two_loops}
+ATTN_KERNELS = {"lsum_mma": attn_lsum_mma, "lsum_defer": attn_lsum_defer}
 #: (bm, bn, hints) of the attention candidates
 ATTN_TILES = [(64, 128, {"occupancy": 2}), (128, 128, {"num_worker_warps": 8}),
               (128, 256, {"num_worker_warps": 8})]

@@ -24,6 +24,7 @@ AttentionConfig, DecodeConfig = at.AttentionConfig, at.DecodeConfig
 #: bf16 output rounding plus P rounded to bf16 before the PV product
 TOL = {"bfloat16": 1e-2, "float16": 3e-3}
 SMALL = AttentionConfig(bm=16, bn=16)
+SMALL_MMA_SUM = AttentionConfig(bm=16, bn=16, row_sum="mma")
 
 
 def rand(shape, dtype="bfloat16", seed=0) -> tl.Tensor:
@@ -53,6 +54,13 @@ CASES = {
     "head_dim_80_padded": (1, 2, 2, 33, 33, 80, True, SMALL),
     "single_token": (1, 2, 2, 1, 1, 64, True, SMALL),
     "default_tiles": (1, 2, 1, 100, 100, 128, True, None),
+    # the row sums on the tensor cores: masked tails, GQA, end-aligned causal prefix
+    "sum_mma_d128_ragged": (1, 2, 2, 37, 37, 128, False, AttentionConfig(bm=32, bn=16,
+                                                                           row_sum="mma")),
+    "sum_mma_gqa4_causal": (1, 8, 2, 40, 40, 64, True, AttentionConfig(bm=16, bn=32,
+                                                                        row_sum="mma")),
+    "sum_mma_causal_prefix_cache": (1, 4, 2, 20, 53, 64, True, SMALL_MMA_SUM),
+    "sum_mma_single_token": (1, 2, 2, 1, 1, 64, True, SMALL_MMA_SUM),
 }
 
 
@@ -96,10 +104,11 @@ def test_causal_skips_masked_tiles(seed):
     assert flops[True] < 0.6 * flops[False]
 
 
+@pytest.mark.parametrize("cfg", [SMALL, SMALL_MMA_SUM], ids=["reduce", "mma"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_no_races(causal, seed):
+def test_attention_no_races(causal, cfg, seed):
     q, k, v = qkv(2, 4, 2, 40, 40, 64, seed=seed)
-    plan = at.plan_attention(q, k, v, causal=causal, config=SMALL)
+    plan = at.plan_attention(q, k, v, causal=causal, config=cfg)
     (kern, args), = plan.launches
     assert not tl.interpret(kern, *args, order="shuffled", seed=3).has_races
     check(plan.out, attention_ref(q, k, v, causal=causal), TOL["bfloat16"])
@@ -247,7 +256,7 @@ def test_long_sequences_default_to_the_warp_specialized_kernel():
     """From 4096 keys the default asks tileiras for 8 worker warps; that kernel
     attends like any other (interpreted here on a small problem)."""
     cfg = at.default_attention_config(128, kv_len=4096)
-    assert (cfg.bm, cfg.bn, cfg.num_worker_warps) == (128, 256, 8)
+    assert (cfg.bm, cfg.bn, cfg.num_worker_warps, cfg.row_sum) == (128, 256, 8, "mma")
     assert at.default_attention_config(128, kv_len=1024).num_worker_warps is None
     q, k, v = qkv(1, 2, 1, 40, 40, 64, seed=3)
     got = at.attention(q, k, v, config=AttentionConfig(bm=16, bn=16, num_worker_warps=8))
@@ -267,6 +276,8 @@ def test_empty_results_need_no_launch():
     (lambda: AttentionConfig(bm=48), "power of two"),
     (lambda: AttentionConfig(latency_k=0), "latency_k"),
     (lambda: AttentionConfig(num_worker_warps=6), "num_worker_warps=6 must be a power of two"),
+    (lambda: AttentionConfig(row_sum="shuffle"), "row_sum='shuffle': choose one of 'reduce', "
+                                                 "'mma'"),
     (lambda: AttentionConfig(num_worker_warps=64), "num_worker_warps=64 must be an int in"),
     (lambda: DecodeConfig(num_splits=0), "num_splits"),
     (lambda: DecodeConfig(combine_chunk=3), "power of two"),
@@ -303,12 +314,13 @@ def test_sm90_decode_spec():
 # raw cuTile baselines and documentation
 
 
-def test_raw_flash_attention_baseline(seed):
+@pytest.mark.parametrize("sum_mma", [False, True])
+def test_raw_flash_attention_baseline(sum_mma, seed):
     raw = raw_baselines()
     q, k, v = (t.numpy() for t in qkv(2, 4, 2, 40, 40, 64, seed=seed))
     o = np.full(q.shape, np.nan, q.dtype)
     grid, kern, args = raw.flash_attention_launch(o.reshape(8, 40, 64), q, k, v,
-                                                  causal=True, bm=16, bn=16)
+                                                  causal=True, bm=16, bn=16, sum_mma=sum_mma)
     assert not tl.interpret(kern, *args, grid=grid).has_races
     check(o, attention_ref(q, k, v, causal=True), TOL["bfloat16"])
 
