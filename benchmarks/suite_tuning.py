@@ -49,7 +49,10 @@ def _gemm_configs() -> list[dict]:
     mc = _lib("tilelab.kernels.matmul", "MatmulConfig")
     return [{"config": None},                              # the library's default_config
             {"config": mc(tm=128, tn=128, tk=64, schedule="grouped", group_m=8)},
-            {"config": mc(tm=128, tn=256, tk=64, schedule="grouped", group_m=8)},
+            # (128x256 needs 8 worker warps: with 256 threads it spills and ran 15-20x
+            # slower in every suite up to r3k)
+            {"config": mc(tm=128, tn=256, tk=64, schedule="grouped", group_m=8,
+                          num_worker_warps=8)},
             {"config": mc(tm=128, tn=128, tk=64, schedule="persistent", group_m=8)},
             {"config": mc(tm=64, tn=64, tk=64, schedule="grouped", group_m=8)}]
 
@@ -166,7 +169,7 @@ def _mirror_gemm(best: dict, case: Any) -> tuple[dict, dict] | None:
     """Raw kwargs with the safe winner's tiles and schedule, and the safe config that
     matches them (hints the raw kernels do not take are dropped from the safe side)."""
     cfg = _effective_gemm(best, case)
-    bare = cfg.with_(latency=None, occupancy=None, num_ctas=None)
+    bare = cfg.with_(latency=None, occupancy=None, num_ctas=None, num_worker_warps=None)
     if cfg.schedule == "splitk" or (cfg.schedule == "gemv" and cfg.split_k > 1):
         bare = bare.with_(split_k=1, schedule="gemv" if cfg.schedule == "gemv" else "grouped")
     if bare.schedule == "gemv":

@@ -168,6 +168,19 @@ def test_replot_redraws_a_saved_result(tmp_path, capsys):
     assert f"wrote {png}" in capsys.readouterr().out
 
 
+def test_gemm_pairs_drop_the_hints_raw_kernels_cannot_take():
+    """Safe/raw pairs run the same tiles and schedule: a tuned winner's cuTile hints
+    (worker warps, latency, occupancy) are dropped from the safe side of the pair."""
+    from suite_tuning import _mirror_gemm
+    from tilelab.kernels.matmul import MatmulConfig
+
+    best = {"config": MatmulConfig(tm=128, tn=256, tk=64, num_worker_warps=8, latency=4)}
+    raw, safe = _mirror_gemm(best, None)
+    assert raw == {"schedule": "grouped", "tm": 128, "tn": 256, "tk": 64, "group_m": 8,
+                   "num_blocks": None}
+    assert safe == {"config": MatmulConfig(tm=128, tn=256, tk=64)}
+
+
 def test_list_prints_cases(capsys):
     assert suite.main(["--list", "--sizes", "full", "--only", "gemm"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
