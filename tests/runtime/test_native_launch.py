@@ -204,6 +204,61 @@ def test_kernels_with_helpers_take_the_c_path_until_a_helper_changes(nfake, monk
     add_helped._launcher._fast.clear()
 
 
+@tl.kernel
+def axpb(z: tl.Out, x: tl.In, a: float, b: int):
+    z.store(tl.load_like(x, z) * a + b)
+
+
+@needs_311
+def test_scalars_match_by_identity_in_c(nfake, monkeypatch):
+    """The C path compares a prepared launch's scalars by identity itself (no call of
+    their Python __eq__), so equal but different objects still go back to Python."""
+    zp, x, _ = _args()
+    a, b = 1.0, 1000
+    nfake.prepare(zp, x, a, b, kernel=axpb)
+    runs = _count_runs(monkeypatch)
+    eq_calls = []
+    real_eq = L._Same.__eq__
+    monkeypatch.setattr(L._Same, "__eq__", lambda s, o: eq_calls.append(1) or real_eq(s, o))
+    axpb.launch_async(zp, x, a, b).wait()       # Python learns the call site
+    n_eq = len(eq_calls)
+    axpb.launch_async(zp, x, a, b).wait()       # C, comparing 1.0 and 1000 itself
+    assert len(runs) == 1 and len(nfake.launches) == 2 and len(eq_calls) == n_eq
+    for other in ((float("1.0"), b), (a, int("1000")), (a, 1000.0), (True, b), (1, b)):
+        assert other == (a, b)                  # equal (and hashing alike) ...
+        with pytest.raises(AssertionError, match="the full path ran"):
+            axpb.launch_async(zp, x, *other)    # ... but not the prepared objects
+    assert len(nfake.launches) == 2
+    axpb._launcher._fast.clear()
+
+
+@needs_311
+def test_the_c_path_refuses_other_or_dead_arguments(nfake):
+    """hot() itself (not only the launch cache's hash lookup) refuses arguments that
+    are not the prepared objects, and a prepared argument that has died."""
+    import gc
+    import weakref
+
+    zp, x, y = _args()
+    fast = nfake.prepare(zp, x, y)
+
+    def hot(args):       # in launch_async's place: the caller is this test's line
+        return L._HOT[0](fast, args)
+
+    add.launch_async(zp, x, y).wait()           # Python learns the call site
+    assert hot((zp, x, y)) is not None and len(nfake.launches) == 2
+    LEDGER.observe_all()
+    y2 = tl.randn(1024, device="cpu")
+    assert hot((zp, x, y2)) is None and hot((zp, y, x)) is None
+    assert hot((zp, x)) is None and hot([zp, x, y]) is None
+    yref = weakref.ref(y)
+    del y
+    gc.collect()
+    assert yref() is None
+    assert hot((zp, x, y2)) is None and len(nfake.launches) == 2
+    assert hot((zp, x, None)) is None   # (a dead weak reference reads as None in C)
+
+
 @needs_311
 def test_the_c_path_leaves_the_rare_cases_to_python(nfake, monkeypatch):
     zp, x, y = args = _args()

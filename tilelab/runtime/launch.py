@@ -453,6 +453,10 @@ def _bind_native(mod: Any) -> None:
                      _Pin, _PKG_DIR)
     except (TypeError, AttributeError):   # another layout of these classes: Python only
         return
+    try:
+        mod.bind_match(_Same)   # (without it the C path compares scalars through ==)
+    except (TypeError, AttributeError):
+        pass
     _HOT[0] = mod.hot
 
 

@@ -270,6 +270,59 @@ static int helpers_unchanged(PyObject *bindings) {
     return 1;
 }
 
+/* _Same (launch.py: a scalar of a prepared launch's match, equal only to that very
+ * object) and the offset of its "value" slot; NULL until bind_match */
+static PyObject *same_type = NULL;
+static Py_ssize_t o_same_value;
+
+/* bind_match(same_type): let args_match read _Same objects without calling their __eq__ */
+static PyObject *nl_bind_match(PyObject *self, PyObject *arg) {
+    Py_ssize_t off;
+    if (!PyType_Check(arg) || !slot_offset(arg, "value", &off)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bind_match(same_type)");
+        return NULL;
+    }
+    o_same_value = off;
+    Py_XSETREF(same_type, Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+/* args == match, decided in C for what launch._match_of builds: a _Same is equal only to
+ * its very object, a weak proxy only to its live referent (tensors and partitions
+ * compare by identity). Anything else goes through ==. Why: the Python __eq__ of each
+ * scalar (nine for a library GEMM) was a call back into Python on every launch. */
+static int args_match(PyObject *args, PyObject *match) {
+    if (!PyTuple_CheckExact(args) || !PyTuple_CheckExact(match)) return same_value(args, match);
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n != PyTuple_GET_SIZE(match)) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(args, i), *m = PyTuple_GET_ITEM(match, i);
+        if (same_type != NULL && (PyObject *)Py_TYPE(m) == same_type) {
+            if (SLOT(m, o_same_value) != x) return 0;
+        } else if (PyWeakref_CheckProxy(m)) {
+#if PY_VERSION_HEX >= 0x030D0000
+            PyObject *r;
+            if (PyWeakref_GetRef(m, &r) != 1) {   /* dead (0) or an error (-1) */
+                PyErr_Clear();
+                return 0;
+            }
+            Py_DECREF(r);   /* (only its identity is compared) */
+#else
+            PyObject *r = PyWeakref_GetObject(m);   /* borrowed; None once dead */
+            if (r == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            if (r == Py_None) return 0;
+#endif
+            if (r != x) return 0;
+        } else if (!same_value(x, m)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *nl_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
     if (n != 2) {
         PyErr_SetString(PyExc_TypeError, "hot(prepared_launch, args)");
@@ -288,7 +341,7 @@ static PyObject *nl_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
         Py_RETURN_NONE;
     }
     /* the very objects it was prepared for (a dead one raises ReferenceError: stale) */
-    if (!same_value(args, match)) Py_RETURN_NONE;
+    if (!args_match(args, match)) Py_RETURN_NONE;
     /* no unchecked block or capture open, nothing freed since, helpers unchanged */
     if (PyList_GET_SIZE(special_modes) < 1 || PyList_GET_SIZE(free_epoch) < 1)
         Py_RETURN_NONE;
@@ -486,6 +539,8 @@ static PyMethodDef methods[] = {
      "SPECIAL_MODES, logs, push, appended, on_error, pin_type, pkg_dir)"},
     {"hot", (PyCFunction)(void (*)(void))nl_hot, METH_FASTCALL,
      "hot(prepared_launch, args) -> Future, or None (take the Python path)"},
+    {"bind_match", nl_bind_match, METH_O,
+     "bind_match(same_type): compare prepared scalars by identity in C"},
     {"call_key", (PyCFunction)(void (*)(void))nl_call_key, METH_FASTCALL,
      "call_key(kwnames, values, users, part, tensor_type) -> prepared-call key"},
     {NULL, NULL, 0, NULL},
