@@ -204,22 +204,18 @@ def deepk_space(m: int, n: int, k: int) -> list[dict]:
     return out
 
 
+#: the focused GEMM sets of ``--gemm-set`` (besides "default" and "persistent")
+FOCUSED_SETS: dict[str, Callable[[int, int, int], list[dict]]] = {
+    "splitk": splitk_space, "occupancy": occupancy_space, "latency": latency_space,
+    "skinny": skinny_space, "deepsplit": deepsplit_space, "deepk": deepk_space}
+
+
 def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
     """MatmulConfig keyword sets for an (m, k) @ (k, n) problem (B row-major)."""
     if which == "persistent" and m > 128:
         return list(PERSISTENT_SET)
-    if which == "splitk":
-        return splitk_space(m, n, k)
-    if which == "occupancy":
-        return occupancy_space(m, n, k)
-    if which == "latency":
-        return latency_space(m, n, k)
-    if which == "skinny":
-        return skinny_space(m, n, k)
-    if which == "deepsplit":
-        return deepsplit_space(m, n, k)
-    if which == "deepk":
-        return deepk_space(m, n, k)
+    if which in FOCUSED_SETS:
+        return FOCUSED_SETS[which](m, n, k)
     out: list[dict] = []
     if m == 1:
         for tn in (64, 128, 256):
@@ -624,9 +620,7 @@ def main() -> int:
     ap.add_argument("--squares", type=lambda s: [int(x) for x in s.split(",") if x],
                     default=[1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--gemm-dtypes", default="bfloat16,float16")
-    ap.add_argument("--gemm-set", choices=("default", "persistent", "splitk", "occupancy",
-                                                "latency", "skinny", "deepsplit",
-                                                "deepk"),
+    ap.add_argument("--gemm-set", choices=("default", "persistent", *FOCUSED_SETS),
                     default="default",
                     help="GEMM configs: the wide set, the persistent schedule's knobs, "
                          "or for skinny and small problems one-launch split-K, occupancy "

@@ -156,11 +156,15 @@ def _load_q(q, b, h, mi, bm, dp):
                               padding_mode=ct.PaddingMode.ZERO), (bm, dp))
 
 
-def _start(q, k, bh, mi, bm, dp):
-    """(b, hk, the Q tile, running max, running sum, accumulator) of block (bh, mi)."""
+def _start(q, k, tile_index, tile_shape):
+    """(bm, dp, b, hk, the Q tile, running max, running sum, accumulator) of the block
+    that owns the output tile at ``tile_index`` (a kernel may not hand its partition to
+    a helper, so it passes the tile's index and shape)."""
+    _, bm, dp = tile_shape
+    bh, mi, _ = tile_index
     b, h, hk = _head(bh, q, k)
     qt = _load_q(q, b, h, mi, bm, dp)
-    return (b, hk, qt, ct.full((bm, 1), -math.inf, dtype=ct.float32),
+    return (bm, dp, b, hk, qt, ct.full((bm, 1), -math.inf, dtype=ct.float32),
             ct.full((bm, 1), 0.0, dtype=ct.float32), ct.full((bm, dp), 0.0, dtype=ct.float32))
 
 
@@ -168,9 +172,7 @@ def _start(q, k, bh, mi, bm, dp):
 def attn_pipe(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
               BN: ct.Constant[int]):
     """Scores of tile j+1 are issued before the softmax of tile j."""
-    _, bm, dp = o.tile_shape
-    bh, mi, _ = o.tile_index
-    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
+    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
     n_tiles = ct.cdiv(k.shape[2], BN)
     s = ct.mma(qt, _load_kt(k, b, hk, 0, dp, BN, 0), ct.full((bm, BN), 0.0, dtype=ct.float32))
     for j in range(n_tiles - 1):
@@ -188,9 +190,7 @@ def attn_pipe(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
 def attn_lazy(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
               BN: ct.Constant[int]):
     """The running max moves only when some row's max grows by more than 8 (log2)."""
-    _, bm, dp = o.tile_shape
-    bh, mi, _ = o.tile_index
-    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
+    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
     for j in range(ct.cdiv(k.shape[2], BN)):
         s = ct.mma(qt, _load_kt(k, b, hk, j, dp, BN, 0),
                    ct.full((bm, BN), 0.0, dtype=ct.float32))
@@ -210,9 +210,7 @@ def attn_lazy(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
 def attn_kt(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
             BN: ct.Constant[int]):
     """K tiles loaded (BN, D) as stored and transposed in the kernel."""
-    _, bm, dp = o.tile_shape
-    bh, mi, _ = o.tile_index
-    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
+    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
     for j in range(ct.cdiv(k.shape[2], BN)):
         kt = ct.transpose(_load_v(k, b, hk, j, BN, dp, 0))
         s = ct.mma(qt, kt, ct.full((bm, BN), 0.0, dtype=ct.float32))
@@ -236,9 +234,7 @@ def attn_plain(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
                BN: ct.Constant[int]):
     """The library's loop without its mask branch (what the branch costs when no tile
     needs a mask)."""
-    _, bm, dp = o.tile_shape
-    bh, mi, _ = o.tile_index
-    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
+    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
     for j in range(ct.cdiv(k.shape[2], BN)):
         m_i, l_i, acc = _fold(_scores(qt, k, b, hk, j, dp, BN, bm), m_i, l_i, acc, v, b,
                               hk, j, BN, dp, qk_scale)
@@ -249,9 +245,7 @@ def attn_plain(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
 def attn_two_loops(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
                    BN: ct.Constant[int]):
     """Unmasked tiles in one loop, the masked tail (none here) in a second one."""
-    _, bm, dp = o.tile_shape
-    bh, mi, _ = o.tile_index
-    b, hk, qt, m_i, l_i, acc = _start(q, k, bh, mi, bm, dp)
+    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
     kv_len = k.shape[2]
     n_tiles = ct.cdiv(kv_len, BN)
     mask_from = kv_len // BN
@@ -270,9 +264,7 @@ def attn_lsum_mma(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
                   BN: ct.Constant[int]):
     """The row sums on the tensor cores: P (bf16, as multiplied with V) times a ones
     tile, instead of a cross-lane row reduction every step."""
-    _, bm, dp = o.tile_shape
-    bh, mi, _ = o.tile_index
-    b, hk, qt, m_i, _, acc = _start(q, k, bh, mi, bm, dp)
+    bm, dp, b, hk, qt, m_i, _, acc = _start(q, k, o.tile_index, o.tile_shape)
     ones = ct.full((BN, 16), 1.0, dtype=q.dtype)
     lsum = ct.full((bm, 16), 0.0, dtype=ct.float32)
     for j in range(ct.cdiv(k.shape[2], BN)):
@@ -291,9 +283,7 @@ def attn_lsum_mma(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
 def attn_lsum_defer(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
                     BN: ct.Constant[int]):
     """The row sums kept element-wise (bm, BN) and reduced once, after the loop."""
-    _, bm, dp = o.tile_shape
-    bh, mi, _ = o.tile_index
-    b, hk, qt, m_i, _, acc = _start(q, k, bh, mi, bm, dp)
+    bm, dp, b, hk, qt, m_i, _, acc = _start(q, k, o.tile_index, o.tile_shape)
     lacc = ct.full((bm, BN), 0.0, dtype=ct.float32)
     for j in range(ct.cdiv(k.shape[2], BN)):
         s = _scores(qt, k, b, hk, j, dp, BN, bm)
