@@ -708,17 +708,26 @@ class Autotuned:
         for entry in results:
             if entry["status"] != "ok":
                 continue
-            cfg = configs[entry["candidate"]]
-            try:
-                seconds = float(timer(lambda cfg=cfg: self.fn(*args, **kwargs, **cfg), cfg))
-                if not seconds > 0 or not math.isfinite(seconds):
-                    raise ValueError(f"timer returned {seconds!r}")
+            seconds = self._time(entry, configs, timer, args, kwargs, "timing")
+            if seconds is not None:
                 entry["seconds"] = seconds
-            except Exception as e:
-                entry.update(status="error", reason=f"timing: {type(e).__name__}: "
-                             f"{_first_line(e)}")
         self._recheck(results, configs, timer, args, kwargs)
         return results
+
+    def _time(self, entry: dict, configs: list[dict], timer: Timer, args: tuple,
+              kwargs: dict, what: str) -> float | None:
+        """One timing of the entry's config in seconds; None when the timer raised or
+        returned no positive finite time (the entry then says so, under ``what``)."""
+        cfg = configs[entry["candidate"]]
+        try:
+            seconds = float(timer(lambda: self.fn(*args, **kwargs, **cfg), cfg))
+            if not seconds > 0 or not math.isfinite(seconds):
+                raise ValueError(f"timer returned {seconds!r}")
+        except Exception as e:
+            entry.update(status="error", reason=f"{what}: {type(e).__name__}: "
+                         f"{_first_line(e)}")
+            return None
+        return seconds
 
     def _recheck(self, results: list[dict], configs: list[dict], timer: Timer,
                  args: tuple, kwargs: dict) -> None:
@@ -738,17 +747,9 @@ class Autotuned:
             for e in close:
                 if e["status"] != "ok":
                     continue
-                cfg = configs[e["candidate"]]
-                try:
-                    seconds = float(timer(lambda cfg=cfg: self.fn(*args, **kwargs, **cfg),
-                                          cfg))
-                    if not seconds > 0 or not math.isfinite(seconds):
-                        raise ValueError(f"timer returned {seconds!r}")
-                except Exception as ex:
-                    e.update(status="error", reason=f"timing (recheck): "
-                             f"{type(ex).__name__}: {_first_line(ex)}")
-                    continue
-                e["timings"].append(seconds)
+                seconds = self._time(e, configs, timer, args, kwargs, "timing (recheck)")
+                if seconds is not None:
+                    e["timings"].append(seconds)
         for e in close:
             if e["status"] == "ok":
                 e["seconds"] = statistics.median(e["timings"])
