@@ -62,6 +62,19 @@ def raw_matmul(c, a, b, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Const
 
 
 @ct.kernel
+def raw_swap_matmul(c, a, b, TM: ct.Constant[int], TN: ct.Constant[int],
+                    TK: ct.Constant[int], GROUP_M: ct.Constant[int]):
+    """raw_matmul with each tile computed transposed, (B^T A^T)^T (``swap_ab``)."""
+    m, n = _grouped(ct.bid(0), ct.cdiv(c.shape[0], TM), ct.cdiv(c.shape[1], TN), GROUP_M)
+    acc = ct.full((TN, TM), 0, dtype=ct.float32)
+    for k in range(ct.cdiv(a.shape[1], TK)):
+        y = ct.load(b, index=(n, k), shape=(TN, TK), order=(1, 0), padding_mode=ZERO)
+        x = ct.load(a, index=(k, m), shape=(TK, TM), order=(1, 0), padding_mode=ZERO)
+        acc = ct.mma(_operand(y), _operand(x), acc)
+    ct.store(c, index=(m, n), tile=ct.transpose(acc).astype(c.dtype))
+
+
+@ct.kernel
 def raw_persistent_matmul(c, a, b, TM: ct.Constant[int], TN: ct.Constant[int],
                           TK: ct.Constant[int], GROUP_M: ct.Constant[int]):
     num_m = ct.cdiv(c.shape[0], TM)
@@ -108,10 +121,12 @@ def raw_gemv(c, a, b, TN: ct.Constant[int], TK: ct.Constant[int],
 
 
 def matmul_launch(c: Any, a: Any, b: Any, tm: int = 128, tn: int = 128, tk: int = 64,
-                  group_m: int = 8) -> tuple:
-    """(grid, kernel, args) of the grouped GEMM, like ``MatmulConfig(schedule='grouped')``."""
+                  group_m: int = 8, swap_ab: bool = False) -> tuple:
+    """(grid, kernel, args) of the grouped GEMM, like ``MatmulConfig(schedule='grouped')``
+    (``swap_ab``: tiles computed transposed, like ``MatmulConfig(swap_ab=True)``)."""
     m, n = c.shape
-    return (_cdiv(m, tm) * _cdiv(n, tn), 1, 1), raw_matmul, (c, a, b, tm, tn, tk, group_m)
+    return ((_cdiv(m, tm) * _cdiv(n, tn), 1, 1), raw_swap_matmul if swap_ab else raw_matmul,
+            (c, a, b, tm, tn, tk, group_m))
 
 
 def persistent_matmul_launch(c: Any, a: Any, b: Any, num_blocks: int, tm: int = 128,

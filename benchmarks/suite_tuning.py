@@ -172,11 +172,16 @@ def _mirror_gemm(best: dict, case: Any) -> tuple[dict, dict] | None:
     bare = cfg.with_(latency=None, occupancy=None, num_ctas=None, num_worker_warps=None)
     if cfg.schedule == "splitk" or (cfg.schedule == "gemv" and cfg.split_k > 1):
         bare = bare.with_(split_k=1, schedule="gemv" if cfg.schedule == "gemv" else "grouped")
+    swap = getattr(bare, "swap_ab", False)
+    if swap and bare.schedule == "persistent":      # the raw twin swaps grouped tiles only
+        bare, swap = bare.with_(swap_ab=False), False
     if bare.schedule == "gemv":
         raw = {"schedule": "gemv", "tn": bare.tn, "tk": bare.tk}
     else:
         raw = {"schedule": bare.schedule, "tm": bare.tm, "tn": bare.tn, "tk": bare.tk,
                "group_m": bare.group_m, "num_blocks": bare.num_blocks}
+        if swap:
+            raw["swap_ab"] = True
     return raw, (best if bare == cfg else {"config": bare})
 
 
@@ -214,7 +219,7 @@ def raw_library_adapter(op: str, module: Any) -> Callable | None:
     ``raw_matmul_attention.py``, or None when the module lacks them."""
     if op == "gemm" and hasattr(module, "matmul_launch"):
         def raw_matmul(a, b, *, out, schedule="grouped", tm=128, tn=128, tk=64, group_m=8,
-                       num_blocks=None):
+                       num_blocks=None, swap_ab=False):
             if schedule == "gemv":
                 _launch(module.gemv_launch(out, a, b, tn, tk))
             elif schedule == "persistent":
@@ -225,7 +230,8 @@ def raw_library_adapter(op: str, module: Any) -> Callable | None:
                                                         group_m))
             else:   # row-major is the grouped walk with one tile row per group
                 _launch(module.matmul_launch(out, a, b, tm, tn, tk,
-                                             group_m if schedule == "grouped" else 1))
+                                             group_m if schedule == "grouped" else 1,
+                                             swap_ab))
             return out
         return raw_matmul
     if op == "gemv" and hasattr(module, "gemv_launch"):

@@ -205,9 +205,29 @@ def deepk_space(m: int, n: int, k: int) -> list[dict]:
 
 
 #: the focused GEMM sets of ``--gemm-set`` (besides "default" and "persistent")
+def swap_space(m: int, n: int, k: int) -> list[dict]:
+    """Tiles computed transposed (``swap_ab``, ``--gemm-set swap``) for 1 < M <= 128:
+    B's columns fill the MMA's 64 rows, the tokens its columns; 64-128 wide, 256-512
+    deep, with and without the latency hint 4, and split-K over 2-4 slices."""
+    from tilelab.kernels.matmul import default_config
+
+    out = [dataclasses.asdict(default_config(m, n, k))]
+    if 1 < m <= 128:
+        tm = max(16, 1 << (m - 1).bit_length())
+        for tn in (64, 128):
+            for tk in (256, 512):
+                for lat in (None, 4):
+                    out.append(dict(tm=tm, tn=tn, tk=tk, latency=lat, swap_ab=True))
+        for split in (2, 4):
+            out.append(dict(tm=tm, tn=64, tk=256, latency=4, swap_ab=True,
+                            schedule="splitk", split_k=split, split_mode="atomic"))
+    return out
+
+
 FOCUSED_SETS: dict[str, Callable[[int, int, int], list[dict]]] = {
     "splitk": splitk_space, "occupancy": occupancy_space, "latency": latency_space,
-    "skinny": skinny_space, "deepsplit": deepsplit_space, "deepk": deepk_space}
+    "skinny": skinny_space, "deepsplit": deepsplit_space, "deepk": deepk_space,
+    "swap": swap_space}
 
 
 def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
@@ -625,7 +645,8 @@ def main() -> int:
                     help="GEMM configs: the wide set, the persistent schedule's knobs, "
                          "or for skinny and small problems one-launch split-K, occupancy "
                          "hints or low load-latency hints, narrow deep tiles, K split "
-                         "16-32 ways, or tiles 512-1024 deep")
+                         "16-32 ways, tiles 512-1024 deep, or tiles computed transposed "
+                         "(swap_ab)")
     ap.add_argument("--qwen", default="q_proj,k_proj,gate_proj,down_proj",
                     help="Qwen3-8B projections of the GEMM group")
     ap.add_argument("--qwen-m", type=lambda s: [int(x) for x in s.split(",")],

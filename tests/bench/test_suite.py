@@ -181,6 +181,23 @@ def test_gemm_pairs_drop_the_hints_raw_kernels_cannot_take():
     assert safe == {"config": MatmulConfig(tm=128, tn=256, tk=64)}
 
 
+def test_gemm_pairs_keep_swapped_tiles():
+    """A swapped-tile winner (swap_ab) pairs with the raw swapped kernel; the persistent
+    raw twin has no swapped form, so that pair runs unswapped tiles on both sides."""
+    from suite_tuning import _mirror_gemm
+    from tilelab.kernels.matmul import MatmulConfig
+
+    best = {"config": MatmulConfig(tm=16, tn=64, tk=256, latency=4, swap_ab=True)}
+    raw, safe = _mirror_gemm(best, None)
+    assert raw == {"schedule": "grouped", "tm": 16, "tn": 64, "tk": 256, "group_m": 8,
+                   "num_blocks": None, "swap_ab": True}
+    assert safe == {"config": MatmulConfig(tm=16, tn=64, tk=256, swap_ab=True)}
+    best = {"config": MatmulConfig(tm=16, tn=64, schedule="persistent", swap_ab=True)}
+    raw, safe = _mirror_gemm(best, None)
+    assert "swap_ab" not in raw and safe == {"config": MatmulConfig(
+        tm=16, tn=64, schedule="persistent")}
+
+
 def test_list_prints_cases(capsys):
     assert suite.main(["--list", "--sizes", "full", "--only", "gemm"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

@@ -1,5 +1,5 @@
 """The library's defaults on the GPU, for the configurations the benchmarks chose: the
-k/v projection's narrow deep GEMM tiles, RoPE's occupancy hint and softmax's split and
+k/v projection's swapped and narrow deep GEMM tiles, RoPE's occupancy hint and softmax's split and
 one-row kernels (TMA loads unless a row is padded), each against a float64 reference on fresh random data."""
 from __future__ import annotations
 
@@ -22,16 +22,25 @@ def rel_err(out, want) -> float:
     return float(np.linalg.norm(out - want) / np.linalg.norm(want))
 
 
-@pytest.mark.parametrize("m", [1, 16, 128])
-def test_kv_projection_defaults(m):
-    """N = 1024, K = 4096: 16-column GEMV panels at M = 1, 64x32x256 tiles above."""
+@pytest.mark.parametrize("m", [1, 5, 16, 128])
+@pytest.mark.parametrize("weight_rows", [False, True], ids=["b_kn", "b_is_w_T"])
+def test_kv_projection_defaults(m, weight_rows):
+    """N = 1024, K = 4096: 16-column GEMV panels at M = 1, 16x64x512 tiles computed
+    transposed (swap_ab) up to M = 16, 64x32x256 tiles above; B as a (K, N) matrix and
+    as the transposed view of an (N, K) weight."""
     cfg = mm.default_config(m, 1024, 4096)
-    assert (cfg.tn, cfg.tk) == ((16, 1024) if m == 1 else (32, 256))
+    assert (cfg.tn, cfg.tk, cfg.swap_ab) == ((16, 1024, False) if m == 1 else
+                                            (64, 512, True) if m <= 16 else (32, 256, False))
     a = tl.randn(m, 4096, dtype="bfloat16", device="cuda")
-    b = tl.randn(4096, 1024, dtype="bfloat16", device="cuda")
+    if weight_rows:
+        w = tl.randn(1024, 4096, dtype="bfloat16", device="cuda")
+        b, bh = w.T, w.numpy().astype(np.float64).T
+    else:
+        b = tl.randn(4096, 1024, dtype="bfloat16", device="cuda")
+        bh = b.numpy().astype(np.float64)
     c = tl.full((m, 1024), float("nan"), dtype="bfloat16", device="cuda")
     mm.matmul(a, b, out=c)
-    want = a.numpy().astype(np.float64) @ b.numpy().astype(np.float64)
+    want = a.numpy().astype(np.float64) @ bh
     assert rel_err(c.numpy(), want) < 1e-2
 
 

@@ -94,7 +94,8 @@ def test_ragged_shapes(m, n, k, seed):
 @pytest.mark.parametrize("m", [1, 2, 3, 8, 16])
 def test_small_m_defaults(m, seed):
     """Decode-sized M: one launch, GEMV for M = 1 (16-column panels 1024 deep when N is
-    narrow, as here), 16-row tensor-core tiles up to 16."""
+    narrow, as here), 16-row tensor-core tiles up to 16 (computed transposed, as N is
+    narrow)."""
     a, b = rand((m, 2048), "bfloat16", seed), rand((2048, 96), "bfloat16", seed + 1)
     plan = mm.plan_matmul(a, b, out_dtype="float32")
     cfg = mm.default_config(m, 96, 2048)
@@ -102,7 +103,7 @@ def test_small_m_defaults(m, seed):
         assert (cfg.schedule, cfg.tn, cfg.tk, cfg.split_k) == ("gemv", 16, 1024, 1)
         assert names(plan) == ["gemv_kernel"]
     else:
-        assert cfg.schedule == "grouped" and cfg.split_k == 1
+        assert cfg.schedule == "grouped" and cfg.split_k == 1 and cfg.swap_ab
         assert names(plan) == ["matmul_kernel"]
     check(plan.run(), matmul_ref(a, b), 1e-5)
 
@@ -117,10 +118,9 @@ def test_narrow_fp32_m1_splits_k_in_one_launch(seed):
     check(plan.run(), matmul_ref(a, b), 1e-4)
 
 
-@pytest.mark.parametrize("m,n", [(128, 1024), (48, 1024), (16, 1024), (2, 2048),
-                                 (128, 2048)])
+@pytest.mark.parametrize("m,n", [(128, 1024), (48, 1024), (17, 1024), (128, 2048)])
 def test_narrow_skinny_problems_take_narrow_deep_tiles(m, n, seed):
-    """Fewer 64-wide columns than a quarter of the SMs at 1 < M <= 128 (the k/v
+    """Fewer 64-wide columns than a quarter of the SMs at 16 < M <= 128 (the k/v
     projection): 64 x 32 tiles, 256 deep (16-bit only)."""
     cfg = mm.default_config(m, n, 4096)
     assert (cfg.tm, cfg.tn, cfg.tk, cfg.schedule) == (64, 32, 256, "grouped")
@@ -128,6 +128,43 @@ def test_narrow_skinny_problems_take_narrow_deep_tiles(m, n, seed):
     assert mm.default_config(m, 4096, 4096) != cfg                     # q/o: not narrow
     a, b = rand((m, 512), "bfloat16", seed), rand((512, 48), "bfloat16", seed + 1)
     check(mm.matmul(a, b, out_dtype="float32", config=cfg), matmul_ref(a, b), 1e-5)
+
+
+@pytest.mark.parametrize("m,n", [(16, 1024), (2, 2048), (9, 96), (16, 12288)])
+def test_decode_sized_problems_swap_the_operands(m, n, seed):
+    """1 < M <= 16: 16 x 64 tiles computed as B^T A^T (the weight fills the MMA's rows,
+    the tokens its columns), 512 deep, or as deep as K rounded up (16-bit only)."""
+    cfg = mm.default_config(m, n, 4096)
+    assert cfg == MatmulConfig(tm=16, tn=64, tk=512, swap_ab=True)
+    assert mm.default_config(m, n, 100).tk == 128
+    assert not mm.default_config(m, n, 4096, "float32").swap_ab
+    assert not mm.default_config(m, n, 4096, "float8_e4m3fn").swap_ab
+    assert not mm.default_config(1, n, 4096).swap_ab and not mm.default_config(
+        17, n, 4096).swap_ab
+    a, b = rand((m, 512), "bfloat16", seed), rand((512, 80), "bfloat16", seed + 1)
+    want = matmul_ref(a, b, bias=np.ones(80), activation="silu")
+    got = mm.matmul(a, b, bias=tl.ones(80, device="cpu"), activation="silu",
+                    out_dtype="float32", config=cfg)
+    check(got, want, 1e-5)
+    # B given as the transposed view of an (N, K) weight: the B^T tile is its own rows
+    w = tl.tensor(np.ascontiguousarray(b.numpy().T), device="cpu")
+    check(mm.matmul(a, w.T, out_dtype="float32", config=cfg), matmul_ref(a, b), 1e-5)
+
+
+@pytest.mark.parametrize("cfg", [
+    MatmulConfig(tm=16, tn=32, tk=16, swap_ab=True, schedule="persistent", num_blocks=3),
+    MatmulConfig(tm=16, tn=32, tk=16, swap_ab=True, schedule="splitk", split_k=3),
+    MatmulConfig(tm=16, tn=32, tk=16, swap_ab=True, schedule="splitk", split_k=3,
+                 split_mode="atomic"),
+    MatmulConfig(tm=32, tn=16, tk=32, swap_ab=True, schedule="row_major")],
+    ids=["persistent", "splitk", "atomic", "row_major"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_swapped_tiles_in_every_schedule(cfg, dtype, seed):
+    """swap_ab computes each tile as (B^T A^T)^T: the same product in every schedule,
+    ragged edges included (M = 21 and N = 50 are no multiples of the tiles)."""
+    a, b = rand((21, 80), dtype, seed), rand((80, 50), dtype, seed + 1)
+    got = mm.matmul(a, b, out_dtype="float32", config=cfg)
+    check(got, matmul_ref(a, b), 1e-5 if dtype == "bfloat16" else 2e-3)
 
 
 def test_wide_m1_and_fp8_stay_unsplit():
@@ -290,6 +327,9 @@ RACE_CASES = {
     "splitk": (9, MatmulConfig(tm=16, tn=16, tk=16, schedule="splitk", split_k=3)),
     "gemv": (1, MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv")),
     "gemv_split": (1, MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv", split_k=2)),
+    "swap": (9, MatmulConfig(tm=16, tn=16, tk=16, swap_ab=True)),
+    "swap_splitk": (9, MatmulConfig(tm=16, tn=16, tk=16, schedule="splitk", split_k=3,
+                                    swap_ab=True)),
 }
 
 
@@ -368,7 +408,7 @@ def test_default_config_choices():
     assert (g.schedule, g.tm, g.tn, g.split_k) == ("gemv", 1, 64, 1)   # one launch
     assert mm.default_config(1, 12288, 4096).tn == 128                   # wide enough
     s = mm.default_config(8, 4096, 4096)
-    assert (s.schedule, s.tm, s.tn, s.split_k) == ("grouped", 16, 32, 1)
+    assert (s.schedule, s.tm, s.tn, s.split_k, s.swap_ab) == ("grouped", 16, 64, 1, True)
     assert mm.default_config(8, 16384, 64).schedule == "grouped"
     # split-K stays in the search space of skinny problems
     assert any(c.split_k > 1 for c in mm.search_space(8, 4096, 4096))
@@ -380,7 +420,8 @@ def test_default_config_choices():
     ({"latency": 11}, "latency hint"), ({"occupancy": 0}, "1..32"),
     ({"num_ctas": 3}, "power of"), ({"num_blocks": 0}, "num_blocks"),
     ({"num_worker_warps": 12}, "num_worker_warps=12 must be a power of two up to 32"),
-    ({"schedule": "gemv"}, "tm=1")])
+    ({"schedule": "gemv"}, "tm=1"), ({"swap_ab": 1}, "swap_ab=1 must be a bool"),
+    ({"tm": 1, "schedule": "gemv", "swap_ab": True}, "CUDA cores")])
 def test_config_validation(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         MatmulConfig(**kwargs)
@@ -418,6 +459,8 @@ def _cpu(shape, dtype="bfloat16"):
     (lambda: mm.matmul(_cpu((4, 5)), _cpu((5, 3)),
                        config=MatmulConfig(tm=1, schedule="gemv")), ValueError, "M == 1"),
     (lambda: mm.matmul("abc", _cpu((5, 3))), TypeError, "a must be"),
+    (lambda: mm.bmm(_cpu((2, 4, 5)), _cpu((5, 3)), config=MatmulConfig(swap_ab=True)),
+     ValueError, "swap_ab=True is not available for batches"),
     (lambda: mm.gemv(_cpu((4, 5)), _cpu((4,))), ValueError, "x has 4 elements"),
     (lambda: mm.gemv(_cpu((4, 5)), _cpu((5, 1))), ValueError, "(N, K)"),
     (lambda: mm.bmm(_cpu((2, 4, 5)), _cpu((3, 5, 3))), ValueError, "do not match"),
@@ -452,17 +495,27 @@ def test_sm90_gemm_uses_wgmma_and_tma(dtype, kw, mma):
 
 
 def test_sm90_decode_gemm_uses_tensor_cores():
-    """M = 8 runs its 16-row tiles on the tensor cores (mma.sync: HMMA), in one launch
-    by default and in two with split-K."""
+    """M = 8 runs on the tensor cores: by default as swapped tiles (warpgroup MMAs 64
+    weight columns tall, 16 tokens wide), unswapped as 16-row tiles (mma.sync: HMMA),
+    in one launch, or in two with split-K."""
     (one,) = mm.compile_matmul(8, 4096, 4096, "bfloat16", bias=True, activation="silu",
                                arch="sm_90")
+    assert "HGMMA.64x16x16.F32.BF16" in mma_ops(one)
     cfg = MatmulConfig(tm=16, tn=64, tk=128, schedule="splitk", split_k=4)
     part, red = mm.compile_matmul(8, 4096, 4096, "bfloat16", bias=True,
                                   activation="silu", config=cfg, arch="sm_90")
+    assert any(op.startswith("HMMA") for op in mma_ops(part))
     for art in (one, part):
-        assert any(op.startswith("HMMA") for op in mma_ops(art))
         assert remarked(art, "TMA Load") and spills(art) == 0
     assert spills(red) == 0
+
+
+def test_sm90_swapped_decode_tile_is_a_16_wide_warpgroup_mma():
+    """The k/v projection at M = 16 (swap_ab): the weight's 64 columns are the MMA's rows
+    and the 16 tokens its columns, HGMMA 64x16 fed by TMA, without spills."""
+    (art,) = mm.compile_matmul(16, 1024, 4096, "bfloat16", arch="sm_90")
+    assert "HGMMA.64x16x16.F32.BF16" in mma_ops(art)
+    assert remarked(art, "TMA Load") and spills(art) == 0
 
 
 # ======================================================================================
@@ -474,9 +527,10 @@ def test_raw_baselines_compute_the_same(seed):
     a = rand((70, 50), "bfloat16", seed).numpy()
     b = rand((50, 40), "bfloat16", seed + 1).numpy()
     want = matmul_ref(a, b)
-    for launch in (raw.matmul_launch, ):
+    for swap in (False, True):
         c = np.full((70, 40), np.nan, np.float32)
-        grid, kern, args = launch(c, a, b, 32, 16, 16, 2)
+        grid, kern, args = raw.matmul_launch(c, a, b, 32, 16, 16, 2, swap)
+        assert kern is (raw.raw_swap_matmul if swap else raw.raw_matmul)
         assert not tl.interpret(kern, *args, grid=grid).has_races
         check(c, want, 1e-5)
     c = np.full((70, 40), np.nan, np.float32)

@@ -87,7 +87,10 @@ class MatmulConfig:
     ``num_stages``); ``occupancy``, ``num_ctas``, ``num_worker_warps``: cuTile kernel
     hints (8 worker warps make tileiras warp-specialize the kernel on sm_90: a producer
     warpgroup feeding two consumer warpgroups, 384 threads); ``fast_acc``:
-    fp8 fast accumulation (Hopper).
+    fp8 fast accumulation (Hopper); ``swap_ab``: compute each tile transposed, as
+    B^T A^T, so that B's ``tn`` columns fill the MMA's rows and A's few ``tm`` rows its
+    columns (an MMA is at least 64 rows tall on sm_90, but can be 16 columns wide): for
+    M <= 16; the latency hint then applies to B's loads only.
 
     Example:
         >>> MatmulConfig(tm=128, tn=256, schedule="persistent").with_(group_m=4).group_m
@@ -107,6 +110,7 @@ class MatmulConfig:
     num_ctas: int | None = None
     num_worker_warps: int | None = None
     fast_acc: bool = False
+    swap_ab: bool = False
 
     __hash__ = hash_once            # computed once: calls key on their config
     __getstate__ = state_without_hash
@@ -155,6 +159,12 @@ class MatmulConfig:
                              "it hung the H200 (tileiras 13.4); leave occupancy=None")
         if self.schedule == "gemv" and self.tm != 1:
             raise ValueError("MatmulConfig(schedule='gemv') computes one row: set tm=1")
+        if not isinstance(self.swap_ab, bool):
+            raise ValueError(f"MatmulConfig.swap_ab={self.swap_ab!r} must be a bool")
+        if self.swap_ab and self.schedule == "gemv":
+            raise ValueError("MatmulConfig(swap_ab=True) swaps the tensor-core operands; "
+                             "schedule='gemv' multiplies on the CUDA cores: pick another "
+                             "schedule or swap_ab=False")
 
     def with_(self, **changes: Any) -> "MatmulConfig":
         """A copy with some fields changed.
@@ -174,8 +184,9 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     tf32) in the persistent schedule, the fastest on the H200 for every square from
     2048 and every Qwen3-8B projection at M >= 2048 (benchmarks/results/sweep_h200_*);
     with fewer 128x128 tiles than half the SMs, M <= 128 uses 64x64 tiles and larger M
-    64x128; when N has fewer 64-wide columns than a quarter of the SMs (the k/v
-    projection) 16-bit 1 < M <= 128 uses 64x32 tiles 256 deep. M = 1 uses the GEMV kernel
+    64x128; 16-bit 1 < M <= 16 computes 16x64 tiles 512 deep transposed (``swap_ab``);
+    when N has fewer 64-wide columns than a quarter of the SMs (the k/v projection)
+    16-bit 16 < M <= 128 uses 64x32 tiles 256 deep. M = 1 uses the GEMV kernel
     (16-column panels 1024 deep when N is narrow; fp32 then splits K in one launch,
     ``split_mode="atomic"``) and M <= 16 tm = 16 tiles.
     ``b_transposed``: B is the ``.T`` view of an (N, K) weight; M = 1 then streams
@@ -186,6 +197,8 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         ('persistent', 'gemv')
         >>> default_config(1, 4096, 4096, b_transposed=True).tn
         16
+        >>> default_config(16, 1024, 4096).swap_ab
+        True
     """
     name = _dtype_name(dtype)
     if m == 1 and b_transposed:
@@ -215,11 +228,18 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         tn, tk = (128, 64) if wide else (64, 128)
         return MatmulConfig(tm=1, tn=tn, tk=tk * (2 if name in _FP8 else 1),
                             schedule="gemv")
+    if m <= 16 and name in ("bfloat16", "float16"):
+        # B^T A^T: 64 weight columns fill the MMA's 64 rows, the <= 16 tokens its 16
+        # columns, 512 deep: the fastest of 11 swapped and split configs at M = 16 for
+        # q/o, k/v and down, within 0.1% for gate/up (sweep16_h200_*): k/v 9.4 us against
+        # 11.4-12.1 for the unswapped tiles (cuBLAS 9.3-9.9), q/o 13.2 against 14.2, down
+        # 28.4 against 29.9
+        return MatmulConfig(tm=16, tn=64, tk=min(512, max(16, _next_pow2(k))),
+                            swap_ab=True)
     if m <= 128 and narrow and name in ("bfloat16", "float16"):
         # so few 64-wide columns that most SMs idle (k/v, N = 1024: 16-32 tiles): narrow,
         # deep tiles (A padded to 64 rows below M = 64): at M = 128 10.7-11.1 us against
-        # 13.4 for 64x64x64, at M = 16 11.4 against 12.0 for 16x32 (cuBLAS 10.6-10.8 and
-        # 9.8; sweep10-11_h200_*)
+        # 13.4 for 64x64x64 (cuBLAS 10.6-10.8; sweep10-11_h200_*)
         return MatmulConfig(tm=64, tn=32, tk=256)
     if m <= 16:
         tn, tk = (128, 128) if wide else (32, 256)
@@ -273,6 +293,12 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         else:
             for tn in (16, 32):
                 add(MatmulConfig(tm=64, tn=tn, tk=256))
+    if 1 < m <= 16:   # transposed tiles (swap_ab) and the unswapped 16-row ones
+        for tn, tk in ((64, 256), (64, 512), (128, 256)):
+            for lat in (None, 4):
+                add(MatmulConfig(tm=16, tn=tn, tk=tk, latency=lat, swap_ab=True))
+        for tn, tk in ((32, 256), (128, 128)):
+            add(MatmulConfig(tm=16, tn=tn, tk=tk))
     if m <= 16:
         for tn in (32, 64, 128):
             fill = _split_for(n, k, tn, base.tk, 132)
@@ -292,6 +318,10 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     add(base.with_(tk=2 * base.tk))
     add(base.with_(occupancy=2, tm=64))
     return space
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
 
 
 def _split_for(n: int, k: int, tn: int, tk: int, num_sms: int) -> int:
@@ -342,8 +372,41 @@ def _mma_step(x, y, acc, FAST_ACC):
     return ct.mma(x, y, acc, use_fast_acc=FAST_ACC)
 
 
-def _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC):
-    """fp32 (TM, TN) tile of A[m-rows, K tiles k_begin..k_end) @ B[..., n-cols]."""
+def _load_bt(b, k, n, TK, TN, TRANS_B, LAT):
+    """B^T's (TN, TK) tile (n, k): _load_b's tile, transposed by the load itself."""
+    if TRANS_B:
+        if LAT > 0:
+            y = ct.load(b, index=(n, k), shape=(TN, TK), padding_mode=ct.PaddingMode.ZERO,
+                        latency=LAT)
+        else:
+            y = ct.load(b, index=(n, k), shape=(TN, TK), padding_mode=ct.PaddingMode.ZERO)
+    else:
+        if LAT > 0:
+            y = ct.load(b, index=(n, k), shape=(TN, TK), order=(1, 0),
+                        padding_mode=ct.PaddingMode.ZERO, latency=LAT)
+        else:
+            y = ct.load(b, index=(n, k), shape=(TN, TK), order=(1, 0),
+                        padding_mode=ct.PaddingMode.ZERO)
+    return y
+
+
+def _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC, SWAP):
+    """fp32 (TM, TN) tile of A[m-rows, K tiles k_begin..k_end) @ B[..., n-cols].
+
+    SWAP accumulates the transposed tile B^T A^T, (TN, TM), and transposes it once at
+    the end: with M <= 16 the weight's columns then fill the MMA's 64 rows instead of
+    zero padding (the k/v projection at M = 16: 9.5 against 12.1 us on the H200,
+    benchmarks/results/skinny_probe_h200_2026-11-30c.json). The small A^T tile is read
+    without the latency hint.
+    """
+    if SWAP:
+        acc_t = ct.full((TN, TM), 0, dtype=ct.float32)
+        for k in range(k_begin, k_end):
+            y = _load_bt(b, k, n, TK, TN, TRANS_B, LAT)
+            x = ct.load(a, index=(k, m), shape=(TK, TM), order=(1, 0),
+                        padding_mode=ct.PaddingMode.ZERO)
+            acc_t = _mma_step(y, x, acc_t, FAST_ACC)
+        return ct.transpose(acc_t)
     acc = ct.full((TM, TN), 0, dtype=ct.float32)
     for k in range(k_begin, k_end):
         x = _load_a(a, m, k, TM, TK, LAT)
@@ -390,22 +453,24 @@ def _epilogue(acc, bias, n, TN, alpha, SCALE, HAS_BIAS, ACT):
 @tl.kernel
 def matmul_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In, alpha: float,
             TK: ct.Constant[int], TRANS_B: ct.Constant[bool], LAT: ct.Constant[int],
-            FAST_ACC: ct.Constant[bool], SCALE: ct.Constant[bool],
+            FAST_ACC: ct.Constant[bool], SWAP: ct.Constant[bool], SCALE: ct.Constant[bool],
             HAS_BIAS: ct.Constant[bool], ACT: ct.Constant[int], HAS_RES: ct.Constant[bool]):
     """C = act(alpha * A @ B + bias) + res; one (tm, tn) tile of C per block.
 
     The schedule of ``c``'s partition (row-major or grouped) picks each block's tile.
     ``bias`` and ``res`` are only read when HAS_BIAS / HAS_RES (pass any small tensor
-    otherwise). With TRANS_B, ``b`` is B^T, shape (N, K).
+    otherwise). With TRANS_B, ``b`` is B^T, shape (N, K). SWAP computes the tile as
+    (B^T A^T)^T (``MatmulConfig.swap_ab``).
 
     Example:
         >>> matmul_kernel(c.partition((128, 128), schedule=tl.grouped(8)), a, b,
-        ...               a, a, 1.0, 64, False, 0, False, False, False, 0, False)  # doctest: +SKIP
+        ...               a, a, 1.0, 64, False, 0, False, False, False, False, 0,
+        ...               False)  # doctest: +SKIP
     """
     tm, tn = c.tile_shape
     m, n = c.tile_index
     acc = _mainloop(a, b, m, n, 0, ct.cdiv(a.shape[1], TK), tm, tn, TK, TRANS_B, LAT,
-                    FAST_ACC)
+                    FAST_ACC, SWAP)
     acc = _epilogue(acc, bias, n, tn, alpha, SCALE, HAS_BIAS, ACT)
     if HAS_RES:
         acc = acc + tl.load_like(res, c).astype(ct.float32)
@@ -416,20 +481,21 @@ def matmul_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In, alpha:
 def persistent_matmul_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In,
                        alpha: float, TK: ct.Constant[int], TRANS_B: ct.Constant[bool],
                        LAT: ct.Constant[int], FAST_ACC: ct.Constant[bool],
-                       SCALE: ct.Constant[bool], HAS_BIAS: ct.Constant[bool],
-                       ACT: ct.Constant[int], HAS_RES: ct.Constant[bool]):
+                       SWAP: ct.Constant[bool], SCALE: ct.Constant[bool],
+                       HAS_BIAS: ct.Constant[bool], ACT: ct.Constant[int],
+                       HAS_RES: ct.Constant[bool]):
     """:func:`matmul_kernel` with a fixed set of blocks, each looping over its tiles.
 
     Example:
         >>> persistent_matmul_kernel(c.partition((128, 128), schedule=tl.persistent(
-        ...     group_m=8)), a, b, a, a, 1.0, 64, False, 0, False, False, False, 0,
-        ...     False)  # doctest: +SKIP
+        ...     group_m=8)), a, b, a, a, 1.0, 64, False, 0, False, False, False, False,
+        ...     0, False)  # doctest: +SKIP
     """
     tm, tn = c.tile_shape
     num_k = ct.cdiv(a.shape[1], TK)
     for t in c.tiles():
         m, n = c.tile_index_of(t)
-        acc = _mainloop(a, b, m, n, 0, num_k, tm, tn, TK, TRANS_B, LAT, FAST_ACC)
+        acc = _mainloop(a, b, m, n, 0, num_k, tm, tn, TK, TRANS_B, LAT, FAST_ACC, SWAP)
         acc = _epilogue(acc, bias, n, tn, alpha, SCALE, HAS_BIAS, ACT)
         if HAS_RES:
             acc = acc + tl.load_like(res, c, at=t).astype(ct.float32)
@@ -494,7 +560,7 @@ def _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT):
     return ct.sum(acc, axis=0, keepdims=True)
 
 
-def _split_slice(a, b, s, m, n, PER, TM, TN, TK, TRANS_B, LAT, FAST_ACC):
+def _split_slice(a, b, s, m, n, PER, TM, TN, TK, TRANS_B, LAT, FAST_ACC, SWAP):
     """fp32 (TM, TN) tile (m, n) over K slice s (K tiles [s * PER, (s + 1) * PER)): the
     GEMV loop for TM == 1, the tensor cores otherwise."""
     k_begin = s * PER
@@ -502,14 +568,16 @@ def _split_slice(a, b, s, m, n, PER, TM, TN, TK, TRANS_B, LAT, FAST_ACC):
     if TM == 1:
         acc = _gemv_loop(a, b, m, n, k_begin, k_end, TN, TK, TRANS_B, LAT)
     else:
-        acc = _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC)
+        acc = _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC,
+                        SWAP)
     return acc
 
 
 @tl.kernel
 def splitk_partial_kernel(p: tl.Out, a: tl.In, b: tl.In, TK: ct.Constant[int],
                     K_TILES_PER_SPLIT: int, TRANS_B: ct.Constant[bool],
-                    LAT: ct.Constant[int], FAST_ACC: ct.Constant[bool]):
+                    LAT: ct.Constant[int], FAST_ACC: ct.Constant[bool],
+                    SWAP: ct.Constant[bool]):
     """Split-K phase 1: P[s] = A[:, K slice s] @ B[K slice s, :] in fp32.
 
     ``p`` is the (splits, M, N) fp32 scratch partitioned (1, tm, tn); block (s, m, n)
@@ -519,11 +587,12 @@ def splitk_partial_kernel(p: tl.Out, a: tl.In, b: tl.In, TK: ct.Constant[int],
 
     Example:
         >>> splitk_partial_kernel(p.partition((1, 16, 64)), a, b, 128, 8, False, 0,
-        ...                       False)  # doctest: +SKIP
+        ...                       False, False)  # doctest: +SKIP
     """
     _, tm, tn = p.tile_shape
     s, m, n = p.tile_index
-    acc = _split_slice(a, b, s, m, n, K_TILES_PER_SPLIT, tm, tn, TK, TRANS_B, LAT, FAST_ACC)
+    acc = _split_slice(a, b, s, m, n, K_TILES_PER_SPLIT, tm, tn, TK, TRANS_B, LAT, FAST_ACC,
+                       SWAP)
     p.store(ct.reshape(acc, (1, tm, tn)))
 
 
@@ -555,8 +624,9 @@ def splitk_atomic_kernel(c: tl.Raw, a: tl.In, b: tl.In, bias: tl.In, res: tl.In,
                    count: tl.Raw, alpha: float, TM: ct.Constant[int], TN: ct.Constant[int],
                    TK: ct.Constant[int], K_TILES_PER_SPLIT: int, TRANS_B: ct.Constant[bool],
                    LAT: ct.Constant[int], FAST_ACC: ct.Constant[bool],
-                   SCALE: ct.Constant[bool], HAS_BIAS: ct.Constant[bool],
-                   ACT: ct.Constant[int], HAS_RES: ct.Constant[bool]):
+                   SWAP: ct.Constant[bool], SCALE: ct.Constant[bool],
+                   HAS_BIAS: ct.Constant[bool], ACT: ct.Constant[int],
+                   HAS_RES: ct.Constant[bool]):
     """Split-K in one launch: block (s, m, n) adds its K slice of tile (m, n) into an fp32
     workspace with atomics; the last of the tile's blocks to arrive writes C.
 
@@ -577,13 +647,14 @@ def splitk_atomic_kernel(c: tl.Raw, a: tl.In, b: tl.In, bias: tl.In, res: tl.In,
 
     Example:
         >>> splitk_atomic_kernel(c, a, b, a, a, ws, count, 1.0, 16, 64, 128, 8, False,
-        ...                      0, False, False, False, 0, False,
+        ...                      0, False, False, False, False, 0, False,
         ...                      grid=(4, 1, 16))  # doctest: +SKIP
     """
     s = ct.bid(0)
     m = ct.bid(1)
     n = ct.bid(2)
-    acc = _split_slice(a, b, s, m, n, K_TILES_PER_SPLIT, TM, TN, TK, TRANS_B, LAT, FAST_ACC)
+    acc = _split_slice(a, b, s, m, n, K_TILES_PER_SPLIT, TM, TN, TK, TRANS_B, LAT, FAST_ACC,
+                       SWAP)
     ws.tiled_view((TM, TN)).atomic_store_add((m, n), acc)
     tile = m * ct.num_blocks(2) + n
     arrived = ct.atomic_add(count, tile, 1)
@@ -828,11 +899,11 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
             kern = _variant(splitk_atomic_kernel, cfg).with_grid((splits, mt, nt))
             return [(kern, (c, a, bop, epi.bias, epi.res, zeros(sums, "float32"),
                             zeros(counts, "int32"), epi.alpha, tm, cfg.tn, cfg.tk, per,
-                            trans_b, lat, fast, *epi.flags()))]
+                            trans_b, lat, fast, cfg.swap_ab, *epi.flags()))]
         scratch = alloc((splits, m, n), "float32")
         return [(_variant(splitk_partial_kernel, cfg),
                  (scratch.partition((1, tm, cfg.tn)), a, bop, cfg.tk, per, trans_b, lat,
-                  fast)),
+                  fast, cfg.swap_ab)),
                 (splitk_reduce_kernel,
                  (c.partition((tm, cfg.tn)), scratch, *epi.args(), *epi.flags()))]
     if sched == "gemv" and trans_b:
@@ -852,7 +923,8 @@ def _launches_2d(cfg: MatmulConfig, c: Any, a: Any, bop: Any, trans_b: bool,
         schedule = tl.grouped(cfg.group_m) if sched == "grouped" else tl.row_major
         part = c.partition((cfg.tm, cfg.tn), schedule=schedule)
         kern = _variant(matmul_kernel, cfg)
-    return [(kern, (part, a, bop, *epi.args(), cfg.tk, trans_b, lat, fast, *epi.flags()))]
+    return [(kern, (part, a, bop, *epi.args(), cfg.tk, trans_b, lat, fast, cfg.swap_ab,
+                    *epi.flags()))]
 
 
 def _atomic_workspaces(m: int, n: int, cfg: MatmulConfig) -> tuple:
@@ -1006,6 +1078,9 @@ def _launches_bmm(cfg: MatmulConfig, c: Any, a: Any, b: Any, epi: _Epilogue) -> 
     if cfg.schedule not in ("grouped", "row_major"):
         raise ValueError(f"bmm: schedule {cfg.schedule!r} is not available for batches; "
                          "use 'grouped' or 'row_major'")
+    if cfg.swap_ab:
+        raise ValueError("bmm: swap_ab=True is not available for batches (matmul has it); "
+                         "use swap_ab=False")
     schedule = tl.grouped(cfg.group_m) if cfg.schedule == "grouped" else tl.row_major
     return [(_variant(batched_matmul_kernel, cfg),
              (c.partition((1, cfg.tm, cfg.tn), schedule=schedule), a, b, *epi.args(),
