@@ -139,6 +139,30 @@ def test_search_picks_fastest_and_remembers():
     assert [r["seconds"] for r in rec["results"]] == [3e-3, 1e-3, 2e-3]
 
 
+def test_functions_taking_sync_are_timed_without_waiting():
+    """A host function with a ``sync`` parameter is timed with sync=False (a waiting call
+    would put the host's wake-up into the event window); the correctness gate and the
+    caller's own call keep the caller's value."""
+    seen: list[object] = []
+    timer = FakeTimer({1: 3e-3, 2: 1e-3, 4: 2e-3})
+
+    @autotune(configs=[{"b": 1}, {"b": 2}, {"b": 4}], key=["x"], timer=timer, recheck=0)
+    def scale(x, *, b=1, sync=True):
+        seen.append(sync)
+        return np.asarray(x, np.float32) * 2.0
+
+    np.testing.assert_allclose(scale(np.arange(4.0), sync=True), 2 * np.arange(4.0))
+    # the correctness gate runs each config as called, then each is timed without
+    # waiting, then the winner runs the caller's call as called
+    assert seen == [True] * 3 + [False] * 3 + [True]
+    assert scale.best_config(np.arange(4.0)) == {"b": 2}
+
+    @autotune(configs=[{"b": 1}, {"b": 2}], key=["x"], timer=FakeTimer({1: 1, 2: 2}))
+    def plain(x, *, b=1):                              # no sync parameter: none added
+        return np.asarray(x, np.float32)
+    plain(np.arange(4.0))
+
+
 def test_explicit_config_argument_skips_tuning():
     timer = FakeTimer({1: 1.0, 2: 1.0, 4: 1.0})
     f = make_scale(timer)
