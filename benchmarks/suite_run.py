@@ -42,7 +42,8 @@ class RunOptions:
     """How hard to time: at most ``rep`` timed calls per variant (fewer for slow ones, so
     one variant takes about ``target_s``), up to ``warmup`` untimed calls first, and
     ``rounds`` interleaved rounds over the variants (the median of the round medians is
-    reported). ``seed`` varies the random inputs."""
+    reported; each round starts one variant later, so that none is always timed first
+    while the clocks drift). ``seed`` varies the random inputs."""
 
     rep: int = 20
     warmup: int = 5
@@ -302,8 +303,11 @@ def _figures(case: Case, stats: dict, nominal: Nominal) -> dict:
 def _time_all(timed: list[Variant], checks: dict, case: Case, arrays: Arrays,
               opts: RunOptions, nominal: Nominal) -> None:
     medians: dict[str, list[float]] = {v.name: [] for v in timed}
-    for _ in range(max(1, opts.rounds)):
-        for v in timed:
+    for r in range(max(1, opts.rounds)):
+        # round r starts at variant r: the H200's clocks sag during a run (later calls
+        # of a round ran up to 10% slower), so a fixed order favoured the first variant
+        shift = r % max(1, len(timed))
+        for v in timed[shift:] + timed[:shift]:
             if checks[v.name]["status"] != "ok":
                 continue
             try:

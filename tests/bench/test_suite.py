@@ -316,3 +316,27 @@ def test_timing_launches_library_calls_without_waiting_and_releases_them():
     assert v() is out and not LEDGER.pending_count        # the check: synchronous
     untuned = Variant("tilelab", "softmax", fn, [x], {}, out)   # autotune, no config
     assert not untuned.timed_async
+
+
+def test_rounds_rotate_which_variant_is_timed_first(monkeypatch):
+    """Round r starts at variant r (torch, tilelab, raw; tilelab, raw, torch; raw, torch,
+    tilelab): with the clocks sagging through a run, a fixed order favoured the first."""
+    import suite_run
+    from suite_run import Variant, _time_all
+    from tilelab.perf.bench import BenchResult
+
+    order: list[str] = []
+
+    def fake_time(v, arrays, opts):
+        order.append(v.name)
+        return BenchResult(v.name, [1e-3], [1e-6], "cpu")
+
+    monkeypatch.setattr(suite_run, "_time", fake_time)
+    variants = [Variant(n, n, lambda: None) for n in ("torch", "tilelab", "raw")]
+    checks = {v.name: {"status": "ok"} for v in variants}
+    monkeypatch.setattr(suite_run, "_figures", lambda case, stats, nominal: {})
+    _time_all(variants, checks, build_cases("tiny", ["memory"])[0], None,
+              RunOptions(rounds=3), None)
+    assert order == ["torch", "tilelab", "raw", "tilelab", "raw", "torch",
+                     "raw", "torch", "tilelab"]
+    assert all(checks[n]["round_medians_s"] == [1e-3] * 3 for n in checks)
