@@ -206,13 +206,14 @@ def deepk_space(m: int, n: int, k: int) -> list[dict]:
 
 #: the focused GEMM sets of ``--gemm-set`` (besides "default" and "persistent")
 def swap_space(m: int, n: int, k: int) -> list[dict]:
-    """Tiles computed transposed (``swap_ab``, ``--gemm-set swap``) for 1 < M <= 128:
-    B's columns fill the MMA's 64 rows, the tokens its columns; 64-128 wide, 256-512
-    deep, with and without the latency hint 4, and split-K over 2-4 slices."""
+    """Tiles computed transposed (``swap_ab``, ``--gemm-set swap``) for M <= 128: B's
+    columns fill the MMA's 64 rows, the tokens its columns (16 for M = 1, A's row
+    zero-padded); 64-128 wide, 256-512 deep, with and without the latency hint 4, and
+    split-K over 2-4 slices."""
     from tilelab.kernels.matmul import default_config
 
     out = [dataclasses.asdict(default_config(m, n, k))]
-    if 1 < m <= 128:
+    if m <= 128:
         tm = max(16, 1 << (m - 1).bit_length())
         for tn in (64, 128):
             for tk in (256, 512):
@@ -281,8 +282,14 @@ def gemm_space(m: int, n: int, k: int, which: str = "default") -> list[dict]:
     return out
 
 
-def gemv_space(n: int, k: int) -> list[dict]:
-    """Row-panel GEMV configurations (weight stored (N, K))."""
+def gemv_space(n: int, k: int, which: str = "default") -> list[dict]:
+    """Row-panel GEMV configurations (weight stored (N, K)); with ``which="swap"`` the
+    default and swapped tensor-core tiles (:func:`swap_space`) instead."""
+    if which == "swap":
+        from tilelab.kernels.matmul import default_config
+
+        return [dataclasses.asdict(default_config(1, n, k, b_transposed=True))] + \
+            swap_space(1, n, k)[1:5]
     out = []
     for tn in (2, 4, 8, 16, 32):
         for tk in (256, 512, 1024):
@@ -476,8 +483,9 @@ def run_decode(torch, tl, ns, res: dict) -> None:
     from tilelab.kernels.matmul import MatmulConfig, default_config, gemv
 
     rows = res.setdefault("decode", [])
+    which = "swap" if ns.gemm_set == "swap" else "default"
     tasks = [("gemm", 1, n, k, "bfloat16", True, cfg) for _, n, k in QWEN
-             for cfg in gemv_space(n, k)]
+             for cfg in gemv_space(n, k, which)]
     res["precompile_decode"] = precompile(tasks, ns.workers)
     for name, n, k in QWEN:
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
@@ -489,7 +497,7 @@ def run_decode(torch, tl, ns, res: dict) -> None:
         def make(cfg, tw=tw, tx=tx, to=to):
             mc = MatmulConfig(**cfg)
             return lambda: gemv(tw, tx, out=to, config=mc, sync=False)
-        space = gemv_space(n, k)
+        space = gemv_space(n, k, which)
         d = dataclasses.asdict(default_config(1, n, k, b_transposed=True))
         row = time_configs(torch, tl, f"decode/bfloat16/qwen3_{name}_gemv",
                            lambda w=w, x=x, out=out: torch.mv(w, x, out=out), make, space,

@@ -139,8 +139,8 @@ def test_decode_sized_problems_swap_the_operands(m, n, seed):
     assert mm.default_config(m, n, 100).tk == 128
     assert not mm.default_config(m, n, 4096, "float32").swap_ab
     assert not mm.default_config(m, n, 4096, "float8_e4m3fn").swap_ab
-    assert not mm.default_config(1, n, 4096).swap_ab and not mm.default_config(
-        17, n, 4096).swap_ab
+    assert not mm.default_config(1, n, 4096).swap_ab     # M = 1 on a narrow or wide N
+    assert not mm.default_config(17, n, 4096).swap_ab
     a, b = rand((m, 512), "bfloat16", seed), rand((512, 80), "bfloat16", seed + 1)
     want = matmul_ref(a, b, bias=np.ones(80), activation="silu")
     got = mm.matmul(a, b, bias=tl.ones(80, device="cpu"), activation="silu",
@@ -404,9 +404,11 @@ def test_default_config_choices():
     assert mm.default_config(8192, 8192, 8192, "float8_e4m3fn").tk == 128
     assert mm.default_config(4096, 4096, 4096, "float32").tk == 32
     assert mm.default_config(48, 4096, 4096).tm == 64
-    g = mm.default_config(1, 4096, 4096)
-    assert (g.schedule, g.tm, g.tn, g.split_k) == ("gemv", 1, 64, 1)   # one launch
-    assert mm.default_config(1, 12288, 4096).tn == 128                   # wide enough
+    g = mm.default_config(1, 12288, 4096)
+    assert (g.schedule, g.tm, g.tn, g.split_k) == ("gemv", 1, 128, 1)  # wide: one launch
+    g = mm.default_config(1, 4096, 4096)                 # neither narrow nor wide: swapped
+    assert (g.schedule, g.tm, g.tn, g.tk, g.swap_ab) == ("grouped", 16, 64, 512, True)
+    assert mm.default_config(1, 4096, 4096, "float32").schedule == "gemv"
     s = mm.default_config(8, 4096, 4096)
     assert (s.schedule, s.tm, s.tn, s.split_k, s.swap_ab) == ("grouped", 16, 64, 1, True)
     assert mm.default_config(8, 16384, 64).schedule == "grouped"

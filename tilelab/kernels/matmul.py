@@ -184,16 +184,17 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     tf32) in the persistent schedule, the fastest on the H200 for every square from
     2048 and every Qwen3-8B projection at M >= 2048 (benchmarks/results/sweep_h200_*);
     with fewer 128x128 tiles than half the SMs, M <= 128 uses 64x64 tiles and larger M
-    64x128; 16-bit 1 < M <= 16 computes 16x64 tiles 512 deep transposed (``swap_ab``);
-    when N has fewer 64-wide columns than a quarter of the SMs (the k/v projection)
-    16-bit 16 < M <= 128 uses 64x32 tiles 256 deep. M = 1 uses the GEMV kernel
-    (16-column panels 1024 deep when N is narrow; fp32 then splits K in one launch,
-    ``split_mode="atomic"``) and M <= 16 tm = 16 tiles.
+    64x128; when N has fewer 64-wide columns than a quarter of the SMs (the k/v
+    projection) 16-bit 16 < M <= 128 uses 64x32 tiles 256 deep. 16-bit 1 < M <= 16
+    computes 16x64 tiles 512 deep transposed (``swap_ab``), and so does M = 1 unless N
+    is narrow or wide; those, and fp32 or fp8 at M = 1, use the GEMV kernel (16-column
+    panels 1024 deep when N is narrow; fp32 then splits K in one launch,
+    ``split_mode="atomic"``). fp32 and fp8 at M <= 16 use tm = 16 tiles.
     ``b_transposed``: B is the ``.T`` view of an (N, K) weight; M = 1 then streams
     whole weight rows (``gemv_rows_kernel``), ``tn`` rows per block.
 
     Example:
-        >>> default_config(8192, 8192, 8192).schedule, default_config(1, 4096, 4096).schedule
+        >>> default_config(8192, 8192, 8192).schedule, default_config(1, 12288, 4096).schedule
         ('persistent', 'gemv')
         >>> default_config(1, 4096, 4096, b_transposed=True).tn
         16
@@ -225,6 +226,12 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
             if split > 1:
                 return MatmulConfig(tm=1, tn=128, tk=128, schedule="gemv", split_k=split,
                                     split_mode="atomic")
+        if not wide and name in ("bfloat16", "float16"):
+            # the M <= 16 swapped tiles below, A's one row zero-padded to 16: q/o and
+            # down (N = 4096) in 13.5 and 29.8 us against 14.5 and 31.6 for the GEMV and
+            # cuBLAS's 15.0 and 30.7 (sweep17_h200_*); gate/up keeps the GEMV (28.5 us)
+            return MatmulConfig(tm=16, tn=64, tk=min(512, max(16, _next_pow2(k))),
+                                swap_ab=True)
         tn, tk = (128, 64) if wide else (64, 128)
         return MatmulConfig(tm=1, tn=tn, tk=tk * (2 if name in _FP8 else 1),
                             schedule="gemv")
@@ -288,26 +295,31 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         return space
     if m <= 128:   # narrow deep tiles (sweep10-11_h200_*: the k/v projection)
         if m == 1:
-            for tn, tk in ((16, 512), (16, 1024), (32, 256), (64, 256)):
+            for tn, tk in ((16, 512), (16, 1024), (32, 256), (64, 128), (64, 256),
+                           (128, 64)):
                 add(MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv"))
         else:
             for tn in (16, 32):
                 add(MatmulConfig(tm=64, tn=tn, tk=256))
-    if 1 < m <= 16:   # transposed tiles (swap_ab) and the unswapped 16-row ones
+    if m <= 16:   # transposed tiles (swap_ab) and the unswapped 16-row ones
         for tn, tk in ((64, 256), (64, 512), (128, 256)):
             for lat in (None, 4):
                 add(MatmulConfig(tm=16, tn=tn, tk=tk, latency=lat, swap_ab=True))
         for tn, tk in ((32, 256), (128, 128)):
             add(MatmulConfig(tm=16, tn=tn, tk=tk))
     if m <= 16:
+        # split-K variants of the default (of the GEMV at M = 1, swapped or not)
+        split_base = MatmulConfig(tm=1, tn=64, tk=128, schedule="gemv") \
+            if m == 1 and base.schedule != "gemv" else base
         for tn in (32, 64, 128):
-            fill = _split_for(n, k, tn, base.tk, 132)
+            fill = _split_for(n, k, tn, split_base.tk, 132)
             for split in sorted({1, 2, fill, 2 * fill}):
                 sched = "gemv" if m == 1 else ("splitk" if split > 1 else "grouped")
-                add(base.with_(tn=tn, split_k=split, schedule=sched, split_mode="launch"))
+                add(split_base.with_(tn=tn, split_k=split, schedule=sched,
+                                     split_mode="launch"))
                 if split > 1:
-                    add(base.with_(tn=tn, split_k=split, schedule=sched,
-                                   split_mode="atomic"))
+                    add(split_base.with_(tn=tn, split_k=split, schedule=sched,
+                                         split_mode="atomic"))
         return space
     for tm, tn in ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64), (64, 64)):
         for sched in ("grouped", "persistent"):
