@@ -162,7 +162,8 @@ def _effective_gemm(best: dict, case: Any) -> Any:
     m, n, k = _gemm_dims(case)
     default = _lib("tilelab.kernels.matmul", "default_config")
     sms = num_sms("cuda:0") if backend() == "gpu" else 132
-    return default(m, n, k, case.dtype, num_sms=sms)
+    # decode's gemv(w, x) multiplies by the (N, K) weight's transposed view
+    return default(m, n, k, case.dtype, num_sms=sms, b_transposed=case.op == "gemv")
 
 
 def _mirror_gemm(best: dict, case: Any) -> tuple[dict, dict] | None:

@@ -198,6 +198,20 @@ def test_gemm_pairs_keep_swapped_tiles():
         tm=16, tn=64, schedule="persistent")}
 
 
+def test_decode_pairs_mirror_the_weight_rows_default():
+    """Decode's gemv(w, x) reads the (N, K) weight through its transposed view: an
+    untuned decode case mirrors the rows GEMV default (M = 1 GEMMs on a row-major B of
+    the same width now take swapped tiles, which the raw GEMV cannot run)."""
+    from suite_tuning import _mirror_gemm
+    from tilelab.kernels.matmul import default_config
+
+    for case in build_cases("full", ["decode"]):
+        raw, safe = _mirror_gemm({"config": None}, case)
+        want = default_config(1, case.params["N"], case.params["K"], b_transposed=True)
+        assert raw == {"schedule": "gemv", "tn": want.tn, "tk": want.tk}, case.id
+        assert safe == {"config": want.with_(occupancy=None)}, case.id
+
+
 def test_list_prints_cases(capsys):
     assert suite.main(["--list", "--sizes", "full", "--only", "gemm"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
