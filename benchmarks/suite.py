@@ -16,6 +16,7 @@ See benchmarks/README.md for the methodology and every figure.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -252,17 +253,18 @@ def _deadline(groups: list[str], group: str, start: float, total: float) -> floa
 
 def replot(result: Path, png: Path) -> dict:
     """Redraw the roofline PNG of a saved suite result (the tree keeps only the latest
-    run's PNG; every figure is in the JSON).
+    run's PNG; every figure is in the JSON; superseded runs are kept as ``.json.gz``).
 
     Example:
-        >>> r = Path("results/suite_r3g_h200_2026-11-30.json")
+        >>> r = Path("results/suite_r3g_h200_2026-11-30.json.gz")
         >>> replot(r, Path("r3g.png"))["path"]        # doctest: +SKIP
         'r3g.png'
     """
     from suite_env import nominal_for
     from suite_report import roofline_png
 
-    doc = json.loads(Path(result).read_text())
+    data = Path(result).read_bytes()
+    doc = json.loads(gzip.decompress(data) if Path(result).suffix == ".gz" else data)
     nominal, _ = nominal_for(doc["env"])
     done = [c for c in doc["cases"] if c.get("status") == "ok"]
     return roofline_png(done, doc["env"], nominal.gpu, png)

@@ -166,6 +166,11 @@ def test_replot_redraws_a_saved_result(tmp_path, capsys):
     assert suite.main(["--replot", str(result), "--png", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert f"wrote {png}" in capsys.readouterr().out
+    # superseded runs are kept gzipped: those redraw too
+    (old,) = (BENCH / "results").glob("suite_r3g_h200_*.json.gz")
+    png.unlink()
+    assert suite.main(["--replot", str(old), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_gemm_pairs_drop_the_hints_raw_kernels_cannot_take():
