@@ -16,7 +16,7 @@ A function with a ``sync`` parameter (tilelab's host functions) is timed with
 wake-up into the event window, several microseconds that swamp a small kernel (it had
 the suite pick 128x128 tiles for a 1024^3 GEMM that runs in 10.7 us, over the default's
 8.5).
-Configs timed within 10% of the fastest are timed ``recheck`` more times, interleaved,
+Configs timed within 50% of the fastest are timed ``recheck`` more times, interleaved,
 and ranked by the median of all their timings: one noisy timing (a clock dip, a busy
 host) does not decide between close configs. Winners are kept in memory and on disk
 (:mod:`tilelab.perf.tuning_db`), keyed by the source hash of the host function and its
@@ -385,8 +385,11 @@ def _device_name() -> str:
 # --------------------------------------------------------------------------- the wrapper
 
 #: configs whose first timing is within this factor of the fastest are timed again
-#: (``recheck`` times) before one of them wins
-RECHECK_WITHIN = 1.10
+#: (``recheck`` times) before one of them wins. Wide on purpose: the first timing of a
+#: run can come out 1.3-1.7x slow while the clocks ramp up (the suite's first GEMM, bf16
+#: 1024^3: its default timed 14.2 us once against 11.0 for a config that then ran
+#: 10.8 us; the default runs 8.5), so a 10% window let a slow config win
+RECHECK_WITHIN = 1.5
 
 
 class Autotuned:
@@ -811,7 +814,7 @@ def autotune(configs: Sequence[Mapping[str, Any]], key: Sequence[str] = (), *,
     tl.kernel objects whose fingerprints key the record (default: those the function
     names). ``timer(call, config) -> seconds`` replaces the device timing (tests).
     ``on_cpu``: 'first' (no tuning on the CPU backend) or 'tune' (host clock).
-    ``recheck``: how many more times the configs timed within 10% of the fastest are
+    ``recheck``: how many more times the configs timed within 50% of the fastest are
     timed, interleaved, before the median of their timings picks the winner (0: the
     first timing decides).
 
