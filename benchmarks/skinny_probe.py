@@ -13,7 +13,9 @@ closed the gap. This times, in interleaved rounds after checking each result:
 * the same tiles computed transposed ("swap AB": B^T A^T, so that 64 weight columns
   fill the MMA's rows and the 16 tokens its columns), over a grid and split over K in
   one launch. At M = 16 this is what closed the gap (results c: 9.5 us against 12.1
-  for the library's default then and cuBLAS's 9.9), now ``MatmulConfig.swap_ab``.
+  for the library's default then and cuBLAS's 9.9). Runs b and c ran it as probe
+  kernels in this file; it is now the library's ``MatmulConfig.swap_ab``, which this
+  times through ``matmul``.
 
     python benchmarks/skinny_probe.py --out skinny.json
 """
@@ -51,56 +53,6 @@ def tile_mm(c: tl.Out, a: tl.In, b: tl.In, TK: ct.Constant[int], TMA: ct.Constan
     c.store(acc.astype(c.dtype))
 
 
-@tl.kernel
-def swap_mm(c: tl.Out, a: tl.In, b: tl.In, TK: ct.Constant[int], LAT: ct.Constant[int]):
-    """C tile (tm, tn) computed transposed ("swap AB"): acc (tn, tm) = B^T tile @ A^T
-    tile, so the wide weight dimension fills the MMA's rows and the few tokens its
-    columns; B row-major (K, N)."""
-    tm, tn = c.tile_shape
-    m, n = c.tile_index
-    acc = ct.full((tn, tm), 0, dtype=ct.float32)
-    for k in range(ct.cdiv(a.shape[1], TK)):
-        if LAT > 0:
-            bt = ct.load(b, index=(n, k), shape=(tn, TK), order=(1, 0),
-                         padding_mode=ct.PaddingMode.ZERO, latency=LAT)
-        else:
-            bt = ct.load(b, index=(n, k), shape=(tn, TK), order=(1, 0),
-                         padding_mode=ct.PaddingMode.ZERO)
-        at = ct.load(a, index=(k, m), shape=(TK, tm), order=(1, 0),
-                     padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(bt, at, acc)
-    c.store(ct.transpose(acc).astype(c.dtype))
-
-
-@tl.kernel(unsafe=True)
-def swap_split(c: tl.Raw, a: tl.In, b: tl.In, ws: tl.Raw, count: tl.Raw,
-               TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int], PER: int):
-    """:func:`swap_mm` over K slice bid(0), summed in one launch with atomics (the
-    library's splitk_atomic_kernel protocol: the last block of a tile writes C and
-    clears the workspace and counter)."""
-    s = ct.bid(0)
-    m = ct.bid(1)
-    n = ct.bid(2)
-    acc = ct.full((TN, TM), 0, dtype=ct.float32)
-    k0 = s * PER
-    for k in range(k0, min(k0 + PER, ct.cdiv(a.shape[1], TK))):
-        bt = ct.load(b, index=(n, k), shape=(TN, TK), order=(1, 0),
-                     padding_mode=ct.PaddingMode.ZERO)
-        at = ct.load(a, index=(k, m), shape=(TK, TM), order=(1, 0),
-                     padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(bt, at, acc)
-    ws.tiled_view((TM, TN)).atomic_store_add((m, n), ct.transpose(acc))
-    tile = m * ct.num_blocks(2) + n
-    arrived = ct.atomic_add(count, tile, 1)
-    if arrived == ct.num_blocks(0) - 1:
-        total = ct.load(ws, index=(m, n), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO,
-                        allow_tma=False)
-        ct.store(ws, index=(m, n), tile=ct.full((TM, TN), 0, dtype=ct.float32),
-                 allow_tma=False)
-        ct.store(c, index=(m, n), tile=total.astype(c.dtype))
-        ct.atomic_xchg(count, tile, 0)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="skinny_probe.json")
@@ -108,7 +60,7 @@ def main() -> int:
     ns = ap.parse_args()
     import torch
 
-    from tilelab.kernels.matmul import matmul
+    from tilelab.kernels.matmul import MatmulConfig, matmul
     from tilelab.runtime.device import gpu
 
     torch.cuda.set_stream(torch.cuda.ExternalStream(gpu().stream_handle))
@@ -147,26 +99,25 @@ def main() -> int:
                 row[f"tile{tm}x{tn}x{tk}_{'tma' if tma else 'notma'}"] = (
                     lambda part=part, ta=ta, tb=tb, tk=tk, tma=tma:
                     tile_mm.launch_async(part, ta, tb, tk, tma))
-        swaps = [(16, 64, 256, 0), (16, 64, 256, 4), (16, 64, 256, 8), (16, 64, 256, 10),
-                 (16, 64, 512, 0), (16, 64, 512, 8), (16, 32, 256, 0), (16, 32, 512, 0),
-                 (16, 32, 1024, 0), (16, 32, 256, 8), (16, 64, 128, 8)]
-        for tm, tn, tk, lat in (swaps if m == 16 else [(1, 64, 256, 0), (16, 64, 256, 0)]
-                                if m == 1 else [(64, 64, 256, 0)]):
-            part = tc.partition((tm, tn))
-            row[f"swap{tm}x{tn}x{tk}" + (f"_lat{lat}" if lat else "")] = (
-                lambda part=part, ta=ta, tb=tb, tk=tk, lat=lat:
-                swap_mm.launch_async(part, ta, tb, tk, lat))
-        for tm, tn, tk, splits in ([(16, 64, 256, 2), (16, 64, 256, 4), (16, 64, 256, 8),
-                                    (16, 32, 256, 2), (16, 32, 256, 4), (16, 64, 512, 2),
-                                    (16, 64, 512, 4)] if m == 16 else []):
-            per = -(-k // tk) // splits
-            ws = tl.from_dlpack(torch.zeros(m, n, device="cuda", dtype=torch.float32))
-            cnt = tl.from_dlpack(torch.zeros(-(-m // tm) * (n // tn), device="cuda",
-                                             dtype=torch.int32))
-            kern = swap_split.with_grid((splits, -(-m // tm), n // tn))
-            row[f"swapsplit{tm}x{tn}x{tk}_s{splits}"] = (
-                lambda kern=kern, tc=tc, ta=ta, tb=tb, ws=ws, cnt=cnt, tm=tm, tn=tn, tk=tk,
-                per=per: kern.launch_async(tc, ta, tb, ws, cnt, tm, tn, tk, per))
+        # swapped tiles (runs b and c ran them as probe kernels here; they are now the
+        # library's MatmulConfig.swap_ab, the latency hint on B's loads only, as then)
+        swaps = [(16, 64, 256, None), (16, 64, 256, 4), (16, 64, 256, 8), (16, 64, 512, None),
+                 (16, 64, 512, 8), (16, 32, 256, None), (16, 32, 512, None),
+                 (16, 64, 128, 8)]
+        splits = [(16, 64, 256, 2), (16, 64, 256, 4), (16, 64, 256, 8), (16, 32, 256, 4),
+                  (16, 64, 512, 2), (16, 64, 512, 4)]
+        cfgs = {}
+        for tm, tn, tk, lat in (swaps if m == 16 else [(16, 64, 256, None)] if m == 1
+                                else [(64, 64, 256, None)]):
+            cfgs[f"swap{tm}x{tn}x{tk}" + (f"_lat{lat}" if lat else "")] = MatmulConfig(
+                tm=tm, tn=tn, tk=tk, latency=lat, swap_ab=True)
+        for tm, tn, tk, split in (splits if m == 16 else []):
+            cfgs[f"swapsplit{tm}x{tn}x{tk}_s{split}"] = MatmulConfig(
+                tm=tm, tn=tn, tk=tk, swap_ab=True, schedule="splitk", split_k=split,
+                split_mode="atomic")
+        for name, cfg in cfgs.items():
+            row[name] = (lambda ta=ta, tb=tb, tc=tc, cfg=cfg:
+                         matmul(ta, tb, out=tc, config=cfg, sync=False))
         for name, fn in row.items():   # correctness first, on poisoned output
             c.fill_(float("nan"))
             try:
