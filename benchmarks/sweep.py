@@ -204,7 +204,6 @@ def deepk_space(m: int, n: int, k: int) -> list[dict]:
     return out
 
 
-#: the focused GEMM sets of ``--gemm-set`` (besides "default" and "persistent")
 def swap_space(m: int, n: int, k: int) -> list[dict]:
     """Tiles computed transposed (``swap_ab``, ``--gemm-set swap``) for M <= 128: B's
     columns fill the MMA's 64 rows, the tokens its columns (16 for M = 1, A's row
@@ -225,6 +224,7 @@ def swap_space(m: int, n: int, k: int) -> list[dict]:
     return out
 
 
+#: the focused GEMM sets of ``--gemm-set`` (besides "default" and "persistent")
 FOCUSED_SETS: dict[str, Callable[[int, int, int], list[dict]]] = {
     "splitk": splitk_space, "occupancy": occupancy_space, "latency": latency_space,
     "skinny": skinny_space, "deepsplit": deepsplit_space, "deepk": deepk_space,
