@@ -33,6 +33,7 @@ import cuda.tile as ct
 import tilelab as tl
 from tilelab.kernels._host import (CallCache, Plan, TensorResult, hash_once, hinted,
                                    state_without_hash)
+from tilelab.kernels.elementwise import _pow2_ceil
 from tilelab.kernels.matmul import _as_tensor, _sms
 
 __all__ = ["AttentionConfig", "DecodeConfig", "default_attention_config",
@@ -50,13 +51,6 @@ _MMA_ROWS = 16
 
 def _pow2(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and not v & (v - 1)
-
-
-def _next_pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 def _check_hint(owner: str, name: str, v: Any, lo: int, hi: int) -> None:
@@ -488,7 +482,7 @@ def _scale(scale: float | None, d: int, who: str) -> float:
 def _attention_launches(cfg: AttentionConfig, o3: Any, q: Any, k: Any, v: Any,
                         scale: float, causal: bool) -> list[tuple]:
     """The flash-attention launch; ``o3`` is the (B*H, Sq, D) output view (or spec)."""
-    dp = _next_pow2(q.shape[-1])
+    dp = _pow2_ceil(q.shape[-1])
     return [(hinted(flash_attention_kernel, occupancy=cfg.occupancy,
                     num_worker_warps=cfg.num_worker_warps),
              (o3.partition((1, cfg.bm, dp)), q, k, v, scale * LOG2E,
@@ -570,7 +564,7 @@ def _decode_launches(cfg: DecodeConfig, o3: Any, q4: Any, k: Any, v: Any, kv_len
                      scale: float, sms: int, alloc: Callable) -> list[tuple]:
     """Both decode phases; ``q4`` is q viewed (B, Hkv, G, D), ``o3`` out as (B*Hkv, G, D)."""
     bsz, heads_kv, g, d = q4.shape
-    gc, dp = max(_MMA_ROWS, _next_pow2(g)), _next_pow2(d)
+    gc, dp = max(_MMA_ROWS, _pow2_ceil(g)), _pow2_ceil(d)
     n_tiles = -(-kv_len // cfg.bn)
     splits = _num_splits(cfg, n_tiles, bsz * heads_kv, sms)
     per = -(-n_tiles // splits)
@@ -581,8 +575,8 @@ def _decode_launches(cfg: DecodeConfig, o3: Any, q4: Any, k: Any, v: Any, kv_len
               scale * LOG2E, kv_len, per, cfg.bn, dp, cfg.latency_k or 0,
               cfg.latency_v or 0)),
             (decode_combine_kernel,
-             (o3.partition((1, _next_pow2(g), dp)), po, plse,
-              min(cfg.combine_chunk, _next_pow2(splits)), dp))]
+             (o3.partition((1, _pow2_ceil(g), dp)), po, plse,
+              min(cfg.combine_chunk, _pow2_ceil(splits)), dp))]
 
 
 def plan_decode_attention(q: Any, k: Any, v: Any, *, kv_len: int | None = None,

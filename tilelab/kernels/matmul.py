@@ -41,6 +41,7 @@ import tilelab as tl
 from tilelab.kernels._host import (CallCache, Plan, TensorResult, as_tensor as _wrap_array,
                                    has_workspace, hash_once, hinted, register_constant,
                                    state_without_hash, workspace)
+from tilelab.kernels.elementwise import _pow2_ceil
 
 __all__ = [
     "MatmulConfig", "ACTIVATIONS", "SCHEDULES", "Plan", "default_config", "search_space",
@@ -230,8 +231,7 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
             # the M <= 16 swapped tiles below, A's one row zero-padded to 16: q/o and
             # down (N = 4096) in 13.5 and 29.8 us against 14.5 and 31.6 for the GEMV and
             # cuBLAS's 15.0 and 30.7 (sweep17_h200_*); gate/up keeps the GEMV (28.5 us)
-            return MatmulConfig(tm=16, tn=64, tk=min(512, max(16, _next_pow2(k))),
-                                swap_ab=True)
+            return _swapped_decode_tiles(k)
         tn, tk = (128, 64) if wide else (64, 128)
         return MatmulConfig(tm=1, tn=tn, tk=tk * (2 if name in _FP8 else 1),
                             schedule="gemv")
@@ -241,8 +241,7 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         # q/o, k/v and down, within 0.1% for gate/up (sweep16_h200_*): k/v 9.4 us against
         # 11.4-12.1 for the unswapped tiles (cuBLAS 9.3-9.9), q/o 13.2 against 14.2, down
         # 28.4 against 29.9
-        return MatmulConfig(tm=16, tn=64, tk=min(512, max(16, _next_pow2(k))),
-                            swap_ab=True)
+        return _swapped_decode_tiles(k)
     if m <= 128 and narrow and name in ("bfloat16", "float16"):
         # so few 64-wide columns that most SMs idle (k/v, N = 1024: 16-32 tiles): narrow,
         # deep tiles (A padded to 64 rows below M = 64): at M = 128 10.7-11.1 us against
@@ -264,6 +263,11 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     # tf32 keeps the grouped schedule: its persistent loop spills registers on sm_90
     return MatmulConfig(tm=128, tn=128, tk=tk,
                         schedule="grouped" if name == "float32" else "persistent")
+
+
+def _swapped_decode_tiles(k: int) -> MatmulConfig:
+    """The swapped 16x64 tiles of decode-sized M: 512 deep, or K rounded up (>= 16)."""
+    return MatmulConfig(tm=16, tn=64, tk=min(512, max(16, _pow2_ceil(k))), swap_ab=True)
 
 
 def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
@@ -330,10 +334,6 @@ def search_space(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     add(base.with_(tk=2 * base.tk))
     add(base.with_(occupancy=2, tm=64))
     return space
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 def _split_for(n: int, k: int, tn: int, tk: int, num_sms: int) -> int:
