@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tilelab as tl  # noqa: E402
 from tilelab.kernels._host import hinted  # noqa: E402
-from tilelab.kernels.attention import LOG2E, _load_kt, _load_v, _softmax_step  # noqa: E402
+from tilelab.kernels.attention import (LOG2E, AttentionConfig, _load_kt,  # noqa: E402
+                                       _load_v, _softmax_step, plan_attention)
 from tilelab.kernels.elementwise import _partition_2d, _row_schedule  # noqa: E402
 from tilelab.kernels.rope import _rotate, rope_seq_kernel  # noqa: E402
 from tilelab.kernels.softmax import softmax_online_kernel  # noqa: E402
@@ -300,10 +301,24 @@ def attn_lsum_defer(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
 #: the first run (variant_probe_h200_2026-11-30.json): pipe and lazy slower everywhere;
 #: kt within 2% (runs b-e); plain and two within 3% of the library (run f; two has since
 #: been written with the shared helpers: same semantics, its SASS differs by a few lines)
-ATTN_KERNELS = {"lsum_mma": attn_lsum_mma, "lsum_defer": attn_lsum_defer}
+#: lsum_mma and lsum_defer: run g (the library took lsum_mma as row_sum="mma")
+ATTN_KERNELS: dict = {}
 #: (bm, bn, hints) of the attention candidates
 ATTN_TILES = [(64, 128, {"occupancy": 2}), (128, 128, {"num_worker_warps": 8}),
               (128, 256, {"num_worker_warps": 8})]
+_WS = {"num_worker_warps": 8}
+#: library configs timed at every length next to the candidates: name -> (config, extra
+#: cuTile hints); run h compared the persistent kernel (then a probe candidate) with them
+LIBRARY_ATTN = {
+    "64x128occ2": (AttentionConfig(64, 128, occupancy=2), {}),
+    "64x128occ2_cta2": (AttentionConfig(64, 128, occupancy=2), {"num_ctas": 2}),
+    "64x128occ2p": (AttentionConfig(64, 128, occupancy=2, persistent=True), {}),
+    "128x128ws8p": (AttentionConfig(128, 128, **_WS, persistent=True), {}),
+    "128x256ws8m": (AttentionConfig(128, 256, **_WS, row_sum="mma"), {}),
+    "128x256ws8mp": (AttentionConfig(128, 256, **_WS, row_sum="mma", persistent=True), {}),
+    "128x256ws8mp_cta2": (AttentionConfig(128, 256, **_WS, row_sum="mma", persistent=True),
+                          {"num_ctas": 2}),
+}
 SOFTMAX_HINTS = [{"occupancy": 4}]
 SPLITS = (64, 128)
 #: (block_n, hints) of the library's online (two-read) kernel, which streams the row in
@@ -367,17 +382,20 @@ def rope_variants(x, cos, sin, o, rp) -> dict:
     return out
 
 
-def attention_variants(q, k, v, o) -> dict:
-    """name -> (kernel, args) for the attention candidates."""
+def attention_variants(q, k, v, o, causal: bool) -> dict:
+    """name -> (kernel, args) for the attention candidates and the library configs."""
     bsz, heads, s, d = q.shape
     o3 = o.reshape((bsz * heads, s, d))
     scale = LOG2E / math.sqrt(d)
     out = {}
-    for name, kern in ATTN_KERNELS.items():
+    for name, kern in ATTN_KERNELS.items() if not causal else ():
         for bm, bn, hints in ATTN_TILES:
             tag = ",".join(f"{k[:3]}{v}" for k, v in hints.items())
             out[f"{name}{bm}x{bn}[{tag}]"] = (hinted(kern, **hints),
                                               (o3.partition((1, bm, d)), q, k, v, scale, bn))
+    for name, (cfg, extra) in LIBRARY_ATTN.items():
+        (kern, args), = plan_attention(q, k, v, causal=causal, out=o, config=cfg).launches
+        out[f"library[{name}]"] = (hinted(kern, **extra), args)
     return out
 
 
@@ -387,6 +405,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rep", type=int, default=20)
     ap.add_argument("--seqs", default="4096,16384")
+    ap.add_argument("--causal-seqs", default="", help="lengths timed with a causal mask")
     ap.add_argument("--only", default="softmax,rmsnorm,attention")
     ns = ap.parse_args()
     import torch
@@ -447,20 +466,22 @@ def main() -> int:
         cases.append(("rope/32768x32x128", calls, o, ref, 2e-2,
                       x.numel() * 2 * 2 + 2 * cos.numel() * 4, 0))
     if "attention" in ns.only:
-        for s in (int(v) for v in ns.seqs.split(",")):
+        lengths = [(int(v), False) for v in ns.seqs.split(",") if v]
+        lengths += [(int(v), True) for v in ns.causal_seqs.split(",") if v]
+        for s, causal in lengths:
             q, k, v = (torch.randn(8, 32, s, 128, device="cuda", dtype=torch.bfloat16)
                        for _ in range(3))
             o = torch.empty_like(q)
             qs, ks, vs, os_ = (tl.from_dlpack(t) for t in (q, k, v, o))
             sdpa = torch.nn.functional.scaled_dot_product_attention
-            ref = sdpa(q, k, v).float()
-            calls = {"torch": lambda q=q, k=k, v=v: sdpa(q, k, v),
-                     "library": lambda qs=qs, ks=ks, vs=vs, os_=os_:
-                         attention(qs, ks, vs, out=os_, sync=False)}
-            for name, (kern, args) in attention_variants(qs, ks, vs, os_).items():
+            ref = sdpa(q, k, v, is_causal=causal).float()
+            calls = {"torch": lambda q=q, k=k, v=v, c=causal: sdpa(q, k, v, is_causal=c),
+                     "library": lambda qs=qs, ks=ks, vs=vs, os_=os_, c=causal:
+                         attention(qs, ks, vs, causal=c, out=os_, sync=False)}
+            for name, (kern, args) in attention_variants(qs, ks, vs, os_, causal).items():
                 calls[name] = lambda kern=kern, args=args: kern.launch_async(*args)
-            cases.append((f"attention/b8h32s{s}d128", calls, o, ref, 2e-2, 0,
-                          4 * 8 * 32 * s * s * 128))
+            cases.append((f"attention/b8h32s{s}d128{'_causal' if causal else ''}", calls, o,
+                          ref, 2e-2, 0, 4 * 8 * 32 * s * s * 128 // (2 if causal else 1)))
     for cid, calls, out, ref, tol, nbytes, flops in cases:
         row: dict = {"bytes": nbytes, "flops": flops, "variants": {}}
         res["cases"][cid] = row

@@ -1,6 +1,7 @@
 """The library's defaults on the GPU, for the configurations the benchmarks chose: the
-k/v projection's swapped and narrow deep GEMM tiles, RoPE's occupancy hint and softmax's split and
-one-row kernels (TMA loads unless a row is padded), each against a float64 reference on fresh random data."""
+k/v projection's swapped and narrow deep GEMM tiles, RoPE's occupancy hint, softmax's split and
+one-row kernels (TMA loads unless a row is padded) and persistent flash attention, each
+against a float64 reference on fresh random data."""
 from __future__ import annotations
 
 import importlib
@@ -10,6 +11,7 @@ import pytest
 
 import tilelab as tl
 from tilelab.kernels import reference as ref
+from tilelab.kernels.reference_matmul import attention_ref
 
 mm = importlib.import_module("tilelab.kernels.matmul")
 rp = importlib.import_module("tilelab.kernels.rope")
@@ -72,3 +74,18 @@ def test_softmax_split_masked_rows():
     y = sm.softmax(tl.tensor(a, device="cuda")).numpy()
     assert np.isnan(y[3]).all() and not np.isnan(y[:3]).any()
     assert rel_err(y[:3], ref.softmax(a[:3])) < 1e-5
+
+
+@pytest.mark.parametrize("sq,skv,hkv", [(4096, 4096, 4), (4100, 4100, 1), (300, 4500, 2)],
+                         ids=["square", "ragged_mqa", "cross_gqa"])
+def test_persistent_attention_default(sq, skv, hkv):
+    """From 4096 keys, non-causal attention runs the persistent warp-specialized kernel
+    (one block per SM, each walking query tiles; ragged tails masked); against float64."""
+    at = importlib.import_module("tilelab.kernels.attention")
+    assert at.default_attention_config(128, kv_len=skv).persistent
+    q = tl.randn(1, 4, sq, 128, dtype="bfloat16", device="cuda")
+    k, v = (tl.randn(1, hkv, skv, 128, dtype="bfloat16", device="cuda") for _ in range(2))
+    plan = at.plan_attention(q, k, v)
+    assert plan.launches[0][0].name == "persistent_attention_kernel"
+    out = at.attention(q, k, v)
+    assert rel_err(out.numpy(), attention_ref(q, k, v)) < 1e-2

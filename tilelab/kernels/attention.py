@@ -40,7 +40,8 @@ __all__ = ["AttentionConfig", "DecodeConfig", "default_attention_config",
            "default_decode_config", "attention_search_space", "attention",
            "decode_attention", "plan_attention", "plan_decode_attention",
            "compile_attention", "compile_decode_attention",
-           "flash_attention_kernel", "decode_split_kernel", "decode_combine_kernel"]
+           "flash_attention_kernel", "persistent_attention_kernel", "decode_split_kernel",
+           "decode_combine_kernel"]
 
 LOG2E = 1.4426950408889634
 _DTYPES = ("float16", "bfloat16")
@@ -77,7 +78,9 @@ class AttentionConfig:
     (8 warp-specializes the kernel on sm_90); ``row_sum``: how the softmax row sums are
     kept, ``"reduce"`` (a row reduction of P every step) or ``"mma"`` (P, as multiplied
     with V, times a (bn, 16) ones tile on the tensor cores: 6-8% faster with 128x256
-    tiles and 8 worker warps at 4K-16K keys on the H200, slower with 64x128 tiles at 2K).
+    tiles and 8 worker warps at 4K-16K keys on the H200, slower with 64x128 tiles at 2K);
+    ``persistent``: launch one block per SM (``occupancy`` per SM with that hint), each
+    looping over query tiles, instead of one block per tile.
 
     Example:
         >>> AttentionConfig(bm=64).with_(bn=32).bn
@@ -91,6 +94,7 @@ class AttentionConfig:
     occupancy: int | None = None
     num_worker_warps: int | None = None
     row_sum: str = "reduce"
+    persistent: bool = False
 
     __hash__ = hash_once            # computed once: calls key on their config
     __getstate__ = state_without_hash
@@ -100,6 +104,9 @@ class AttentionConfig:
             if not _pow2(getattr(self, name)):
                 raise ValueError(f"AttentionConfig.{name}={getattr(self, name)!r} must be "
                                  "a power of two")
+        if not isinstance(self.persistent, bool):
+            raise ValueError(f"AttentionConfig.persistent={self.persistent!r} must be a "
+                             "bool")
         if self.row_sum not in ROW_SUMS:
             raise ValueError(f"AttentionConfig.row_sum={self.row_sum!r}: choose one of "
                              f"{', '.join(map(repr, ROW_SUMS))}")
@@ -178,18 +185,26 @@ def default_attention_config(head_dim: int, causal: bool = False,
     * from 4096 keys (``kv_len``): 128 query rows, 256 keys per step and 8 worker warps,
       which tileiras turns into a warp-specialized kernel (a producer warpgroup and two
       consumers): 4% faster at 4K keys, 1% at 8K; with the row sums on the tensor cores
-      (``row_sum="mma"``) another 6-8% at 4K-16K (variant_probe_h200_2026-11-30g.json).
+      (``row_sum="mma"``) another 6-8% at 4K-16K (variant_probe_h200_2026-11-30g.json);
+      without a causal mask also persistent (one block per SM looping over query tiles),
+      which saves each tile part of a block's start-up: 1-8.5% faster at 4K keys and
+      2-4.5% at 8K (variant_probe_h200_2026-11-30h.json and i); with a causal mask the
+      warp-specialized kernel only from 8192 keys (at 4096 the 64x128 tiles are 5%
+      faster, run i), and not persistent (the static tile order balances causal tiles
+      worse: 4% slower at 8K).
 
     Example:
         >>> default_attention_config(128).bm, default_attention_config(128).bn
         (64, 128)
-        >>> default_attention_config(128, kv_len=8192).num_worker_warps
-        8
+        >>> cfg = default_attention_config(128, kv_len=8192)
+        >>> cfg.num_worker_warps, cfg.persistent
+        (8, True)
     """
     if head_dim <= 64:
         return AttentionConfig(bm=128, bn=128)
-    if kv_len is not None and kv_len >= 4096:
-        return AttentionConfig(bm=128, bn=256, num_worker_warps=8, row_sum="mma")
+    if kv_len is not None and kv_len >= (8192 if causal else 4096):
+        return AttentionConfig(bm=128, bn=256, num_worker_warps=8, row_sum="mma",
+                               persistent=not causal)
     return AttentionConfig(bm=64, bn=128, occupancy=2)
 
 
@@ -210,10 +225,13 @@ def attention_search_space(head_dim: int) -> list[AttentionConfig]:
                     space.append(cfg)
     for bm, bn in ((128, 128), (128, 256), (256, 64)):   # warp-specialized
         for row_sum in ROW_SUMS:
-            cfg = AttentionConfig(bm, bn, num_worker_warps=8, row_sum=row_sum)
-            if cfg not in space:
-                space.append(cfg)
+            for persistent in (False, True):
+                cfg = AttentionConfig(bm, bn, num_worker_warps=8, row_sum=row_sum,
+                                      persistent=persistent)
+                if cfg not in space:
+                    space.append(cfg)
     space.append(AttentionConfig(64, 128, occupancy=2, row_sum="mma"))
+    space.append(AttentionConfig(64, 128, occupancy=2, persistent=True))
     return space
 
 
@@ -282,24 +300,10 @@ def _softmax_step_mma(s, m_i, l_i, acc, vt, qk_scale):
 # kernels
 
 
-@tl.kernel
-def flash_attention_kernel(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
-                     q_offset: int, BN: ct.Constant[int], CAUSAL: ct.Constant[bool],
-                     LAT_K: ct.Constant[int], LAT_V: ct.Constant[int],
-                     SUM_MMA: ct.Constant[bool]):
-    """softmax(Q K^T * scale) V for one (bm, D) block of queries of one head.
-
-    ``o`` is the (B*H, Sq, D) view of the output partitioned (1, bm, DP); q is
-    (B, H, Sq, D), k and v (B, Hkv, Skv, D). ``qk_scale`` is scale * log2(e); causal
-    query i sees keys j <= i + q_offset (q_offset = Skv - Sq: aligned at the end).
-    ``SUM_MMA`` keeps the row sums on the tensor cores (``AttentionConfig.row_sum``).
-
-    Example:
-        >>> flash_attention_kernel(o.reshape(B * H, S, D).partition((1, 128, 128)), q, k, v,
-        ...                        scale * LOG2E, 0, 64, True, 0, 0, False)  # doctest: +SKIP
-    """
-    bh, mi, _ = o.tile_index
-    _, bm, dp = o.tile_shape
+def _attend(q, k, v, bh, mi, bm, dp, qk_scale, q_offset, BN, CAUSAL, LAT_K, LAT_V,
+            SUM_MMA):
+    """softmax(Q K^T * scale) V, normalized, in fp32 (bm, dp), for query rows mi*bm.. of
+    head bh of the (B*H) heads: the body of both flash-attention kernels."""
     heads = q.shape[1]
     b = bh // heads
     h = bh % heads
@@ -333,7 +337,52 @@ def flash_attention_kernel(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: fl
             m_i, l_i, acc = _softmax_step(s, m_i, l_i, acc, vt, qk_scale)
     if SUM_MMA:   # 16 equal columns (extracting one spills registers on sm_90)
         l_i = ct.sum(l_i, axis=1, keepdims=True) * (1.0 / 16)
-    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+    return acc * (1.0 / l_i)
+
+
+@tl.kernel
+def flash_attention_kernel(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
+                     q_offset: int, BN: ct.Constant[int], CAUSAL: ct.Constant[bool],
+                     LAT_K: ct.Constant[int], LAT_V: ct.Constant[int],
+                     SUM_MMA: ct.Constant[bool]):
+    """softmax(Q K^T * scale) V for one (bm, D) block of queries of one head.
+
+    ``o`` is the (B*H, Sq, D) view of the output partitioned (1, bm, DP); q is
+    (B, H, Sq, D), k and v (B, Hkv, Skv, D). ``qk_scale`` is scale * log2(e); causal
+    query i sees keys j <= i + q_offset (q_offset = Skv - Sq: aligned at the end).
+    ``SUM_MMA`` keeps the row sums on the tensor cores (``AttentionConfig.row_sum``).
+
+    Example:
+        >>> flash_attention_kernel(o.reshape(B * H, S, D).partition((1, 128, 128)), q, k, v,
+        ...                        scale * LOG2E, 0, 64, True, 0, 0, False)  # doctest: +SKIP
+    """
+    bh, mi, _ = o.tile_index
+    _, bm, dp = o.tile_shape
+    out = _attend(q, k, v, bh, mi, bm, dp, qk_scale, q_offset, BN, CAUSAL, LAT_K, LAT_V,
+                  SUM_MMA)
+    o.store(ct.reshape(out.astype(o.dtype), (1, bm, dp)))
+
+
+@tl.kernel
+def persistent_attention_kernel(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
+                                q_offset: int, BN: ct.Constant[int],
+                                CAUSAL: ct.Constant[bool], LAT_K: ct.Constant[int],
+                                LAT_V: ct.Constant[int], SUM_MMA: ct.Constant[bool]):
+    """:func:`flash_attention_kernel` with a fixed set of blocks, each looping over its
+    query tiles (``AttentionConfig.persistent``): a block's next Q and K loads start
+    while its last output is stored, instead of each tile paying a block's start-up.
+
+    Example:
+        >>> persistent_attention_kernel(o3.partition((1, 128, 128), schedule=tl.persistent(
+        ...     num_blocks=132)), q, k, v, scale * LOG2E, 0, 256, False, 0, 0,
+        ...     True)  # doctest: +SKIP
+    """
+    _, bm, dp = o.tile_shape
+    for t in o.tiles():
+        bh, mi, _ = o.tile_index_of(t)
+        out = _attend(q, k, v, bh, mi, bm, dp, qk_scale, q_offset, BN, CAUSAL, LAT_K,
+                      LAT_V, SUM_MMA)
+        o.store(ct.reshape(out.astype(o.dtype), (1, bm, dp)), at=t)
 
 
 @tl.kernel
@@ -480,14 +529,19 @@ def _scale(scale: float | None, d: int, who: str) -> float:
 
 
 def _attention_launches(cfg: AttentionConfig, o3: Any, q: Any, k: Any, v: Any,
-                        scale: float, causal: bool) -> list[tuple]:
-    """The flash-attention launch; ``o3`` is the (B*H, Sq, D) output view (or spec)."""
+                        scale: float, causal: bool, sms: int) -> list[tuple]:
+    """The flash-attention launch; ``o3`` is the (B*H, Sq, D) output view (or spec);
+    a persistent config launches ``sms`` blocks (times its occupancy hint)."""
     dp = _pow2_ceil(q.shape[-1])
-    return [(hinted(flash_attention_kernel, occupancy=cfg.occupancy,
-                    num_worker_warps=cfg.num_worker_warps),
-             (o3.partition((1, cfg.bm, dp)), q, k, v, scale * LOG2E,
-              k.shape[2] - q.shape[2], cfg.bn, bool(causal), cfg.latency_k or 0,
-              cfg.latency_v or 0, cfg.row_sum == "mma"))]
+    kernel, part = flash_attention_kernel, o3.partition((1, cfg.bm, dp))
+    if cfg.persistent:
+        tiles = o3.shape[0] * -(-o3.shape[1] // cfg.bm)
+        blocks = min(tiles, sms * (cfg.occupancy or 1))
+        kernel = persistent_attention_kernel
+        part = o3.partition((1, cfg.bm, dp), schedule=tl.persistent(num_blocks=blocks))
+    return [(hinted(kernel, occupancy=cfg.occupancy, num_worker_warps=cfg.num_worker_warps),
+             (part, q, k, v, scale * LOG2E, k.shape[2] - q.shape[2], cfg.bn, bool(causal),
+              cfg.latency_k or 0, cfg.latency_v or 0, cfg.row_sum == "mma"))]
 
 
 def plan_attention(q: Any, k: Any, v: Any, *, causal: bool = False,
@@ -522,7 +576,7 @@ def plan_attention(q: Any, k: Any, v: Any, *, causal: bool = False,
     if bsz * heads * sq == 0:
         return Plan(o, [])                      # an empty result needs no launch
     return Plan(o, _attention_launches(cfg, o.reshape(bsz * heads, sq, d), q, k, v, s,
-                                       causal))
+                                       causal, _sms(q.device)))
 
 
 #: prepared calls (see tilelab.kernels._host)
@@ -649,8 +703,10 @@ def decode_attention(q: Any, k: Any, v: Any, *, kv_len: int | None = None,
 def compile_attention(batch: int, heads: int, seq: int, head_dim: int, *,
                       heads_kv: int | None = None, kv_seq: int | None = None,
                       causal: bool = False, dtype: Any = "bfloat16",
-                      config: AttentionConfig | None = None, arch: str = "sm_90") -> list:
-    """Compile (without data or a GPU) the flash-attention kernel for these shapes.
+                      config: AttentionConfig | None = None, num_sms: int = 132,
+                      arch: str = "sm_90") -> list:
+    """Compile (without data or a GPU) the flash-attention kernel for these shapes
+    (``num_sms``: the blocks of a persistent config).
 
     Example:
         >>> arts = compile_attention(8, 32, 4096, 128, causal=True)   # doctest: +SKIP
@@ -664,7 +720,8 @@ def compile_attention(batch: int, heads: int, seq: int, head_dim: int, *,
     cfg = config or default_attention_config(head_dim, causal, skv)
     return [kern.compile(*args, arch=arch)
             for kern, args in _attention_launches(cfg, o3, q, kv, kv,
-                                                  1.0 / math.sqrt(head_dim), causal)]
+                                                  1.0 / math.sqrt(head_dim), causal,
+                                                  num_sms)]
 
 
 def compile_decode_attention(batch: int, heads: int, heads_kv: int, cache_len: int,
