@@ -12,6 +12,7 @@ grid (a 3-D one for batches) and the swizzle of ``_grouped`` below.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -108,16 +109,27 @@ def raw_batched_matmul(c, a, b, TM: ct.Constant[int], TN: ct.Constant[int],
 def raw_gemv(c, a, b, TN: ct.Constant[int], TK: ct.Constant[int],
              TRANS_B: ct.Constant[bool]):
     n = ct.bid(0)
-    acc = ct.full((1, TN), 0, dtype=ct.float32)
+    acc = ct.full((TK, TN), 0, dtype=ct.float32)
     for k in range(ct.cdiv(a.shape[1], TK)):
         x = ct.load(a, index=(0, k), shape=(1, TK), padding_mode=ZERO)
         if TRANS_B:      # b holds B^T (N, K): read K-major
             w = ct.load(b, index=(k, n), shape=(TK, TN), order=(1, 0), padding_mode=ZERO)
         else:
             w = ct.load(b, index=(k, n), shape=(TK, TN), padding_mode=ZERO)
-        prod = ct.reshape(x.astype(ct.float32), (TK, 1)) * w.astype(ct.float32)
-        acc = acc + ct.sum(prod, axis=0, keepdims=True)
-    ct.store(c, index=(0, n), tile=acc.astype(c.dtype))
+        acc = acc + ct.reshape(x.astype(ct.float32), (TK, 1)) * w.astype(ct.float32)
+    ct.store(c, index=(0, n), tile=ct.sum(acc, axis=0, keepdims=True).astype(c.dtype))
+
+
+@ct.kernel
+def raw_gemv_rows(c, a, w, TN: ct.Constant[int], TK: ct.Constant[int]):
+    n = ct.bid(0)
+    acc = ct.full((TN, TK), 0, dtype=ct.float32)
+    for k in range(ct.cdiv(a.shape[1], TK)):
+        x = ct.load(a, index=(0, k), shape=(1, TK), padding_mode=ZERO)
+        wt = ct.load(w, index=(n, k), shape=(TN, TK), padding_mode=ZERO)
+        acc = acc + wt.astype(ct.float32) * x.astype(ct.float32)
+    out = ct.reshape(ct.sum(acc, axis=1), (1, TN))
+    ct.store(c, index=(0, n), tile=out.astype(c.dtype))
 
 
 def matmul_launch(c: Any, a: Any, b: Any, tm: int = 128, tn: int = 128, tk: int = 64,
@@ -152,6 +164,12 @@ def gemv_launch(c: Any, a: Any, b: Any, tn: int = 64, tk: int = 256,
     return (_cdiv(c.shape[1], tn), 1, 1), raw_gemv, (c, a, b, tn, tk, trans_b)
 
 
+def gemv_rows_launch(c: Any, a: Any, w: Any, tn: int = 8, tk: int = 512) -> tuple:
+    """(grid, kernel, args) of the decode GEMV on a row-major (N, K) weight ``w``,
+    streaming whole rows in (tn, tk) tiles, like the library's ``gemv(w, x)``."""
+    return (_cdiv(c.shape[1], tn), 1, 1), raw_gemv_rows, (c, a, w, tn, tk)
+
+
 # ---- attention -------------------------------------------------------------------------
 
 
@@ -172,12 +190,7 @@ def _online_softmax_mma(s, m_i, l_i, acc, vt, qk_scale):
     return m_new, ct.mma(p, ones, l_i * alpha), ct.mma(p, vt, acc * alpha)
 
 
-@ct.kernel
-def raw_flash_attention(o, q, k, v, qk_scale: float, q_offset: int, BM: ct.Constant[int],
-                        BN: ct.Constant[int], DP: ct.Constant[int],
-                        CAUSAL: ct.Constant[bool], SUM_MMA: ct.Constant[bool]):
-    bh = ct.bid(2)
-    mi = ct.bid(1)
+def _raw_attend(q, k, v, bh, mi, qk_scale, q_offset, BM, BN, DP, CAUSAL, SUM_MMA):
     heads = q.shape[1]
     b = bh // heads
     h = bh % heads
@@ -213,7 +226,30 @@ def raw_flash_attention(o, q, k, v, qk_scale: float, q_offset: int, BM: ct.Const
             m_i, l_i, acc = _online_softmax(s, m_i, l_i, acc, vt, qk_scale)
     if SUM_MMA:
         l_i = ct.sum(l_i, axis=1, keepdims=True) * (1.0 / 16)
-    ct.store(o, index=(bh, mi, 0), tile=ct.reshape((acc / l_i).astype(o.dtype), (1, BM, DP)))
+    return acc / l_i
+
+
+@ct.kernel
+def raw_flash_attention(o, q, k, v, qk_scale: float, q_offset: int, BM: ct.Constant[int],
+                        BN: ct.Constant[int], DP: ct.Constant[int],
+                        CAUSAL: ct.Constant[bool], SUM_MMA: ct.Constant[bool]):
+    bh = ct.bid(2)
+    mi = ct.bid(1)
+    out = _raw_attend(q, k, v, bh, mi, qk_scale, q_offset, BM, BN, DP, CAUSAL, SUM_MMA)
+    ct.store(o, index=(bh, mi, 0), tile=ct.reshape(out.astype(o.dtype), (1, BM, DP)))
+
+
+@ct.kernel
+def raw_persistent_flash_attention(o, q, k, v, qk_scale: float, q_offset: int,
+                                   BM: ct.Constant[int], BN: ct.Constant[int],
+                                   DP: ct.Constant[int], CAUSAL: ct.Constant[bool],
+                                   SUM_MMA: ct.Constant[bool]):
+    num_m = ct.cdiv(o.shape[1], BM)
+    for t in range(ct.bid(0), o.shape[0] * num_m, ct.num_blocks(0)):
+        bh = t // num_m
+        mi = t % num_m
+        out = _raw_attend(q, k, v, bh, mi, qk_scale, q_offset, BM, BN, DP, CAUSAL, SUM_MMA)
+        ct.store(o, index=(bh, mi, 0), tile=ct.reshape(out.astype(o.dtype), (1, BM, DP)))
 
 
 @ct.kernel
@@ -274,14 +310,29 @@ def raw_decode_combine(o, po, plse, SC: ct.Constant[int], DP: ct.Constant[int],
 
 def flash_attention_launch(o3: Any, q: Any, k: Any, v: Any, *, causal: bool,
                            scale: float | None = None, bm: int = 128,
-                           bn: int = 64, sum_mma: bool = False) -> tuple:
+                           bn: int = 64, sum_mma: bool = False,
+                           num_blocks: int | None = None, occupancy: int | None = None,
+                           num_worker_warps: int | None = None) -> tuple:
     """(grid, kernel, args) of flash attention; ``o3`` is the (B*H, Sq, D) output view;
-    ``sum_mma``: the row sums on the tensor cores (the library's ``row_sum="mma"``)."""
+    ``sum_mma``: the row sums on the tensor cores (the library's ``row_sum="mma"``);
+    ``num_blocks``: the persistent kernel with that many blocks (at most one per tile);
+    ``occupancy`` and ``num_worker_warps``: cuTile hints, as the library's config."""
     bsz, heads, sq, d = q.shape
     s = 1.0 / math.sqrt(d) if scale is None else scale
-    return ((1, _cdiv(sq, bm), bsz * heads), raw_flash_attention,
-            (o3, q, k, v, s * LOG2E, k.shape[2] - sq, bm, bn, _next_pow2(d), causal,
-             sum_mma))
+    kernel = _with_hints(raw_flash_attention if num_blocks is None
+                         else raw_persistent_flash_attention, occupancy, num_worker_warps)
+    args = (o3, q, k, v, s * LOG2E, k.shape[2] - sq, bm, bn, _next_pow2(d), causal, sum_mma)
+    if num_blocks is not None:
+        return (min(num_blocks, bsz * heads * _cdiv(sq, bm)), 1, 1), kernel, args
+    return (1, _cdiv(sq, bm), bsz * heads), kernel, args
+
+
+@functools.cache
+def _with_hints(kernel: Any, occupancy: int | None, num_worker_warps: int | None) -> Any:
+    """The kernel itself, or its copy compiled with these cuTile hints (made once)."""
+    hints = {k: v for k, v in (("occupancy", occupancy),
+                               ("num_worker_warps", num_worker_warps)) if v is not None}
+    return kernel.replace_hints(**hints) if hints else kernel
 
 
 def decode_launches(o3: Any, po: Any, plse: Any, q4: Any, k: Any, v: Any, *, kv_len: int,

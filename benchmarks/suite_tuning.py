@@ -80,10 +80,16 @@ def _prune_gemm(configs: list[dict], args: dict) -> list[dict]:
 # --------------------------------------------------------------------------- attention
 
 def _attention_configs() -> list[dict]:
+    """The default and the library's two defaults for head_dim 128 (short and long
+    sequences): which one wins near 2K-4K keys moves with the GPU's clocks. The former
+    candidates, 128x64 tiles and latency hints, won only by noise (r3q at 4K keys: tuned
+    at 3.69 ms, timed at 4.10 against the default's 4.01); num_ctas=2 runs 2-50x slower
+    (variant_probe i)."""
     ac = _lib("tilelab.kernels.attention", "AttentionConfig")
     return [{"config": None},
-            {"config": ac(bm=128, bn=64, occupancy=2)},
-            {"config": ac(bm=64, bn=128, occupancy=2, latency_k=4, latency_v=4)}]
+            {"config": ac(bm=64, bn=128, occupancy=2)},
+            {"config": ac(bm=128, bn=256, num_worker_warps=8, row_sum="mma",
+                          persistent=True)}]
 
 
 # --------------------------------------------------------------------------- memory-bound
@@ -176,6 +182,8 @@ def _mirror_gemm(best: dict, case: Any) -> tuple[dict, dict] | None:
     swap = getattr(bare, "swap_ab", False)
     if swap and bare.schedule == "persistent":      # the raw twin swaps grouped tiles only
         bare, swap = bare.with_(swap_ab=False), False
+    if case is not None and case.op == "gemv" and bare.schedule != "gemv":
+        return None        # the raw decode twin is the rows GEMV only
     if bare.schedule == "gemv":
         raw = {"schedule": "gemv", "tn": bare.tn, "tk": bare.tk}
     else:
@@ -191,9 +199,11 @@ def _mirror_attention(best: dict, case: Any) -> tuple[dict, dict] | None:
     if cfg is None:
         cfg = _lib("tilelab.kernels.attention", "default_attention_config")(
             case.params["D"], kv_len=case.params["S"])
-    bare = cfg.with_(latency_k=None, latency_v=None, occupancy=None, num_worker_warps=None)
+    bare = cfg.with_(latency_k=None, latency_v=None)   # the raw kernel takes no latency
     raw = {"bm": bare.bm, "bn": bare.bn,
-           "sum_mma": getattr(bare, "row_sum", "reduce") == "mma"}
+           "sum_mma": getattr(bare, "row_sum", "reduce") == "mma",
+           "persistent": getattr(bare, "persistent", False), "occupancy": bare.occupancy,
+           "num_worker_warps": bare.num_worker_warps}
     return raw, (best if bare == cfg else {"config": bare})
 
 
@@ -235,19 +245,29 @@ def raw_library_adapter(op: str, module: Any) -> Callable | None:
                                              swap_ab))
             return out
         return raw_matmul
-    if op == "gemv" and hasattr(module, "gemv_launch"):
-        def raw_gemv(w, x, *, out, schedule="gemv", tn=64, tk=256):
-            # y[1, N] = x[1, K] @ W^T: the raw GEMV reads the transposed view strided
-            _launch(module.gemv_launch(out.reshape(1, -1), x.reshape(1, -1), w.T, tn, tk))
+    if op == "gemv" and hasattr(module, "gemv_rows_launch"):
+        def raw_gemv(w, x, *, out, schedule="gemv", tn=8, tk=512):
+            # y[1, N] = W x, streaming W's rows as the library's gemv(w, x) does
+            _launch(module.gemv_rows_launch(out.reshape(1, -1), x.reshape(1, -1), w, tn,
+                                            tk))
             return out
         return raw_gemv
     if op == "attention" and hasattr(module, "flash_attention_launch"):
         def raw_attention(q, k, v, *, out, causal=False, scale=None, bm=128, bn=64,
-                          sum_mma=False):
+                          sum_mma=False, persistent=False, occupancy=None,
+                          num_worker_warps=None):
             b, h, s, d = q.shape
             o3 = out.reshape(b * h, s, d)
+            blocks = None
+            if persistent:      # as the library: one block per SM times its occupancy
+                from tilelab.runtime.device import backend, num_sms
+
+                sms = num_sms("cuda:0") if backend() == "gpu" else 132
+                blocks = sms * (occupancy or 1)
             _launch(module.flash_attention_launch(o3, q, k, v, causal=causal, scale=scale,
-                                                  bm=bm, bn=bn, sum_mma=sum_mma))
+                                                  bm=bm, bn=bn, sum_mma=sum_mma,
+                                                  num_blocks=blocks, occupancy=occupancy,
+                                                  num_worker_warps=num_worker_warps))
             return out
         return raw_attention
     return None

@@ -68,6 +68,8 @@ def test_quick_cpu_run_writes_the_schema(tmp_path, capsys):
         assert case["work"]["bytes"] > 0
     ok = [c for c in doc["cases"] if c["status"] == "ok"]
     assert ok, [(c["id"], c.get("error"), c["variants"]) for c in doc["cases"]]
+    decode = [c for c in ok if c["group"] == "decode" and "safe_vs_raw" in c["figures"]]
+    assert decode and all(c["figures"]["safe_vs_raw_like_for_like"] for c in decode)
     for case in ok:
         tlv = case["variants"]["tilelab"]
         assert tlv["median_s"] > 0 and tlv["rel_err"] <= tlv["tol"]
@@ -215,6 +217,25 @@ def test_decode_pairs_mirror_the_weight_rows_default():
         want = default_config(1, case.params["N"], case.params["K"], b_transposed=True)
         assert raw == {"schedule": "gemv", "tn": want.tn, "tk": want.tk}, case.id
         assert safe == {"config": want.with_(occupancy=None)}, case.id
+
+
+def test_attention_pairs_keep_the_schedule_and_hints():
+    """Attention pairs run the same tiles, schedule (persistent or not) and cuTile hints
+    on both sides; only the load-latency hints, which the raw kernel lacks, are dropped.
+    The untuned default at 8192 keys is the persistent warp-specialized kernel."""
+    from suite_tuning import _mirror_attention
+    from tilelab.kernels.attention import AttentionConfig
+
+    case = next(c for c in build_cases("full", ["attention"]) if c.params["S"] == 8192)
+    raw, safe = _mirror_attention({"config": None}, case)
+    assert raw == {"bm": 128, "bn": 256, "sum_mma": True, "persistent": True,
+                   "occupancy": None, "num_worker_warps": 8}
+    assert safe == {"config": None}
+    best = {"config": AttentionConfig(64, 128, latency_k=4, latency_v=4, occupancy=2)}
+    raw, safe = _mirror_attention(best, case)
+    assert raw == {"bm": 64, "bn": 128, "sum_mma": False, "persistent": False,
+                   "occupancy": 2, "num_worker_warps": None}
+    assert safe == {"config": AttentionConfig(64, 128, occupancy=2)}
 
 
 def test_list_prints_cases(capsys):
