@@ -257,12 +257,9 @@ def _like_for_like(case: Case, arrays: Arrays, safe: Impl, variants: list[Varian
         notes.append(f"no raw variant: {why}")
         return
     raw_cfg, safe_cfg = pair
-    # a GEMV through a transposed weight view: the safe kernel reads it K-major, the raw
-    # one strided, so the pair is reported but not counted as like for like
-    same = case.op != "gemv"
     i = variants.index(raw)
     variants[i] = raw = raw.with_config("raw", raw_cfg)
-    checks["raw"] = dict(_check(case, arrays, raw, ref), config=raw_cfg, like_for_like=same)
+    checks["raw"] = dict(_check(case, arrays, raw, ref), config=raw_cfg, like_for_like=True)
     if config_json(safe_cfg) != config_json(best):
         twin = tv.with_config("tilelab_as_raw", safe_cfg)
         variants.insert(i, twin)
@@ -320,6 +317,8 @@ def _time_all(timed: list[Variant], checks: dict, case: Case, arrays: Arrays,
             d = r.as_dict()
             checks[v.name].update({k: d[k] for k in ("p10_s", "p90_s", "n", "host_median_s",
                                                      "flushed_l2", "device")})
+            if "host_cover_flushes" in d:     # flushes that kept the device busy
+                checks[v.name]["host_cover_flushes"] = d["host_cover_flushes"]
             # host time per call, apart from the device time: with sync=False it is the
             # library's planning and launching only
             checks[v.name]["timed_async"] = v.timed_async

@@ -325,3 +325,30 @@ def test_prepared_launches_do_not_keep_memory_alive():
     del z, zp
     gc.collect()
     assert storage() is None
+
+
+def test_bench_window_holds_device_time_only():
+    """A call that spends 200 us on the host before a ~5 us launch is timed near its
+    device time: the repeated L2 flush covers the host, so the events do not time the
+    idle gap (before the cover, a raw ct.launch's ~100 us of host time showed up)."""
+    import time as _time
+
+    x = tl.randn(1 << 16, dtype="float32", device="cuda")
+    y = tl.randn(1 << 16, dtype="float32", device="cuda")
+    z = tl.empty(1 << 16, "float32", device="cuda")
+    part = z.partition(1024)
+
+    def quick():
+        vector_add.launch_async(part, x, y)
+
+    def slow_host():
+        t0 = _time.perf_counter()
+        while _time.perf_counter() - t0 < 200e-6:
+            pass
+        vector_add.launch_async(part, x, y)
+
+    fast = tl.bench(quick, warmup=3, rep=20)
+    slow = tl.bench(slow_host, warmup=3, rep=20)
+    assert slow.host_median > 200e-6
+    assert slow.meta["host_cover_flushes"] > 1
+    assert slow.median < fast.median + 20e-6, (slow, fast)

@@ -553,6 +553,11 @@ def test_raw_baselines_compute_the_same(seed):
                                        trans_b=True)
     tl.interpret(kern, *args, grid=grid)
     check(c1, matmul_ref(a[:1], b), 1e-5)
+    c1[:] = np.nan        # the decode GEMV streaming the (N, K) weight's rows (K ragged)
+    grid, kern, args = raw.gemv_rows_launch(c1, a[:1], np.ascontiguousarray(b.T), 8, 16)
+    assert grid == (5, 1, 1) and kern is raw.raw_gemv_rows
+    assert not tl.interpret(kern, *args, grid=grid).has_races
+    check(c1, matmul_ref(a[:1], b), 1e-5)
 
 
 @pytest.mark.parametrize("module", [mm, refmod], ids=lambda m: m.__name__)
