@@ -33,8 +33,14 @@ What it found on the H200 (``results/variant_probe_h200_2026-11-30*.json``):
   same tiles per tile (now the library's default there, ``AttentionConfig.persistent``);
   no gain at 1K-2K keys (64x128 tiles, occupancy 2, stay); occupancy 3 and 64x64 tiles
   no better; num_ctas=2 2-50x slower; causal 4K: 64x128 tiles 5% faster than the
-  warp-specialized ones. Caveat: the probe times its variants in a fixed order, and the
-  same config timed twice in one run differed by up to 6% (run j at 2K keys).
+  warp-specialized ones. Caveat: up to run j the probe timed its variants in a fixed
+  order, and the same config timed twice in one run differed by up to 6% (run j at 2K
+  keys); since run k each round starts one variant later, as the suite's rounds. Run k
+  (rotated, five rounds) kept every default: 1K-2K keys 64x128 occupancy 2 (2K: 945 us
+  both times it ran, persistent 128x256 1000); 4K persistent 128x256 1% faster than per
+  tile (3713 against 3749; the same config also timed 3817); causal 4K 64x128 tiles
+  2185-2274 us against 2326 warp-specialized; causal 8K per-tile 128x256 8088-8251
+  against 8345 persistent.
 """
 from __future__ import annotations
 
@@ -408,6 +414,17 @@ def attention_variants(q, k, v, o, causal: bool) -> dict:
     return out
 
 
+def rotated(names: list, r: int) -> list:
+    """``names`` starting at position ``r`` (mod its length): round r's timing order.
+
+    Example:
+        >>> rotated(["torch", "library", "a"], 4)
+        ['library', 'a', 'torch']
+    """
+    k = r % len(names) if names else 0
+    return names[k:] + names[:k]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="variant_probe.json")
@@ -513,9 +530,14 @@ def main() -> int:
             except Exception as e:   # a candidate that does not compile or launch
                 item["status"] = "error"
                 item["error"] = f"{type(e).__name__}: {e}"[:600]
-        for _ in range(ns.rounds):
-            for name, fn in ok.items():
-                row["variants"][name]["times"].append(tl.bench(fn, rep=ns.rep, warmup=3).median)
+        names = list(ok)
+        for r in range(ns.rounds):
+            # each round starts one variant later, as the suite's: the clocks sag within a
+            # round, and a fixed order favoured the first variants (run j, same config
+            # timed twice at 2K keys: 956 and 1015 us)
+            for name in rotated(names, r):
+                row["variants"][name]["times"].append(
+                    tl.bench(ok[name], rep=ns.rep, warmup=3).median)
         for name in ok:
             item = row["variants"][name]
             item["median_s"] = statistics.median(item["times"])
