@@ -159,17 +159,22 @@ def _gemm_dims(case: Any) -> tuple[int, int, int]:
     return p.get("M", 1), p["N"], p["K"]
 
 
+def _sms(cpu: int = 132) -> int:
+    """The GPU's SM count; on the CPU backend ``cpu`` (132: the H200 the library plans
+    for there; 4: the CPU backend's default persistent blocks)."""
+    from tilelab.runtime.device import backend, num_sms
+
+    return num_sms("cuda:0") if backend() == "gpu" else cpu
+
+
 def _effective_gemm(best: dict, case: Any) -> Any:
     cfg = best.get("config")
     if cfg is not None:
         return cfg
-    from tilelab.runtime.device import backend, num_sms
-
     m, n, k = _gemm_dims(case)
     default = _lib("tilelab.kernels.matmul", "default_config")
-    sms = num_sms("cuda:0") if backend() == "gpu" else 132
     # decode's gemv(w, x) multiplies by the (N, K) weight's transposed view
-    return default(m, n, k, case.dtype, num_sms=sms, b_transposed=case.op == "gemv")
+    return default(m, n, k, case.dtype, num_sms=_sms(), b_transposed=case.op == "gemv")
 
 
 def _mirror_gemm(best: dict, case: Any) -> tuple[dict, dict] | None:
@@ -234,9 +239,7 @@ def raw_library_adapter(op: str, module: Any) -> Callable | None:
             if schedule == "gemv":
                 _launch(module.gemv_launch(out, a, b, tn, tk))
             elif schedule == "persistent":
-                from tilelab.runtime.device import backend, num_sms
-
-                blocks = num_blocks or (num_sms("cuda:0") if backend() == "gpu" else 4)
+                blocks = num_blocks or _sms(cpu=4)
                 _launch(module.persistent_matmul_launch(out, a, b, blocks, tm, tn, tk,
                                                         group_m))
             else:   # row-major is the grouped walk with one tile row per group
@@ -258,12 +261,8 @@ def raw_library_adapter(op: str, module: Any) -> Callable | None:
                           num_worker_warps=None):
             b, h, s, d = q.shape
             o3 = out.reshape(b * h, s, d)
-            blocks = None
-            if persistent:      # as the library: one block per SM times its occupancy
-                from tilelab.runtime.device import backend, num_sms
-
-                sms = num_sms("cuda:0") if backend() == "gpu" else 132
-                blocks = sms * (occupancy or 1)
+            # as the library: one block per SM times its occupancy
+            blocks = _sms() * (occupancy or 1) if persistent else None
             _launch(module.flash_attention_launch(o3, q, k, v, causal=causal, scale=scale,
                                                   bm=bm, bn=bn, sum_mma=sum_mma,
                                                   num_blocks=blocks, occupancy=occupancy,

@@ -96,6 +96,7 @@ class _L2Flusher:
         self.buf = tl.zeros((blocks * self.ROWS_PER_BLOCK, self.ROW), "float32",
                             device="cuda")
         self.kind = "memset"
+        self._cost: tuple[float, float] | None = None      # see cost()
         self._launch: Callable[[Any], Any] | None = None
         try:
             self._launch = self._read_launch(blocks)
@@ -123,7 +124,7 @@ class _L2Flusher:
         """(device, host) seconds of one flush, measured once over eight back-to-back
         flushes (the device runs ahead of the host after the first, so the window holds
         device time)."""
-        if getattr(self, "_cost", None) is None:
+        if self._cost is None:
             from cuda.core import EventOptions
 
             opts = EventOptions(timing_enabled=True)
