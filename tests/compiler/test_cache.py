@@ -47,6 +47,17 @@ def test_key_covers_arch_options_and_specialization(cache_dir):
     assert len(entries(cache_dir)) == 4
 
 
+def test_key_covers_the_device_index_helpers(cache_dir, monkeypatch):
+    """Lowered kernels call tilelab.compiler.device's index helpers: editing them (an
+    editable checkout keeps its version number) must not reuse old cubins."""
+    from tilelab.compiler import export
+
+    vector_add.compile(*ARGS, arch="sm_90")
+    assert vector_add.compile(*ARGS, arch="sm_90").cache_hit
+    monkeypatch.setattr(export, "device_helpers_digest", lambda: "0" * 64)
+    assert not vector_add.compile(*ARGS, arch="sm_90").cache_hit
+
+
 def test_corrupt_entry_is_rebuilt_not_loaded(cache_dir):
     a = vector_add.compile(*ARGS, arch="sm_90")
     [entry] = entries(cache_dir)

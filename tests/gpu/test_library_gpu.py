@@ -89,3 +89,45 @@ def test_persistent_attention_default(sq, skv, hkv):
     assert plan.launches[0][0].name == "persistent_attention_kernel"
     out = at.attention(q, k, v)
     assert rel_err(out.numpy(), attention_ref(q, k, v)) < 1e-2
+
+
+red = importlib.import_module("tilelab.kernels.reduce")
+nm = importlib.import_module("tilelab.kernels.norms")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("shape", [(257, 8192), (33, 20000)])
+def test_row_reductions_with_occupancy_8(shape, dtype):
+    """The looped reductions under their occupancy hint (8), against float64."""
+    x = tl.randn(*shape, dtype=dtype, device="cuda")
+    assert red._reduce_call("sum", x).kernel.options.occupancy == 8
+    tol = 1e-2 if dtype == "bfloat16" else 1e-5
+    for name in ("row_sum", "row_mean", "row_max", "row_min"):
+        got = getattr(red, name)(x).numpy()
+        assert rel_err(got, getattr(ref, name)(x)) < tol, name
+    values, indices = red.row_argmax(x)
+    want_v, want_i = ref.row_argmax(x)
+    np.testing.assert_array_equal(indices.numpy(), want_i)
+    assert rel_err(values.numpy(), want_v) < tol
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_long_rows_online_softmax_and_looped_norms(dtype):
+    """Rows of 20000 (past one tile): the online softmax and the looped norms under
+    their occupancy hints (8; 4 for layer norm and float32 softmax), against float64."""
+    x = tl.randn(37, 20000, dtype=dtype, device="cuda")
+    r = tl.randn(37, 20000, dtype=dtype, device="cuda")
+    w = tl.randn(20000, dtype=dtype, device="cuda")
+    b = tl.randn(20000, dtype=dtype, device="cuda")
+    assert sm._softmax_call(x).kernel.options.occupancy == (4 if dtype == "float32" else 8)
+    assert nm._norm_call("layer_norm", x, w, b, None, 1e-5, False, None, None,
+                         None).kernel.options.occupancy == 4
+    tol = 1e-2 if dtype == "bfloat16" else 1e-5
+    assert rel_err(sm.softmax(x).numpy(), ref.softmax(x)) < tol
+    assert rel_err(sm.log_softmax(x).numpy(), ref.log_softmax(x)) < tol
+    assert rel_err(nm.rms_norm(x, w).numpy(), ref.rms_norm(x, w)) < tol
+    assert rel_err(nm.layer_norm(x, w, b).numpy(), ref.layer_norm(x, w, b)) < tol
+    y, h = nm.add_rms_norm(x, r, w)
+    want_y, want_h = ref.add_rms_norm(x, r, w)
+    assert rel_err(h.numpy(), want_h) < tol
+    assert rel_err(y.numpy(), want_y) < tol

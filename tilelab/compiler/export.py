@@ -71,13 +71,28 @@ def _versions() -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def device_helpers_digest() -> str:
+    """sha256 of :mod:`tilelab.compiler.device`, whose index helpers every lowered kernel
+    with a grouped or persistent schedule calls: a cubin compiled against other helpers
+    (an edited checkout keeps the version number) must not be reused.
+
+    Example:
+        >>> len(device_helpers_digest())
+        64
+    """
+    return hashlib.sha256(Path(device_module.__file__).read_bytes()).hexdigest()
+
+
 def cache_key(lowered: LoweredKernel, spec: Specialization, arch: str, opt_level: int,
               hints: dict, toolchain: Toolchain, helpers: str = "") -> str:
-    """Hash of everything the cubin depends on (helper sources included)."""
+    """Hash of everything the cubin depends on (helper sources, the user's and the
+    device index helpers', included)."""
     blob = json.dumps({
         "versions": _versions(), "toolchain": toolchain.version, "arch": arch,
         "opt_level": opt_level, "hints": {k: repr(v) for k, v in sorted(hints.items())},
-        "lowered": lowered.text, "spec": spec.key(), "helpers": helpers}, sort_keys=True)
+        "lowered": lowered.text, "spec": spec.key(), "helpers": helpers,
+        "device_helpers": device_helpers_digest()}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -233,13 +233,14 @@ def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: floa
     sched = _row_schedule(rows, bm) if looped else _grid_schedule(-(-rows // bm))
     flags = (float(eps), int(rms), int(bt is not None))
     b_arg = bt if bt is not None else wt      # never read when HAS_BIAS is 0
+    looped_hints = "norm_looped" if rms else "layer_norm_looped"
     if h is None:
-        kernel = norm_looped_kernel if looped else _row_kernel(norm_rows_kernel, "norm",
-                                                               device)
+        kernel = (_row_kernel(norm_looped_kernel, looped_hints, device) if looped
+                  else _row_kernel(norm_rows_kernel, "norm", device))
         args = (yv.partition((bm, bn), schedule=sched), xv, wt, b_arg) + flags
     else:
-        kernel = add_norm_looped_kernel if looped else _row_kernel(
-            add_norm_rows_kernel, "norm", device)
+        kernel = (_row_kernel(add_norm_looped_kernel, looped_hints, device) if looped
+                  else _row_kernel(add_norm_rows_kernel, "norm", device))
         args = (yv.partition((bm, bn), schedule=sched),
                 _rows_of(h).partition((bm, bn), schedule=sched), xv, _rows_of(rt), wt,
                 b_arg) + flags

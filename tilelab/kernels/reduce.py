@@ -6,7 +6,9 @@ float32 in registers: any row length works with one read of the input. Padding i
 identity of the reduction (0 for sums, -inf for max, +inf for min). (Infinite padding
 makes the loads plain loads rather than TMA; zero-padded TMA loads, where the rows fill
 their tiles, were slower here: row_max of 16384 x 8192 bf16 255 us against 193 on the
-H200, benchmarks/results/variant_probe_h200_2026-11-30d.json.) Max, min and argmax
+H200, benchmarks/results/variant_probe_h200_2026-11-30d.json.) The kernels compile with
+an occupancy hint of 8 (``ROW_HINTS["reduce"]``): without it the loop became one
+255-register block per SM, 3-4x slower. Max, min and argmax
 propagate NaN as torch does (a row with a NaN has max NaN, and argmax the index of its
 first NaN).
 """
@@ -20,7 +22,8 @@ import numpy as np
 import tilelab as tl
 from tilelab.kernels._host import CallCache, PairResult, TensorResult
 from tilelab.kernels.elementwise import (TILE_ELEMS, _Call, _as_tensor, _check_block,
-                                         _check_float, _output, _pow2_ceil, _rows_of)
+                                         _check_float, _output, _pow2_ceil, _row_kernel,
+                                         _rows_of)
 
 __all__ = ["row_sum", "row_mean", "row_max", "row_min", "row_argmax"]
 
@@ -125,7 +128,8 @@ def _reduce_call(op: str, x: Any, *, block_m: int | None = None,
         return _Call(row_reduce_kernel, None, y)
     if xv.shape[0] == 0:
         return _Call(row_reduce_kernel, None, y)
-    return _Call(row_reduce_kernel, (_flat(y).partition(bm), xv, REDUCTIONS[op], bn), y)
+    kernel = _row_kernel(row_reduce_kernel, "reduce", xt.device)
+    return _Call(kernel, (_flat(y).partition(bm), xv, REDUCTIONS[op], bn), y)
 
 
 def _argmax_call(x: Any, *, block_m: int | None = None, block_n: int | None = None,
@@ -142,7 +146,7 @@ def _argmax_call(x: Any, *, block_m: int | None = None, block_n: int | None = No
     if xv.shape[0] == 0:
         return _Call(row_argmax_kernel, None, (v, i))
     args = (_flat(v).partition(bm), _flat(i).partition(bm), xv, bn)
-    return _Call(row_argmax_kernel, args, (v, i))
+    return _Call(_row_kernel(row_argmax_kernel, "reduce", xt.device), args, (v, i))
 
 
 #: prepared calls (see tilelab.kernels._host)

@@ -180,7 +180,9 @@ def _softmax_call(x: Any, *, log: bool = False, block_m: int | None = None,
         return _Call(kernel, (_partition_2d(ys, g, w), xs, int(log), int(w != n // g)), y)
     if looped:
         part = yv.partition((bm, bn), schedule=_row_schedule(rows, bm))
-        return _Call(softmax_online_kernel, (part, xv, int(log)), y)
+        hints = "softmax_online_f32" if xt.dtype.itemsize == 4 else "softmax_online"
+        kernel = _row_kernel(softmax_online_kernel, hints, xt.device)
+        return _Call(kernel, (part, xv, int(log)), y)
     kernel = _row_kernel(softmax_rows_kernel, "softmax", xt.device)
     return _Call(kernel, (_partition_2d(yv, bm, bn), xv, int(log), int(bn != n)), y)
 
