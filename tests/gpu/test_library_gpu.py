@@ -131,3 +131,20 @@ def test_long_rows_online_softmax_and_looped_norms(dtype):
     want_y, want_h = ref.add_rms_norm(x, r, w)
     assert rel_err(h.numpy(), want_h) < tol
     assert rel_err(y.numpy(), want_y) < tol
+
+
+at = importlib.import_module("tilelab.kernels.attention")
+
+
+@pytest.mark.parametrize("bsz,cache,kv_len", [(2, 4096, 4096), (3, 5000, 4321), (1, 300, 1)])
+def test_decode_attention_default_with_occupancy_4(bsz, cache, kv_len):
+    """Split-KV decode under its default occupancy hint (4), GQA 32/8, ragged kv_len,
+    against float64."""
+    from tilelab.kernels.reference_matmul import decode_attention_ref
+
+    assert at.default_decode_config().occupancy == 4
+    q = tl.randn(bsz, 32, 128, dtype="bfloat16", device="cuda")
+    k = tl.randn(bsz, 8, cache, 128, dtype="bfloat16", device="cuda")
+    v = tl.randn(bsz, 8, cache, 128, dtype="bfloat16", device="cuda")
+    out = at.decode_attention(q, k, v, kv_len=kv_len)
+    assert rel_err(out.numpy(), decode_attention_ref(q, k, v, kv_len=kv_len)) < 1e-2

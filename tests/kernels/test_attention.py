@@ -338,10 +338,13 @@ def test_sm90_flash_attention_spec(causal):
 
 
 def test_sm90_decode_spec():
-    """Decode (B=8, H=32, Hkv=8, 8192-long cache): tensor-core MMAs, TMA, no spills."""
+    """Decode (B=8, H=32, Hkv=8, 8192-long cache): tensor-core MMAs, TMA, and the
+    occupancy hint's register cap (64) with next to no spills (16 B in the split
+    kernel; occupancy 8 spilled 848 B and ran 3-4x slower on the H200)."""
     split, combine = at.compile_decode_attention(8, 32, 8, 8192, 128, arch="sm_90")
     assert any(op.startswith("HMMA") for op in mma_ops(split))
-    assert remarked(split, "TMA Load") and spills(split) == 0 and spills(combine) == 0
+    assert remarked(split, "TMA Load") and spills(split) <= 32 and spills(combine) == 0
+    assert "64 per thread" in str(split.resources)
 
 
 # ======================================================================================
