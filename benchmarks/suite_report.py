@@ -86,11 +86,15 @@ def summarize(cases: list[dict]) -> dict:
             continue
         fr = [_fig(c, "tilelab_fraction_of_bandwidth") for c in cs]
         vals = [f for f in fr if f is not None]
+        copies = [f for f in (_fig(c, "tilelab_fraction_of_copy") for c in cs)
+                  if f is not None]
         out[group] = {
             name: {c["id"]: {"TBps": (_fig(c, "tilelab_byte_per_s") or 0) / 1e12,
                              "fraction_of_bandwidth": _fig(c, "tilelab_fraction_of_bandwidth"),
+                             "fraction_of_copy": _fig(c, "tilelab_fraction_of_copy"),
                              "vs_torch": _fig(c, "tilelab_vs_torch")} for c in cs},
             "min_fraction_of_bandwidth": min(vals) if vals else None,
+            "min_fraction_of_copy": min(copies) if copies else None,
             "mean_fraction_of_bandwidth": sum(vals) / len(vals) if vals else None,
             "geomean_vs_torch": _geomean(_fig(c, "tilelab_vs_torch") for c in cs),
             "cases": len(cs)}
@@ -231,7 +235,10 @@ def table(cases: list[dict], summary: dict, targets: dict) -> str:
                 (f" ({frac:.0%} of peak)" if frac else "")
         elif f.get("tilelab_byte_per_s"):
             ach = f"{f['tilelab_byte_per_s'] / 1e12:.2f} TB/s " \
-                  f"({f.get('tilelab_fraction_of_bandwidth', 0):.0%} of nominal)"
+                  f"({f.get('tilelab_fraction_of_bandwidth', 0):.0%} of nominal"
+            if f.get("tilelab_fraction_of_copy") is not None:
+                ach += f", {f['tilelab_fraction_of_copy']:.0%} of copy"
+            ach += ")"
         else:
             ach = (c.get("error") or (v.get("tilelab") or {}).get("reason") or "")[:60]
         sr = f.get("safe_vs_raw")
@@ -252,7 +259,10 @@ def table(cases: list[dict], summary: dict, targets: dict) -> str:
     for group, key in (("attention", "geomean_vs_sdpa"), ("memory", "min_fraction_of_bandwidth"),
                        ("decode", "mean_fraction_of_bandwidth")):
         if group in summary:
-            lines.append(f"{group}: {key} {_r(summary[group].get(key))}")
+            extra = summary[group].get("min_fraction_of_copy")
+            lines.append(f"{group}: {key} {_r(summary[group].get(key))}"
+                         + (f" (min fraction of a copy in this run {_r(extra)})"
+                            if extra is not None else ""))
     if "safe_vs_raw" in summary:
         s = summary["safe_vs_raw"]
         lines.append(f"safe vs raw: geomean {_r(s['geomean'])} over {s['pairs']} pairs "

@@ -75,7 +75,7 @@ class Variant:
     Calling the variant runs it synchronously (the correctness check); :meth:`timed` is
     what ``tl.bench`` calls: asynchronously where the function takes ``sync``."""
 
-    name: str                    #: 'torch', 'tilelab', 'tilelab_as_raw', 'raw'
+    name: str                    #: 'torch', 'tilelab', 'tilelab_as_raw', 'raw', 'copy'
     impl: str                    #: what runs
     fn: Callable
     args: list | None = None
@@ -84,6 +84,9 @@ class Variant:
     read: Any = None
     poison: Any = None           #: the output buffer filled with NaN before checking
     config: dict = field(default_factory=dict)   #: config keywords passed as they are
+    #: checks a variant that does not compute the case (the copy ceiling): None when
+    #: its own result is right, else why not
+    verify: Callable[[], str | None] | None = None
     #: the future of the last asynchronous timed call (waited for by :meth:`settle`)
     pending: Any = field(default=None, init=False, repr=False, compare=False)
     _timed: Any = field(default=None, init=False, repr=False, compare=False)
@@ -158,6 +161,21 @@ def _host_variant(name: str, impl: Impl, case: Case, arrays: Arrays, inp: dict,
                    spec.kwargs(case.params), convert(inp["out"]), poison=inp["out"])
 
 
+def _copy_variant(case: Case, arrays: Arrays) -> Variant:
+    """The memory ceiling timed with a memory-bound case: torch copying half the case's
+    minimal bytes into the other half (one read and one write of every byte). Reads
+    and writes alone run faster, but mixed one to one they go no faster than a copy
+    (``benchmarks/ceilings.py``), so a kernel that reads and writes the same bytes is
+    bounded by this."""
+    t = arrays.torch
+    n = max(1, case.work.bytes // 4)               # bf16 elements: 2n bytes each way
+    src = arrays.to_torch(arrays.randn((n,), "bfloat16"))
+    dst = t.empty_like(src)
+    return Variant("copy", "torch copy_ of the case's bytes (the copy ceiling)",
+                   lambda: dst.copy_(src),
+                   verify=lambda: None if t.equal(dst, src) else "copy differs from source")
+
+
 def _variants(case: Case, arrays: Arrays, registry: Registry, inp: dict,
               safe: Impl, via_gemm: bool, notes: list) -> list[Variant]:
     out: list[Variant] = []
@@ -165,6 +183,8 @@ def _variants(case: Case, arrays: Arrays, registry: Registry, inp: dict,
         tinp = {k: arrays.to_torch(v) for k, v in inp.items()}
         label, fn = case.spec.torch(arrays.torch, tinp, case.params)
         out.append(Variant("torch", label, fn, poison=tinp["out"]))
+        if case.group == "memory":
+            out.append(_copy_variant(case, arrays))
     else:
         notes.append("torch not installed: no torch baseline")
     out.append(_host_variant("tilelab", safe, case, arrays, inp, via_gemm, arrays.to_tl))
@@ -203,16 +223,21 @@ def _tuning_info(v: Variant) -> tuple[dict, dict]:
 # --------------------------------------------------------------------------- checking
 
 def _check(case: Case, arrays: Arrays, v: Variant, ref: Any) -> dict:
-    """Run once into a NaN-poisoned output; compare with the reference."""
+    """Run once into a NaN-poisoned output; compare with the reference (or, for a
+    variant with ``verify``, check its own result)."""
     arrays.poison(v.poison)
     t0 = time.perf_counter()
     try:
         y = v()
         arrays.sync()
+        why = v.verify() if v.verify is not None else None
     except Exception as e:
         return {"impl": v.impl, "status": "error", "reason": f"{type(e).__name__}: {_line(e)}",
                 "traceback": traceback.format_exc(limit=6)}
     first = time.perf_counter() - t0
+    if v.verify is not None:
+        return {"impl": v.impl, "first_call_s": first,
+                **({"status": "wrong", "reason": why} if why else {"status": "ok"})}
     y = arrays.native(y if y is not None else v.poison)
     if case.spec.select is not None:
         y = case.spec.select(arrays.xp(), y, case.params)
@@ -347,6 +372,10 @@ def _case_figures(checks: dict) -> dict:
     for key in ("fraction_of_peak", "fraction_of_bandwidth", "flop_per_s", "byte_per_s"):
         if tlv.get(key) is not None:
             fig[f"tilelab_{key}"] = tlv[key]
+    copy = checks.get("copy", {})
+    if copy.get("byte_per_s") and tlv.get("byte_per_s"):
+        fig["copy_byte_per_s"] = copy["byte_per_s"]
+        fig["tilelab_fraction_of_copy"] = tlv["byte_per_s"] / copy["byte_per_s"]
     return fig
 
 

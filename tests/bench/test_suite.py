@@ -76,6 +76,12 @@ def test_quick_cpu_run_writes_the_schema(tmp_path, capsys):
         if has_torch:
             assert "torch" in case["variants"] and case["figures"]["tilelab_vs_torch"] > 0
             assert case["variants"]["torch"]["timed_async"] is False
+            # memory cases time a copy of their bytes with them: the copy ceiling
+            assert ("copy" in case["variants"]) == (case["group"] == "memory")
+            if case["group"] == "memory":
+                assert case["variants"]["copy"]["status"] == "ok"
+                assert case["figures"]["tilelab_fraction_of_copy"] > 0
+                assert doc["summary"]["memory"]["per_case"][case["id"]]["fraction_of_copy"]
         # library functions are timed asynchronously, their host time reported apart
         assert tlv["timed_async"] is True and tlv["host_median_s"] > 0, case["id"]
     assert all(set(t) >= {"target_min", "achieved", "met", "what"}
@@ -92,8 +98,23 @@ def test_without_torch_there_are_no_baselines(tmp_path):
     doc = run_suite(tmp_path, "--only", "memory", "--no-torch")
     ok = [c for c in doc["cases"] if c["status"] == "ok"]
     assert ok and all("torch" not in c["variants"] for c in ok)
+    assert all("copy" not in c["variants"] for c in ok)
+    assert doc["summary"]["memory"]["min_fraction_of_copy"] is None
     assert all(any("torch" in n for n in c["notes"]) for c in ok)
     assert doc["run"]["torch_baselines"] is False
+
+
+def test_a_copy_that_does_not_copy_is_reported_wrong():
+    """The copy ceiling is checked like any variant, against its own source."""
+    from suite_run import Variant, _check
+
+    case = build_cases("tiny", ["memory"])[0]
+    bad = Variant("copy", "a copy that drops bytes", lambda: None,
+                  verify=lambda: "copy differs from source")
+    res = _check(case, make_arrays("cpu", False), bad, None)
+    assert res["status"] == "wrong" and res["reason"] == "copy differs from source"
+    good = Variant("copy", "a copy", lambda: None, verify=lambda: None)
+    assert _check(case, make_arrays("cpu", False), good, None)["status"] == "ok"
 
 
 FAKE = '''
