@@ -312,11 +312,72 @@ def attn_lsum_defer(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
     o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
 
 
+# 2^x on the FMA pipe (x <= 0): 2^x = 2^n * 2^f with n = round(x) from the 1.5 * 2^23
+# trick (the float's low mantissa bits hold n), f in [-0.5, 0.5], 2^f by a cubic (relative
+# error 2.2e-4, well under bf16's 3.9e-3), and n added to the exponent field as an int.
+# The MUFU unit does 16 exp2 per clock per SM against 4096 bf16 FLOP/clock of the tensor
+# cores: a 64x128 score tile's exponentials cost half its two MMAs. Moving half of them
+# to the FMA pipe is FlashAttention-4's trick. Run l (variant_probe_h200_2026-11-30l.json,
+# 64x128 tiles, occupancy 2): half on the FMA pipe 7-10% slower than the library at 1K-4K
+# keys, all of them 23-27% slower: MUFU is not what holds the loop back here.
+EXP2_MAGIC = 12582912.0
+EXP2_C0, EXP2_C1, EXP2_C2, EXP2_C3 = 0.99996275, 0.69358677, 0.24215189, 0.05286743
+
+
+def _exp2_poly(x):
+    """2^x for x <= 0 without the MUFU unit (x below -125 gives 2^-125, not 0)."""
+    x = ct.maximum(x, -125.0)
+    t = x + EXP2_MAGIC
+    f = x - (t - EXP2_MAGIC)
+    p = EXP2_C0 + f * (EXP2_C1 + f * (EXP2_C2 + f * EXP2_C3))
+    bits = ct.bitcast(p, ct.int32) + ct.bitwise_lshift(ct.bitcast(t, ct.int32), 23)
+    return ct.bitcast(bits, ct.float32)
+
+
+def _step_poly(s, m_i, l_i, acc, vt, qk_scale, HALF):
+    """:func:`_softmax_step` with the exponentials on the FMA pipe (all, or the second
+    half of the columns while MUFU does the first)."""
+    m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True) * qk_scale)
+    x = s * qk_scale - m_new
+    if HALF:
+        bm, bn = x.shape
+        lo = ct.exp2(ct.extract(x, (0, 0), shape=(bm, bn // 2)), flush_to_zero=True)
+        hi = _exp2_poly(ct.extract(x, (0, 1), shape=(bm, bn // 2)))
+        p = ct.cat((lo, hi), 1)
+    else:
+        p = _exp2_poly(x)
+    alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
+    l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+    return m_new, l_i, ct.mma(p.astype(vt.dtype), vt, acc * alpha)
+
+
+@tl.kernel
+def attn_poly(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
+              BN: ct.Constant[int]):
+    """Every exponential of the scores on the FMA pipe."""
+    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
+    for j in range(ct.cdiv(k.shape[2], BN)):
+        m_i, l_i, acc = _step_poly(_scores(qt, k, b, hk, j, dp, BN, bm), m_i, l_i, acc,
+                                   _load_v(v, b, hk, j, BN, dp, 0), qk_scale, False)
+    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+
+
+@tl.kernel
+def attn_polyhalf(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
+                  BN: ct.Constant[int]):
+    """Half the exponentials on MUFU, half on the FMA pipe."""
+    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
+    for j in range(ct.cdiv(k.shape[2], BN)):
+        m_i, l_i, acc = _step_poly(_scores(qt, k, b, hk, j, dp, BN, bm), m_i, l_i, acc,
+                                   _load_v(v, b, hk, j, BN, dp, 0), qk_scale, True)
+    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+
+
 #: the first run (variant_probe_h200_2026-11-30.json): pipe and lazy slower everywhere;
 #: kt within 2% (runs b-e); plain and two within 3% of the library (run f; two has since
 #: been written with the shared helpers: same semantics, its SASS differs by a few lines)
 #: lsum_mma and lsum_defer: run g (the library took lsum_mma as row_sum="mma")
-ATTN_KERNELS: dict = {}
+ATTN_KERNELS: dict = {"poly": attn_poly, "polyhalf": attn_polyhalf}
 #: (bm, bn, hints) of the attention candidates
 ATTN_TILES = [(64, 128, {"occupancy": 2}), (128, 128, {"num_worker_warps": 8}),
               (128, 256, {"num_worker_warps": 8})]
@@ -397,18 +458,26 @@ def rope_variants(x, cos, sin, o, rp) -> dict:
     return out
 
 
-def attention_variants(q, k, v, o, causal: bool) -> dict:
-    """name -> (kernel, args) for the attention candidates and the library configs."""
+def attention_variants(q, k, v, o, causal: bool, tiles: str = "", library: str = "") -> dict:
+    """name -> (kernel, args) for the attention candidates and the library configs
+    (``tiles``: only these 'BMxBN' tiles for the candidates; ``library``: only these
+    LIBRARY_ATTN names; empty: all)."""
     bsz, heads, s, d = q.shape
     o3 = o.reshape((bsz * heads, s, d))
     scale = LOG2E / math.sqrt(d)
     out = {}
+    keep_tiles = set(filter(None, tiles.split(",")))
+    keep_lib = set(filter(None, library.split(",")))
     for name, kern in ATTN_KERNELS.items() if not causal else ():
         for bm, bn, hints in ATTN_TILES:
+            if keep_tiles and f"{bm}x{bn}" not in keep_tiles:
+                continue
             tag = ",".join(f"{k[:3]}{v}" for k, v in hints.items())
             out[f"{name}{bm}x{bn}[{tag}]"] = (hinted(kern, **hints),
                                               (o3.partition((1, bm, d)), q, k, v, scale, bn))
     for name, (cfg, extra) in LIBRARY_ATTN.items():
+        if keep_lib and name not in keep_lib:
+            continue
         (kern, args), = plan_attention(q, k, v, causal=causal, out=o, config=cfg).launches
         out[f"library[{name}]"] = (hinted(kern, **extra), args)
     return out
@@ -433,6 +502,10 @@ def main() -> int:
     ap.add_argument("--seqs", default="4096,16384")
     ap.add_argument("--causal-seqs", default="", help="lengths timed with a causal mask")
     ap.add_argument("--only", default="softmax,rmsnorm,attention")
+    ap.add_argument("--attn-tiles", default="",
+                    help="candidate tiles to time, e.g. 64x128,128x256 (default: all)")
+    ap.add_argument("--attn-library", default="",
+                    help="LIBRARY_ATTN configs to time, e.g. 64x128occ2 (default: all)")
     ns = ap.parse_args()
     import torch
 
@@ -504,7 +577,9 @@ def main() -> int:
             calls = {"torch": lambda q=q, k=k, v=v, c=causal: sdpa(q, k, v, is_causal=c),
                      "library": lambda qs=qs, ks=ks, vs=vs, os_=os_, c=causal:
                          attention(qs, ks, vs, causal=c, out=os_, sync=False)}
-            for name, (kern, args) in attention_variants(qs, ks, vs, os_, causal).items():
+            for name, (kern, args) in attention_variants(qs, ks, vs, os_, causal,
+                                                         ns.attn_tiles,
+                                                         ns.attn_library).items():
                 calls[name] = lambda kern=kern, args=args: kern.launch_async(*args)
             cases.append((f"attention/b8h32s{s}d128{'_causal' if causal else ''}", calls, o,
                           ref, 2e-2, 0, 4 * 8 * 32 * s * s * 128 // (2 if causal else 1)))
