@@ -46,6 +46,7 @@ def main() -> int:
     ap.add_argument("--out", default="looped_hints.json")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rep", type=int, default=15)
+    ap.add_argument("--only", default="", help="case name prefixes to run (default: all)")
     ns = ap.parse_args()
     import torch
 
@@ -105,7 +106,33 @@ def main() -> int:
                   torch.softmax(fx.double(), -1).float(), 1e-4,
                   _variants(lambda bn: sm._softmax_call(fxs, block_n=bn, out=fys), (None,)),
                   2 * fx.numel() * 4))
+    # one-pass softmax of 16K-32K rows: the split kernel (each row one (G, 128) tile,
+    # read once) against the online kernel (read twice), under occupancy/warp hints that
+    # compile without spills on sm_90 (16K: occupancy 2, with or without 8 worker warps;
+    # 32K: occupancy 1 with 8 worker warps)
+    for rows, n, hints in ((4096, 16384, ({"occupancy": 2}, {"occupancy": 2,
+                                                              "num_worker_warps": 8})),
+                           (2048, 32768, ({"occupancy": 1, "num_worker_warps": 8},))):
+        sx = torch.randn(rows, n, device="cuda", dtype=bf)
+        sy = torch.empty_like(sx)
+        sxs, sys_ = tl.from_dlpack(sx), tl.from_dlpack(sy)
+        variants = {f"online_occ{o}": (
+            _hinted_copy(sm.softmax_online_kernel.__wrapped__, dataclasses.replace(
+                sm.softmax_online_kernel.options, occupancy=o)),
+            sm._softmax_call(sxs, out=sys_).args) for o in (8,)}
+        g = n // 128
+        xs2, ys2 = sxs.reshape(rows * g, 128), sys_.reshape(rows * g, 128)
+        for h in hints:
+            tag = "_".join(f"{k[:3]}{v}" for k, v in h.items())
+            kern = _hinted_copy(sm.softmax_split_kernel.__wrapped__, dataclasses.replace(
+                sm.softmax_split_kernel.options, **h))
+            variants[f"split_{tag}"] = (kern, (ys2.partition((g, 128)), xs2, 0, 0))
+        cases.append((f"softmax_long/{rows}x{n}", lambda sx=sx: torch.softmax(sx, -1), sy,
+                      torch.softmax(sx.float(), -1), 2e-2, variants, 2 * sx.numel() * 2))
+    keep = tuple(filter(None, ns.only.split(",")))
     for cid, torch_fn, out, ref, tol, variants, traffic in cases:
+        if keep and not cid.startswith(keep):
+            continue
         row: dict = {"bytes_min": traffic, "variants": {}}
         res["cases"][cid] = row
         ok = {"torch": torch_fn}

@@ -55,11 +55,13 @@ def test_apply_rope_with_its_occupancy_hint():
     assert rel_err(out.numpy(), ref.apply_rope(x, cos, sin)) < 1e-2
 
 
-@pytest.mark.parametrize("shape", [(257, 8192), (33, 6144), (9, 5000), (300, 1000)])
+@pytest.mark.parametrize("shape", [(257, 8192), (33, 6144), (9, 5000), (300, 1000),
+                                   (70, 16384), (35, 32768)])
 @pytest.mark.parametrize("log", [False, True])
 def test_softmax_split_and_rows(shape, log):
     """8192 and 6144 run as 64/32 sub-rows (6144's padded), 5000 as 8 padded sub-rows,
-    1000 as whole padded rows; against float64 on the GPU."""
+    1000 as whole padded rows, 16384 and 32768 as 128/256 sub-rows under occupancy 2 and
+    occupancy 1 with 8 worker warps; against float64 on the GPU."""
     x = tl.randn(*shape, dtype="bfloat16", device="cuda")
     y = (sm.log_softmax if log else sm.softmax)(x)
     want = (ref.log_softmax if log else ref.softmax)(x)

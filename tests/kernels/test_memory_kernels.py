@@ -264,6 +264,25 @@ def test_softmax_online_long_rows(shape, block_m, block_n, log, dtype, rng):
     check(call.run(), want, dtype)
 
 
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("n,hints", [(16384, (2, None)), (32768, (1, 8))])
+def test_16bit_rows_up_to_32768_run_in_one_pass(n, hints, log, rng):
+    """bf16 rows of 16384 and 32768 run as 128 / 256 sub-rows of 128, read once, under
+    the hints that compile them without spills; float32 rows and rows that would need
+    padding keep the online form."""
+    x = rand(rng, (3, n), "bfloat16", 3.0)
+    x[1, : n // 3] = -np.inf                      # a masked prefix, as in causal scores
+    call = sm._softmax_call(cpu(x), log=log)
+    assert call.kernel.__wrapped__ is sm.softmax_split_kernel.__wrapped__
+    assert (call.kernel.options.occupancy, call.kernel.options.num_worker_warps) == hints
+    assert call.args[0].tile_shape == (n // 128, 128)
+    check(call.run(), ref.log_softmax(x) if log else ref.softmax(x), "bfloat16")
+    f32 = sm._softmax_call(cpu(rand(rng, (2, n), "float32")), log=log)
+    assert f32.kernel.__wrapped__ is sm.softmax_online_kernel.__wrapped__
+    padded = sm._softmax_call(cpu(rand(rng, (2, n - 4096), "bfloat16")), log=log)
+    assert padded.kernel.__wrapped__ is sm.softmax_online_kernel.__wrapped__
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("n,g", [(8192, 64), (6144, 32), (5000, 8)])
@@ -661,7 +680,8 @@ def _typical_gpu_calls():
         "binary_scalar": ew._binary_call("mul", h, 0.5),
         "unary": ew._unary_call(h, "gelu_tanh", "gelu"),
         "softmax_rows": sm._softmax_call(t((4096, 1024))),
-        "softmax_online": sm._softmax_call(long),
+        # bf16 rows up to 32768 are one pass now: the online form starts past them
+        "softmax_online": sm._softmax_call(t((64, 65536))),
         "softmax_split": sm._softmax_call(h),
         "norm_rows": nm._norm_call("rms", h, w, None, None, 1e-6, True, None, None, None),
         "add_norm_rows": nm._norm_call("ln", h, w, w, h[:, :], 1e-5, False, None, None,

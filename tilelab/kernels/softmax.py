@@ -4,10 +4,11 @@
   ``-inf`` to a power of two so padding adds nothing to the max or the sum; memory is
   read once and written once. Exponentials are ``exp2`` of the shift times log2(e),
   flushing denormals (one MUFU op each: 11% faster than ``exp`` on the H200).
-* **Split** (by default when one row fills a tile, rows of 4096-8192): the row is viewed
-  as G sub-rows of n/G, so the max and the sum reduce within each sub-row and then over
-  G partial results; still one read and one write (4% faster at 8192 on the H200,
-  ``benchmarks/results/variant_probe_h200_*.json``).
+* **Split** (by default when one row fills a tile, rows of 4096-8192, and bf16/fp16
+  rows of 16384 or 32768): the row is viewed as G sub-rows of n/G, so the max and the
+  sum reduce within each sub-row and then over G partial results; still one read and one
+  write (4% faster at 8192 on the H200, ``benchmarks/results/variant_probe_h200_*.json``;
+  1.5-1.6x the online form at 16384-32768, ``looped_hints_h200_2026-11-30c.json``).
 * **Online** (rows longer than the tile): each block owns a row tile and walks its
   column tiles. It first streams the row once keeping a running max ``m`` and a running
   sum ``s`` of ``exp(x - m)`` (rescaled by ``exp(m_old - m_new)`` when the max grows),
@@ -35,8 +36,18 @@ __all__ = ["softmax", "log_softmax"]
 NEG_INF = float("-inf")
 LOG2E = 1.4426950408889634
 #: a long row is split into at most this many sub-rows of at least SPLIT_MIN_WIDTH
-SPLIT_MAX_ROWS = 64
+SPLIT_MAX_ROWS = 256
 SPLIT_MIN_WIDTH = 128
+#: rows of 16-bit floats up to this many elements (a tile with padding) still run in one
+#: pass as sub-rows; longer ones, and float32 rows past one tile, use the online form
+ONE_PASS_MAX_16BIT = 32768
+#: the hints (``ROW_HINTS`` entry) of a one-pass tile by its element count: a row of
+#: 16384 compiles without spills at occupancy 2 (128 registers), one of 32768 at
+#: occupancy 1 with 8 worker warps (384 threads, 168 registers). On the H200 (bf16,
+#: benchmarks/results/looped_hints_h200_2026-11-30c.json): 4096 x 16384 in 79.1 us
+#: against 129.4 for the online form and torch's 127.8; 2048 x 32768 in 98.8 against
+#: 145.6 and 126.8.
+SPLIT_HINTS = ((8192, "softmax"), (16384, "softmax_16k"), (32768, "softmax_32k"))
 
 
 def _split_rows(n: int) -> int:
@@ -46,6 +57,8 @@ def _split_rows(n: int) -> int:
     Example:
         >>> _split_rows(8192), _split_rows(6144), _split_rows(1000), _split_rows(129)
         (64, 32, 4, 1)
+        >>> _split_rows(32768)
+        256
     """
     g = 1
     while (g < SPLIT_MAX_ROWS and n % (2 * g) == 0
@@ -171,12 +184,17 @@ def _softmax_call(x: Any, *, log: bool = False, block_m: int | None = None,
     rows, n = xv.shape
     bm, bn, looped = _row_tiles(rows, n, block_m, block_n)
     g = _split_rows(n)
-    if (block_m is None and block_n is None and not looped and bm == 1 and g >= 8
-            and xv.is_contiguous and yv.is_contiguous):
-        # one row per tile: as G sub-rows (4-6% faster at 8192 on the H200)
+    w = _pow2_ceil(n // g)
+    # unpadded only: -inf padding makes the loads plain ones (1.8x slower at 8192)
+    long_one_pass = (looped and xt.dtype.itemsize == 2 and g * w <= ONE_PASS_MAX_16BIT
+                     and w == n // g)
+    if (block_m is None and block_n is None and (long_one_pass or (not looped and bm == 1))
+            and g >= 8 and xv.is_contiguous and yv.is_contiguous):
+        # one row per tile, as G sub-rows: 4-6% faster at 8192 on the H200, and read
+        # once instead of twice up to 32768 (1.5-1.6x the online form)
         xs, ys = xv.reshape(rows * g, n // g), yv.reshape(rows * g, n // g)
-        kernel = _row_kernel(softmax_split_kernel, "softmax", xt.device)
-        w = _pow2_ceil(n // g)
+        hints = next(name for most, name in SPLIT_HINTS if g * w <= most)
+        kernel = _row_kernel(softmax_split_kernel, hints, xt.device)
         return _Call(kernel, (_partition_2d(ys, g, w), xs, int(log), int(w != n // g)), y)
     if looped:
         part = yv.partition((bm, bn), schedule=_row_schedule(rows, bm))
@@ -195,8 +213,9 @@ def softmax(x: Any, *, block_m: int | None = None, block_n: int | None = None,
             out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Softmax over the last dimension (float32 statistics, rounded on the store).
 
-    Rows up to 8192 elements are done in one pass (the tile spans the row); longer rows,
-    or any ``block_n`` smaller than the row, use the online two-pass form. ``block_m``
+    Rows up to 8192 elements, and bf16/fp16 rows of 16384 or 32768, are done in one pass
+    (the tile spans the row); longer rows, or any ``block_n`` smaller than the row, use
+    the online two-pass form. ``block_m``
     rows share a tile. A row that is entirely ``-inf`` gives NaN, as in torch.
     ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
     returns ``(out, future)`` (see :mod:`tilelab.kernels`).
