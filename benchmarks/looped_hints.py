@@ -22,10 +22,44 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cuda.tile as ct  # noqa: E402
+
 import tilelab as tl  # noqa: E402
-from tilelab.kernels._host import _hinted_copy  # noqa: E402
+from tilelab.kernels._host import _hinted_copy, hinted  # noqa: E402
 
 OCCUPANCY = (None, 2, 4, 8, 16)
+
+
+# ---- a one-pass norm candidate for rows of 16384-32768 (as softmax's split kernel) ----
+
+def _split_stats(h, n, RMS, eps):
+    """(mean, rstd), each (1, 1), of one row held as a (G, W) tile of sub-rows."""
+    if RMS:
+        mean = ct.zeros((1, 1), dtype=ct.float32)
+        var = ct.sum(ct.sum(h * h, axis=1, keepdims=True), axis=0, keepdims=True) / n
+    else:
+        mean = ct.sum(ct.sum(h, axis=1, keepdims=True), axis=0, keepdims=True) / n
+        d = h - mean
+        var = ct.sum(ct.sum(d * d, axis=1, keepdims=True), axis=0, keepdims=True) / n
+    return mean, ct.rsqrt(var + eps)
+
+
+@tl.kernel
+def norm_split_kernel(y: tl.Out, x: tl.In, w: tl.In, b: tl.In, eps: float,
+                      RMS: ct.Constant[int], HAS_BIAS: ct.Constant[int]):
+    """Layer norm / RMSNorm of one row per tile, as G sub-rows: x and y are the
+    (rows * G, W) views, w and b the (G, W) views of the weight and bias."""
+    g, wd = y.tile_shape
+    m, _ = y.tile_index
+    h = ct.load(x, index=(m, 0), shape=(g, wd),
+                padding_mode=ct.PaddingMode.ZERO).astype(ct.float32)
+    mean, rstd = _split_stats(h, g * wd, RMS, eps)
+    gw = ct.load(w, index=(0, 0), shape=(g, wd), padding_mode=ct.PaddingMode.ZERO)
+    out = (h - mean) * rstd * gw.astype(ct.float32)
+    if HAS_BIAS:
+        out = out + ct.load(b, index=(0, 0), shape=(g, wd),
+                            padding_mode=ct.PaddingMode.ZERO).astype(ct.float32)
+    y.store(out.astype(y.dtype))
 
 
 def _variants(make, block_ns) -> dict:
@@ -129,6 +163,39 @@ def main() -> int:
             variants[f"split_{tag}"] = (kern, (ys2.partition((g, 128)), xs2, 0, 0))
         cases.append((f"softmax_long/{rows}x{n}", lambda sx=sx: torch.softmax(sx, -1), sy,
                       torch.softmax(sx.float(), -1), 2e-2, variants, 2 * sx.numel() * 2))
+    # the norm candidate at 16384 and 32768 (hints that compile without spills on sm_90)
+    for rows, n, hint_sets in ((4096, 16384, ({"occupancy": 2},
+                                               {"occupancy": 2, "num_worker_warps": 8},
+                                               {"occupancy": 1, "num_worker_warps": 8})),
+                               (2048, 32768, ({"occupancy": 1, "num_worker_warps": 8},))):
+        nx = torch.randn(rows, n, device="cuda", dtype=bf)
+        nw = torch.randn(n, device="cuda", dtype=bf)
+        ny = torch.empty_like(nx)
+        nxs, nws, nys = tl.from_dlpack(nx), tl.from_dlpack(nw), tl.from_dlpack(ny)
+        g = n // 128
+        for rms in (1, 0):
+            fn = "rms_norm" if rms else "layer_norm"
+            lib = nm._norm_call(fn, nxs, nws, None if rms else nws, None, 1e-6, bool(rms),
+                                None, None, nys)
+            variants = {"library_looped": (lib.kernel, lib.args)}
+            for h in hint_sets:
+                tag = "_".join(f"{k[:3]}{v}" for k, v in h.items())
+                variants[f"split_{tag}"] = (
+                    hinted(norm_split_kernel, **h),
+                    (nys.reshape(rows * g, 128).partition((g, 128)),
+                     nxs.reshape(rows * g, 128), nws.reshape(g, 128), nws.reshape(g, 128),
+                     1e-6, rms, 1 - rms))
+            if rms:
+                tfn = (lambda nx=nx, nw=nw, n=n:
+                       torch.nn.functional.rms_norm(nx, (n,), nw, 1e-6))
+                want = torch.nn.functional.rms_norm(nx.float(), (n,), nw.float(), 1e-6)
+            else:
+                tfn = (lambda nx=nx, nw=nw, n=n:
+                       torch.nn.functional.layer_norm(nx, (n,), nw, nw, 1e-6))
+                want = torch.nn.functional.layer_norm(nx.float(), (n,), nw.float(),
+                                                      nw.float(), 1e-6)
+            cases.append((f"norm_long/{fn}/{rows}x{n}", tfn, ny, want, 2e-2, variants,
+                          2 * nx.numel() * 2))
     keep = tuple(filter(None, ns.only.split(",")))
     for cid, torch_fn, out, ref, tol, variants, traffic in cases:
         if keep and not cid.startswith(keep):

@@ -113,6 +113,17 @@ def test_row_reductions_with_occupancy_8(shape, dtype):
     assert rel_err(values.numpy(), want_v) < tol
 
 
+@pytest.mark.parametrize("n", [16384, 32768])
+def test_rms_norm_of_long_16bit_rows_in_one_pass(n):
+    """RMSNorm of bf16 rows of 16384/32768 as one tile of sub-rows (occupancy 2; 1 with
+    8 worker warps), against float64."""
+    x = tl.randn(37, n, dtype="bfloat16", device="cuda")
+    w = tl.randn(n, dtype="bfloat16", device="cuda")
+    call = nm._norm_call("rms_norm", x, w, None, None, 1e-6, True, None, None, None)
+    assert call.kernel.__wrapped__ is nm.rms_split_kernel.__wrapped__
+    assert rel_err(nm.rms_norm(x, w).numpy(), ref.rms_norm(x, w)) < 1e-2
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_long_rows_online_softmax_and_looped_norms(dtype):
     """Rows of 20000 (past one tile): the online softmax and the looped norms under

@@ -264,6 +264,35 @@ def test_softmax_online_long_rows(shape, block_m, block_n, log, dtype, rng):
     check(call.run(), want, dtype)
 
 
+@pytest.mark.parametrize("n,hints", [(16384, (2, None)), (32768, (1, 8))])
+def test_rms_norm_of_16bit_rows_up_to_32768_runs_in_one_pass(n, hints, rng):
+    """RMSNorm of bf16 rows of 16384/32768: one tile of 128-wide sub-rows, read once,
+    under the measured hints; layer norm, the fused add, float32 and rows that would
+    need padding keep the looped form."""
+    x = rand(rng, (3, n), "bfloat16", 2.0, 0.5)
+    w = rand(rng, (n,), "bfloat16")
+    call = nm._norm_call("rms_norm", cpu(x), cpu(w), None, None, 1e-6, True, None, None,
+                         None)
+    assert call.kernel.__wrapped__ is nm.rms_split_kernel.__wrapped__
+    assert (call.kernel.options.occupancy, call.kernel.options.num_worker_warps) == hints
+    check(call.run(), ref.rms_norm(x, w, 1e-6), "bfloat16")
+    looped = {
+        "layer_norm": nm._norm_call("layer_norm", cpu(x), cpu(w), None, None, 1e-6, False,
+                                    None, None, None),
+        "add_rms_norm": nm._norm_call("add_rms_norm", cpu(x), cpu(w), None, cpu(x), 1e-6,
+                                      True, None, None, None),
+        "float32": nm._norm_call("rms_norm", cpu(x.astype(np.float32)),
+                                 cpu(w.astype(np.float32)), None, None, 1e-6, True, None,
+                                 None, None),
+        "padded": nm._norm_call("rms_norm", cpu(x[:, :n - 4096]), cpu(w[:n - 4096]), None,
+                                None, 1e-6, True, None, None, None),
+        "block_n": nm._norm_call("rms_norm", cpu(x), cpu(w), None, None, 1e-6, True, None,
+                                 4096, None)}
+    for name, c in looped.items():
+        assert c.kernel.__wrapped__ in (nm.norm_looped_kernel.__wrapped__,
+                                        nm.add_norm_looped_kernel.__wrapped__), name
+
+
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("n,hints", [(16384, (2, None)), (32768, (1, 8))])
 def test_16bit_rows_up_to_32768_run_in_one_pass(n, hints, log, rng):
@@ -601,6 +630,9 @@ def _small_calls():
         "add_norm_rows": nm._norm_call("rms", x, w, None, x, 1e-5, True, 4, None, None),
         "norm_looped": nm._norm_call("ln", x, w, w, None, 1e-5, False, 2, 16, None),
         "add_norm_looped": nm._norm_call("rms", x, w, None, x, 1e-5, True, 2, 16, None),
+        "rms_split": nm._norm_call("rms", cpu(rand(r, (2, 16384), "bfloat16")),
+                                   cpu(rand(r, 16384, "bfloat16")), None, None, 1e-5, True,
+                                   None, None, None),
         "rope_seq": rp._rope_call("apply_rope", q, None, cos, sin, None, 4, True, None),
         "rope_pos": rp._rope_call("apply_rope", q, None, cos, sin, pos, 4, True, None),
         "rope_qk_seq": rp._rope_call("rope", q, k, cos, sin, None, 4, True, None),
@@ -690,6 +722,8 @@ def _typical_gpu_calls():
                                      None, None),
         "add_norm_looped": nm._norm_call("rms", long, t(32768), None, long[:, :], 1e-6,
                                          True, None, None, None),
+        "rms_split": nm._norm_call("rms", t((64, 16384)), t(16384), None, None, 1e-6, True,
+                                   None, None, None),
         "rope_qk_seq": rp._rope_call("rope", q, k, cos, sin, None, None, False, None),
         "rope_qk_pos": rp._rope_call("rope", q.reshape(2048, 32, 128),
                                      k.reshape(2048, 8, 128), cos, sin, pos, None, False,
@@ -707,7 +741,7 @@ def _typical_gpu_calls():
 TYPICAL = functools.lru_cache(maxsize=1)(_typical_gpu_calls)   # built once, lazily
 TYPICAL_NAMES = ["binary", "binary_row", "binary_scalar", "unary", "softmax_rows",
                  "softmax_online", "softmax_split", "norm_rows", "add_norm_rows", "norm_looped",
-                 "add_norm_looped", "rope_qk_seq", "rope_qk_pos", "rope_seq", "rope_pos",
+                 "add_norm_looped", "rms_split", "rope_qk_seq", "rope_qk_pos", "rope_seq", "rope_pos",
                  "embedding", "row_reduce", "row_argmax"]
 
 

@@ -28,7 +28,8 @@ import cuda.tile as ct
 import tilelab as tl
 from tilelab.kernels._host import CallCache, TensorResult
 from tilelab.kernels.elementwise import (_Call, _as_tensor, _check_block, _check_float,
-                                         _output, _partition_2d, _pow2_ceil, _row_kernel,
+                                         _long_row_split, _output, _partition_2d,
+                                         _pow2_ceil, _row_kernel,
                                          _row_schedule, _row_tiles, _rows_of)
 
 __all__ = ["softmax", "log_softmax"]
@@ -38,9 +39,6 @@ LOG2E = 1.4426950408889634
 #: a long row is split into at most this many sub-rows of at least SPLIT_MIN_WIDTH
 SPLIT_MAX_ROWS = 256
 SPLIT_MIN_WIDTH = 128
-#: rows of 16-bit floats up to this many elements (a tile with padding) still run in one
-#: pass as sub-rows; longer ones, and float32 rows past one tile, use the online form
-ONE_PASS_MAX_16BIT = 32768
 #: the hints (``ROW_HINTS`` entry) of a one-pass tile by its element count: a row of
 #: 16384 compiles without spills at occupancy 2 (128 registers), one of 32768 at
 #: occupancy 1 with 8 worker warps (384 threads, 168 registers). On the H200 (bf16,
@@ -185,9 +183,7 @@ def _softmax_call(x: Any, *, log: bool = False, block_m: int | None = None,
     bm, bn, looped = _row_tiles(rows, n, block_m, block_n)
     g = _split_rows(n)
     w = _pow2_ceil(n // g)
-    # unpadded only: -inf padding makes the loads plain ones (1.8x slower at 8192)
-    long_one_pass = (looped and xt.dtype.itemsize == 2 and g * w <= ONE_PASS_MAX_16BIT
-                     and w == n // g)
+    long_one_pass = looped and _long_row_split(n, xt.dtype.itemsize) == g
     if (block_m is None and block_n is None and (long_one_pass or (not looped and bm == 1))
             and g >= 8 and xv.is_contiguous and yv.is_contiguous):
         # one row per tile, as G sub-rows: 4-6% faster at 8192 on the H200, and read
