@@ -351,26 +351,29 @@ def _step_poly(s, m_i, l_i, acc, vt, qk_scale, HALF):
     return m_new, l_i, ct.mma(p.astype(vt.dtype), vt, acc * alpha)
 
 
+def _attend_poly(q, k, v, tile_index, tile_shape, qk_scale, BN, HALF):
+    """The (1, bm, dp) output tile of the plain loop with :func:`_step_poly`."""
+    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, tile_index, tile_shape)
+    for j in range(ct.cdiv(k.shape[2], BN)):
+        m_i, l_i, acc = _step_poly(_scores(qt, k, b, hk, j, dp, BN, bm), m_i, l_i, acc,
+                                   _load_v(v, b, hk, j, BN, dp, 0), qk_scale, HALF)
+    return ct.reshape(acc * (1.0 / l_i), (1, bm, dp))
+
+
 @tl.kernel
 def attn_poly(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
               BN: ct.Constant[int]):
     """Every exponential of the scores on the FMA pipe."""
-    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
-    for j in range(ct.cdiv(k.shape[2], BN)):
-        m_i, l_i, acc = _step_poly(_scores(qt, k, b, hk, j, dp, BN, bm), m_i, l_i, acc,
-                                   _load_v(v, b, hk, j, BN, dp, 0), qk_scale, False)
-    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+    out = _attend_poly(q, k, v, o.tile_index, o.tile_shape, qk_scale, BN, False)
+    o.store(out.astype(o.dtype))
 
 
 @tl.kernel
 def attn_polyhalf(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, qk_scale: float,
                   BN: ct.Constant[int]):
     """Half the exponentials on MUFU, half on the FMA pipe."""
-    bm, dp, b, hk, qt, m_i, l_i, acc = _start(q, k, o.tile_index, o.tile_shape)
-    for j in range(ct.cdiv(k.shape[2], BN)):
-        m_i, l_i, acc = _step_poly(_scores(qt, k, b, hk, j, dp, BN, bm), m_i, l_i, acc,
-                                   _load_v(v, b, hk, j, BN, dp, 0), qk_scale, True)
-    o.store(ct.reshape((acc * (1.0 / l_i)).astype(o.dtype), (1, bm, dp)))
+    out = _attend_poly(q, k, v, o.tile_index, o.tile_shape, qk_scale, BN, True)
+    o.store(out.astype(o.dtype))
 
 
 #: the first run (variant_probe_h200_2026-11-30.json): pipe and lazy slower everywhere;
