@@ -211,8 +211,8 @@ def softmax(x: Any, *, block_m: int | None = None, block_n: int | None = None,
 
     Rows up to 8192 elements, and bf16/fp16 rows of 16384 or 32768, are done in one pass
     (the tile spans the row); longer rows, or any ``block_n`` smaller than the row, use
-    the online two-pass form. ``block_m``
-    rows share a tile. A row that is entirely ``-inf`` gives NaN, as in torch.
+    the online two-pass form. ``block_m`` rows share a tile. A row that is entirely
+    ``-inf`` gives NaN, as in torch.
     ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
     returns ``(out, future)`` (see :mod:`tilelab.kernels`).
 
