@@ -34,7 +34,7 @@ import tilelab as tl
 from tilelab.kernels._host import (CallCache, Plan, TensorResult, hash_once, hinted,
                                    state_without_hash)
 from tilelab.kernels.elementwise import _pow2_ceil
-from tilelab.kernels.matmul import _as_tensor, _sms
+from tilelab.kernels.matmul import _as_tensor, _sms, zero_padded_load
 
 __all__ = ["AttentionConfig", "DecodeConfig", "default_attention_config",
            "default_decode_config", "attention_search_space", "attention",
@@ -257,24 +257,14 @@ def default_decode_config() -> DecodeConfig:
 
 def _load_kt(k, b, hk, j, DP, BN, LAT):
     """K^T tile (DP, BN) of keys j*BN.. of head (b, hk), read K-major (order (0,1,3,2))."""
-    if LAT > 0:
-        t = ct.load(k, index=(b, hk, 0, j), shape=(1, 1, DP, BN), order=(0, 1, 3, 2),
-                    padding_mode=ct.PaddingMode.ZERO, latency=LAT)
-    else:
-        t = ct.load(k, index=(b, hk, 0, j), shape=(1, 1, DP, BN), order=(0, 1, 3, 2),
-                    padding_mode=ct.PaddingMode.ZERO)
+    t = zero_padded_load(k, (b, hk, 0, j), (1, 1, DP, BN), (0, 1, 3, 2), LAT)
     return ct.reshape(t, (DP, BN))
 
 
 def _load_v(v, b, hk, j, BN, DP, LAT):
     """V tile (BN, DP) of keys j*BN.. of head (b, hk)."""
-    if LAT > 0:
-        t = ct.load(v, index=(b, hk, j, 0), shape=(1, 1, BN, DP),
-                    padding_mode=ct.PaddingMode.ZERO, latency=LAT)
-    else:
-        t = ct.load(v, index=(b, hk, j, 0), shape=(1, 1, BN, DP),
-                    padding_mode=ct.PaddingMode.ZERO)
-    return ct.reshape(t, (BN, DP))
+    return ct.reshape(zero_padded_load(v, (b, hk, j, 0), (1, 1, BN, DP), "C", LAT),
+                      (BN, DP))
 
 
 def _softmax_step(s, m_i, l_i, acc, vt, qk_scale):

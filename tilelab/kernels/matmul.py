@@ -348,32 +348,29 @@ def _split_for(n: int, k: int, tn: int, tk: int, num_sms: int) -> int:
 # device-side helpers (plain cuTile, inlined into the kernels)
 
 
+def zero_padded_load(arr, index, shape, order, LAT):
+    """``ct.load`` of a zero-padded tile; LAT > 0 passes cuTile's latency hint, 0 none
+    (the hint is a compile-time choice: the branch folds). Shared by the GEMM and
+    attention kernels.
+
+    Example:
+        >>> zero_padded_load(a, (m, k), (128, 64), "C", 0)         # doctest: +SKIP
+    """
+    if LAT > 0:
+        return ct.load(arr, index=index, shape=shape, order=order,
+                       padding_mode=ct.PaddingMode.ZERO, latency=LAT)
+    return ct.load(arr, index=index, shape=shape, order=order,
+                   padding_mode=ct.PaddingMode.ZERO)
+
+
 def _load_a(a, m, k, TM, TK, LAT):
     """A's (TM, TK) tile (m, k), zero-padded; LAT > 0 passes the latency hint."""
-    if LAT > 0:
-        x = ct.load(a, index=(m, k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO,
-                    latency=LAT)
-    else:
-        x = ct.load(a, index=(m, k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
-    return x
+    return zero_padded_load(a, (m, k), (TM, TK), "C", LAT)
 
 
 def _load_b(b, k, n, TK, TN, TRANS_B, LAT):
     """B's (TK, TN) tile (k, n); with TRANS_B, ``b`` holds B^T (N, K), read K-major."""
-    if TRANS_B:
-        if LAT > 0:
-            y = ct.load(b, index=(k, n), shape=(TK, TN), order=(1, 0),
-                        padding_mode=ct.PaddingMode.ZERO, latency=LAT)
-        else:
-            y = ct.load(b, index=(k, n), shape=(TK, TN), order=(1, 0),
-                        padding_mode=ct.PaddingMode.ZERO)
-    else:
-        if LAT > 0:
-            y = ct.load(b, index=(k, n), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO,
-                        latency=LAT)
-        else:
-            y = ct.load(b, index=(k, n), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
-    return y
+    return zero_padded_load(b, (k, n), (TK, TN), (1, 0) if TRANS_B else "C", LAT)
 
 
 def _mma_step(x, y, acc, FAST_ACC):
@@ -386,20 +383,7 @@ def _mma_step(x, y, acc, FAST_ACC):
 
 def _load_bt(b, k, n, TK, TN, TRANS_B, LAT):
     """B^T's (TN, TK) tile (n, k): _load_b's tile, transposed by the load itself."""
-    if TRANS_B:
-        if LAT > 0:
-            y = ct.load(b, index=(n, k), shape=(TN, TK), padding_mode=ct.PaddingMode.ZERO,
-                        latency=LAT)
-        else:
-            y = ct.load(b, index=(n, k), shape=(TN, TK), padding_mode=ct.PaddingMode.ZERO)
-    else:
-        if LAT > 0:
-            y = ct.load(b, index=(n, k), shape=(TN, TK), order=(1, 0),
-                        padding_mode=ct.PaddingMode.ZERO, latency=LAT)
-        else:
-            y = ct.load(b, index=(n, k), shape=(TN, TK), order=(1, 0),
-                        padding_mode=ct.PaddingMode.ZERO)
-    return y
+    return zero_padded_load(b, (n, k), (TN, TK), "C" if TRANS_B else (1, 0), LAT)
 
 
 def _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC, SWAP):
@@ -535,20 +519,9 @@ def batched_matmul_kernel(c: tl.Out, a: tl.In, b: tl.In, bias: tl.In, res: tl.In
     g, m, n = c.tile_index
     acc = ct.full((tm, tn), 0, dtype=ct.float32)
     for k in range(ct.cdiv(a.shape[2], TK)):
-        if LAT > 0:
-            x = ct.load(a, index=(g, m, k), shape=(1, tm, TK),
-                        padding_mode=ct.PaddingMode.ZERO, latency=LAT)
-        else:
-            x = ct.load(a, index=(g, m, k), shape=(1, tm, TK),
-                        padding_mode=ct.PaddingMode.ZERO)
+        x = zero_padded_load(a, (g, m, k), (1, tm, TK), "C", LAT)
         if B_BATCHED:
-            if LAT > 0:
-                y = ct.load(b, index=(g, k, n), shape=(1, TK, tn),
-                            padding_mode=ct.PaddingMode.ZERO, latency=LAT)
-            else:
-                y = ct.load(b, index=(g, k, n), shape=(1, TK, tn),
-                            padding_mode=ct.PaddingMode.ZERO)
-            y = ct.reshape(y, (TK, tn))
+            y = ct.reshape(zero_padded_load(b, (g, k, n), (1, TK, tn), "C", LAT), (TK, tn))
         else:
             y = _load_b(b, k, n, TK, tn, False, LAT)
         acc = _mma_step(ct.reshape(x, (tm, TK)), y, acc, False)
