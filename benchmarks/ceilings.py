@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cuda.tile as ct  # noqa: E402
 
 import tilelab as tl  # noqa: E402
+from probe_rounds import time_rounds  # noqa: E402
 
 NOMINAL_BPS = 4.8e12          # H200 datasheet HBM3e bandwidth
 MIB = 1 << 20
@@ -73,26 +74,19 @@ def _rel_err(out, ref) -> float:
 
 
 class Timer:
-    """Interleaved rounds over named calls: each round times every call once (rotating
-    the order), and a call's figure is the median of its round medians."""
+    """Named calls timed in interleaved rounds (:func:`probe_rounds.time_rounds`); a
+    call's figure is the median of its round medians."""
 
     def __init__(self, rounds: int, rep: int):
         self.rounds, self.rep = rounds, rep
-        self.calls: dict[str, tuple[Callable[[], Any], dict]] = {}
+        self.calls: dict[str, Callable[[], Any]] = {}
 
-    def add(self, name: str, fn: Callable[[], Any], **bench: Any) -> None:
-        self.calls[name] = (fn, bench)
+    def add(self, name: str, fn: Callable[[], Any]) -> None:
+        self.calls[name] = fn
 
     def run(self) -> dict[str, float]:
-        times: dict[str, list[float]] = {n: [] for n in self.calls}
-        names = list(self.calls)
-        for r in range(self.rounds):
-            k = r % len(names)
-            for name in names[k:] + names[:k]:
-                fn, bench = self.calls[name]
-                opts = {"rep": self.rep, "warmup": 3, **bench}
-                times[name].append(tl.bench(fn, **opts).median)
-        return {n: statistics.median(v) for n, v in times.items()}
+        return {n: statistics.median(v)
+                for n, v in time_rounds(self.calls, self.rounds, self.rep).items()}
 
 
 def memory_ceilings(torch, rounds: int, rep: int) -> dict:

@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tilelab as tl  # noqa: E402
+from probe_rounds import print_failures, time_rounds  # noqa: E402
 from tilelab.kernels import DecodeConfig, decode_attention  # noqa: E402
 
 NOMINAL_BPS = 4.8e12
@@ -87,12 +88,7 @@ def main() -> int:
                     *a[:3], out=a[3], config=cfg, sync=False)
             except Exception as e:      # a config that does not compile or launch
                 item.update(status="error", error=f"{type(e).__name__}: {e}"[:400])
-        times: dict = {n: [] for n in calls}
-        names = list(calls)
-        for r in range(ns.rounds):
-            kk = r % len(names)
-            for name in names[kk:] + names[:kk]:
-                times[name].append(tl.bench(calls[name], rep=ns.rep, warmup=3).median)
+        times = time_rounds(calls, ns.rounds, ns.rep)
         t_torch = statistics.median(times["torch"])
         print(cid, flush=True)
         for name in sorted(calls, key=lambda n: statistics.median(times[n])):
@@ -103,9 +99,7 @@ def main() -> int:
             print(f"   {name:16s} {sec * 1e6:9.1f} us  {nbytes / sec / 1e12:.2f} TB/s "
                   f"({100 * nbytes / sec / NOMINAL_BPS:.0f}%)  {t_torch / sec:.2f}x torch",
                   flush=True)
-        for name, item in row["variants"].items():
-            if item.get("status") not in (None, "ok"):
-                print(f"   {name:16s} {item['status']} {item.get('error', item.get('rel_err'))}")
+        print_failures(row["variants"], 16)
     Path(ns.out).write_text(json.dumps(res, indent=1))
     print(f"wrote {ns.out}")
     return 0

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cuda.tile as ct  # noqa: E402
 
 import tilelab as tl  # noqa: E402
+from probe_rounds import print_failures, time_rounds  # noqa: E402
 from tilelab.kernels._host import _hinted_copy, hinted  # noqa: E402
 
 OCCUPANCY = (None, 2, 4, 8, 16)
@@ -221,12 +222,7 @@ def main() -> int:
                 ok[name] = lambda kern=kern, args=args: kern.launch_async(*args)
             except Exception as e:      # a variant that does not compile or launch
                 item.update(status="error", error=f"{type(e).__name__}: {e}"[:400])
-        times: dict = {n: [] for n in ok}
-        names = list(ok)
-        for r in range(ns.rounds):
-            k = r % len(names)
-            for name in names[k:] + names[:k]:
-                times[name].append(tl.bench(ok[name], rep=ns.rep, warmup=3).median)
+        times = time_rounds(ok, ns.rounds, ns.rep)
         print(cid, flush=True)
         for name in sorted(ok, key=lambda n: statistics.median(times[n])):
             sec = statistics.median(times[name])
@@ -234,9 +230,7 @@ def main() -> int:
                 median_s=sec, TBps=traffic / sec / 1e12, times=times[name])
             print(f"   {name:20s} {sec * 1e6:9.1f} us  {traffic / sec / 1e12:.2f} TB/s",
                   flush=True)
-        for name, item in row["variants"].items():
-            if item.get("status") not in (None, "ok"):
-                print(f"   {name:20s} {item['status']} {item.get('error', item.get('rel_err'))}")
+        print_failures(row["variants"], 20)
     Path(ns.out).write_text(json.dumps(res, indent=1))
     print(f"wrote {ns.out}")
     return 0

@@ -30,6 +30,7 @@ import tilelab as tl
 from tilelab.perf.autotune import config_json
 from tilelab.perf.bench import BenchResult
 
+from probe_rounds import rotated
 from suite_cases import Case
 from suite_data import Arrays, rel_err
 from suite_kernels import Impl, Registry, async_host_call, host_call_args
@@ -329,8 +330,7 @@ def _time_all(timed: list[Variant], checks: dict, case: Case, arrays: Arrays,
     for r in range(max(1, opts.rounds)):
         # round r starts at variant r: the H200's clocks sag during a run (later calls
         # of a round ran up to 10% slower), so a fixed order favoured the first variant
-        shift = r % max(1, len(timed))
-        for v in timed[shift:] + timed[:shift]:
+        for v in rotated(timed, r):
             if checks[v.name]["status"] != "ok":
                 continue
             try:

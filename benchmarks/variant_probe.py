@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tilelab as tl  # noqa: E402
+from probe_rounds import print_failures, time_rounds  # noqa: E402
 from tilelab.kernels._host import hinted  # noqa: E402
 from tilelab.kernels.attention import (LOG2E, AttentionConfig, _load_kt,  # noqa: E402
                                        _load_v, _softmax_step, plan_attention)
@@ -486,17 +487,6 @@ def attention_variants(q, k, v, o, causal: bool, tiles: str = "", library: str =
     return out
 
 
-def rotated(names: list, r: int) -> list:
-    """``names`` starting at position ``r`` (mod its length): round r's timing order.
-
-    Example:
-        >>> rotated(["torch", "library", "a"], 4)
-        ['library', 'a', 'torch']
-    """
-    k = r % len(names) if names else 0
-    return names[k:] + names[:k]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="variant_probe.json")
@@ -608,14 +598,9 @@ def main() -> int:
             except Exception as e:   # a candidate that does not compile or launch
                 item["status"] = "error"
                 item["error"] = f"{type(e).__name__}: {e}"[:600]
-        names = list(ok)
-        for r in range(ns.rounds):
-            # each round starts one variant later, as the suite's: the clocks sag within a
-            # round, and a fixed order favoured the first variants (run j, same config
-            # timed twice at 2K keys: 956 and 1015 us)
-            for name in rotated(names, r):
-                row["variants"][name]["times"].append(
-                    tl.bench(ok[name], rep=ns.rep, warmup=3).median)
+        # each round starts one variant later, as the suite's (see probe_rounds)
+        for name, times in time_rounds(ok, ns.rounds, ns.rep).items():
+            row["variants"][name]["times"] = times
         for name in ok:
             item = row["variants"][name]
             item["median_s"] = statistics.median(item["times"])
@@ -633,10 +618,7 @@ def main() -> int:
             it = row["variants"][name]
             print(f"   {name:34s} {it['median_s'] * 1e6:10.1f} us  {it['vs_torch']:.3f}x",
                   flush=True)
-        for name, it in row["variants"].items():
-            if it["status"] != "ok":
-                print(f"   {name:34s} {it['status']} {it.get('error', it.get('rel_err'))}",
-                      flush=True)
+        print_failures(row["variants"], 34)
     Path(ns.out).write_text(json.dumps(res, indent=1))
     return 0
 
