@@ -143,3 +143,113 @@ def test_cli_cache_info_and_clear(cache_dir):
                            text=True)
     assert "removed 1 cached kernels" in clear.stdout
     assert not entries(cache_dir)
+
+
+# ---- meta.json is checksummed as a whole -------------------------------------------------
+
+
+def _edit_meta(entry: Path, **changes) -> dict:
+    meta = json.loads((entry / "meta.json").read_text())
+    meta.update(changes)
+    (entry / "meta.json").write_text(json.dumps(meta))
+    return meta
+
+
+@pytest.mark.parametrize("field, value", [("symbol", "other_kernel_symbol"),
+                                          ("toolchain", "tileiras 99.9 (forged)"),
+                                          ("kernel", "someone_else"), ("arch", "sm_80")])
+def test_an_edited_meta_field_is_not_loaded(cache_dir, field, value):
+    a = vector_add.compile(*ARGS, arch="sm_90")
+    [entry] = entries(cache_dir)
+    _edit_meta(entry, **{field: value})
+    b = vector_add.compile(*ARGS, arch="sm_90")
+    assert not b.cache_hit and b.symbol == a.symbol and b.cubin == a.cubin
+    c = vector_add.compile(*ARGS, arch="sm_90")   # the rebuilt entry is good again
+    assert c.cache_hit and c.symbol == a.symbol
+    assert value not in json.dumps(json.loads((entries(cache_dir)[0] / "meta.json").read_text()))
+
+
+def test_an_entry_without_the_meta_checksum_is_rebuilt(cache_dir):
+    from tilelab.compiler.cache import META_DIGEST
+
+    vector_add.compile(*ARGS, arch="sm_90")
+    [entry] = entries(cache_dir)
+    meta = json.loads((entry / "meta.json").read_text())
+    assert len(meta[META_DIGEST]) == 64
+    del meta[META_DIGEST]                    # what an older tilelab wrote
+    (entry / "meta.json").write_text(json.dumps(meta))
+    assert DiskCache(cache_dir).load(meta["key"]) is None
+    assert not entries(cache_dir)            # dropped, so the next store rebuilds it
+    assert not vector_add.compile(*ARGS, arch="sm_90").cache_hit
+    assert vector_add.compile(*ARGS, arch="sm_90").cache_hit
+
+
+def test_a_hit_says_which_toolchain_built_it(cache_dir):
+    a = vector_add.compile(*ARGS, arch="sm_90")
+    b = vector_add.compile(*ARGS, arch="sm_90")
+    assert not a.toolchain.startswith("cached")
+    assert b.cache_hit and b.toolchain == f"cached: built by {a.toolchain}"
+    assert f"toolchain: cached: built by {a.toolchain}" in b.summary()
+
+
+# ---- a cache that cannot be written ---------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    from tilelab.compiler import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "_WARNED", set())
+
+
+def _compile_twice(root: Path, recwarn) -> list:
+    arts = [vector_add.compile(*ARGS, arch="sm_90", cache=DiskCache(root)) for _ in range(2)]
+    for art in arts:                         # compiled, returned, never lost
+        assert art.cubin[:4] == b"\x7fELF" and not art.cache_hit
+    return [w for w in recwarn.list if "tilelab cache" in str(w.message)]
+
+
+def test_a_cache_path_that_is_a_file_warns_once_and_compiles(tmp_path, fresh_warnings,
+                                                             recwarn):
+    root = tmp_path / "not-a-dir"
+    root.write_text("I am a file")
+    warned = _compile_twice(root, recwarn)
+    assert len(warned) == 1 and warned[0].category is RuntimeWarning
+    msg = str(warned[0].message)
+    assert msg.startswith(f"tilelab cache at {root} cannot be written (")
+    assert "compiling without caching" in msg
+    assert root.read_text() == "I am a file"
+
+
+@pytest.mark.parametrize("err, reason", [(30, "Read-only file system"),
+                                         (28, "No space left on device"),
+                                         (13, "Permission denied")])
+def test_a_read_only_or_full_cache_warns_once_and_compiles(tmp_path, monkeypatch,
+                                                           fresh_warnings, recwarn, err,
+                                                           reason):
+    from tilelab.compiler import cache as cache_mod
+
+    real_write = Path.write_bytes
+
+    def write_bytes(self, data):
+        if cache_mod.FORMAT in self.parts:
+            raise OSError(err, os.strerror(err), str(self))
+        return real_write(self, data)
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    root = tmp_path / "cache"
+    warned = _compile_twice(root, recwarn)
+    assert len(warned) == 1
+    assert f"tilelab cache at {root} cannot be written ({reason})" in str(warned[0].message)
+    assert not entries(root) and not list((root / "v1").glob("*/.*"))  # nothing half-written
+    # another cache path warns on its own
+    other = tmp_path / "other"
+    assert len(_compile_twice(other, recwarn)) == 2
+
+
+def test_store_reports_whether_it_cached(tmp_path, fresh_warnings):
+    assert DiskCache(tmp_path).store("a" * 64, {"cubin": b"x"}, {"symbol": "k"}) is True
+    f = tmp_path / "file"
+    f.write_text("")
+    with pytest.warns(RuntimeWarning, match="cannot be written"):
+        assert DiskCache(f).store("a" * 64, {"cubin": b"x"}, {"symbol": "k"}) is False
+    assert DiskCache(f).load("a" * 64) is None

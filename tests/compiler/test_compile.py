@@ -74,10 +74,12 @@ def test_lowering_keeps_line_numbers():
             assert lowered_lines[lineno - 1].startswith(expect.rstrip(")"))
     assert len(lk.text.splitlines()) == orig.first_line - 1 + len(orig.lines)
     # the multi-line store stays on its lines; the tile shape became constants
-    assert "ct.store(z," in lowered_lines[orig.tree.lineno + 1]
-    assert lowered_lines[orig.tree.lineno + 2].lstrip().startswith("ct.load(x,")
+    ct_ = lk.ct_alias                   # the lowering's reserved name for cuda.tile
+    assert f"{ct_}.store(z," in lowered_lines[orig.tree.lineno + 1]
+    assert lowered_lines[orig.tree.lineno + 2].lstrip().startswith(f"{ct_}.load(x,")
     assert lowered_lines[orig.tree.lineno + 3].lstrip().startswith("* 2.0")
-    assert "t = (_tl_z_t0,)" in lk.text
+    (t0,) = lk.tile_params["z"]
+    assert f"t = ({t0},)" in lk.text
 
 
 def test_indented_kernel_compiles():
@@ -224,8 +226,9 @@ def test_tile_shape_rules():
         X.partition(1000)
     with pytest.raises(ValueError, match="has 2 dims but the tensor has 1"):
         X.partition((16, 16))
-    with pytest.raises(ValueError, match="rank 4"):
-        tl.spec((2, 2, 2, 2), "f32").partition((1, 1, 1, 1))
+    with pytest.raises(ValueError, match="rank 6"):
+        tl.spec((2,) * 6, "f32").partition((1,) * 6)
+    assert tl.spec((2,) * 5, "f32").partition((1,) * 5).grid == (2,) * 5
 
 
 def test_grouped_and_persistent_grids():
@@ -241,3 +244,29 @@ def test_grouped_and_persistent_grids():
     p = A.partition((128, 128), schedule=tl.persistent(num_blocks=7))
     spec = persistent_gemm.definition.specialize((p, A, A, 64))
     assert spec.grid(num_sms=132) == (7, 1, 1)
+
+
+def test_tileiras_killed_by_a_signal_says_so(monkeypatch):
+    """A tile of millions of elements (within Tile IR's limit) makes tileiras grow past
+    20 GB and get killed; the error says so instead of 'no message'."""
+    from tilelab.compiler.toolchain import ToolResult, Toolchain
+
+    real = Toolchain.run
+
+    def run(self, tool, args, timeout=300.0):
+        if Path(tool).name == "tileiras":
+            return ToolResult(-9, "", "", (str(tool), *args))
+        return real(self, tool, args, timeout)
+    monkeypatch.setattr(Toolchain, "run", run)
+    with pytest.raises(tl.CompileError) as ei:
+        vector_add.compile(*TOUR["vector_add"][1], arch="sm_90", cache=False)
+    e = ei.value
+    assert e.message == ("tileiras was killed by SIGKILL while compiling kernel "
+                         "'vector_add' for sm_90 (most likely out of memory)")
+    assert "very large tiles" in e.hint and "toolchain: tileiras 13.4" in e.hint
+
+
+def test_safe_compile_records_the_tile_ir_check():
+    art = vector_add.compile(*TOUR["vector_add"][1], arch="sm_90", force=True)
+    assert 0 < art.timings["validate"] < art.timings["tileiras"]
+    assert art.timings["disasm"] > 0

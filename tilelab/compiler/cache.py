@@ -3,10 +3,14 @@
 An entry is a directory named by its key (a hash of the lowered source, the
 specialization, the arch, the toolchain version and the options) holding the cubin, the
 Tile IR bytecode and text, the remarks and a ``meta.json`` with the checksum of each
-file. Entries are written to a private temporary directory and renamed into place, so
+file and a checksum of every other field of ``meta.json`` itself (symbol, toolchain,
+...). Entries are written to a private temporary directory and renamed into place, so
 two processes compiling the same kernel at once never see half an entry; an entry whose
 checksums do not match is ignored, removed and rebuilt, never loaded. The cache is
 bounded: after each store the least recently used entries go until it fits.
+
+A cache that cannot be written (a read-only or full file system, a path that is not a
+directory) warns once per process and path, and the compile goes on without caching.
 """
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +29,30 @@ __all__ = ["DiskCache", "default_cache", "CacheStats"]
 
 FORMAT = "v1"
 DEFAULT_MAX_BYTES = 1 << 30
+#: the field of meta.json holding the checksum of all its other fields
+META_DIGEST = "meta_sha256"
+
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _meta_digest(meta: dict) -> str:
+    """sha256 of every field of meta.json but the digest itself (canonical JSON)."""
+    body = {k: v for k, v in meta.items() if k != META_DIGEST}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _warn_unwritable(root: Path, err: OSError) -> None:
+    """Warn once per process and cache path that entries cannot be stored."""
+    path = str(root)
+    with _WARNED_LOCK:
+        if path in _WARNED:
+            return
+        _WARNED.add(path)
+    reason = err.strerror or type(err).__name__
+    warnings.warn(f"tilelab cache at {path} cannot be written ({reason}); compiling "
+                  "without caching (set TILELAB_CACHE_DIR to a writable directory, or "
+                  "TILELAB_CACHE=0)", RuntimeWarning, stacklevel=4)
 
 
 def _default_dir() -> Path:
@@ -54,6 +84,7 @@ class DiskCache:
         >>> import tempfile
         >>> c = DiskCache(tempfile.mkdtemp())
         >>> c.store("k" * 64, {"cubin": b"x"}, {"symbol": "f"})
+        True
         >>> c.load("k" * 64)[0]["cubin"]
         b'x'
     """
@@ -85,6 +116,8 @@ class DiskCache:
                 files[name] = data
             if meta.get("key") != key:
                 raise ValueError("key mismatch")
+            if meta.get(META_DIGEST) != _meta_digest(meta):
+                raise ValueError("meta.json checksum mismatch")
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError):
@@ -97,12 +130,23 @@ class DiskCache:
             pass
         return files, meta
 
-    def store(self, key: str, files: dict[str, bytes], meta: dict) -> None:
-        """Write an entry atomically, then evict old entries past the size bound."""
+    def store(self, key: str, files: dict[str, bytes], meta: dict) -> bool:
+        """Write an entry atomically, then evict old entries past the size bound.
+
+        Returns whether the entry is in the cache. A cache that cannot be written
+        (read-only, full, not a directory) warns once and returns False.
+        """
+        try:
+            return self._store(key, files, meta)
+        except OSError as e:
+            _warn_unwritable(self.root, e)
+            return False
+
+    def _store(self, key: str, files: dict[str, bytes], meta: dict) -> bool:
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self._entry(key)
         if (final / "meta.json").exists():
-            return
+            return True
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=final.parent))
         try:
@@ -112,16 +156,28 @@ class DiskCache:
                 digests[name] = hashlib.sha256(data).hexdigest()
             size = sum(len(d) for d in files.values())
             full = dict(meta, key=key, files=digests, bytes=size, created=time.time())
+            full = json.loads(json.dumps(full))   # what load() will read back
+            full[META_DIGEST] = _meta_digest(full)
             (tmp / "meta.json").write_text(json.dumps(full, indent=1, sort_keys=True))
             try:
                 os.rename(tmp, final)
             except OSError:
                 # another process stored the same key first; theirs is as good as ours
                 shutil.rmtree(tmp, ignore_errors=True)
+                if not (final / "meta.json").exists():
+                    raise
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        self.evict()
+        try:
+            self.evict()
+        except OSError:
+            pass
+        return True
+
+    def discard(self, key: str) -> None:
+        """Remove one entry (it is rebuilt by the next compile)."""
+        shutil.rmtree(self._entry(key), ignore_errors=True)
 
     def _entries(self) -> list[tuple[float, int, Path]]:
         out = []

@@ -75,6 +75,13 @@ def _byte_to_char_col(line: str, byte_col: int) -> int:
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
 
+def _source_error(message: str, where: SourceLocation, hint: str | None = None
+                  ) -> SafetyError:
+    err = SafetyError(message, location=where, hint=hint)
+    err.rule = "source"
+    return err
+
+
 def capture_source(fn: types.FunctionType) -> CapturedSource:
     """Read and parse the source of ``fn`` (a plain Python function).
 
@@ -85,13 +92,15 @@ def capture_source(fn: types.FunctionType) -> CapturedSource:
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"@tl.kernel needs a Python function, got {type(fn).__name__}")
     code = fn.__code__
+    where = SourceLocation(code.co_filename, code.co_firstlineno, 1)
     try:
         file_lines, start = inspect.findsource(fn)
     except (OSError, TypeError):
-        raise SafetyError(
-            f"cannot read the source of kernel {fn.__name__!r} (from {code.co_filename})",
-            hint="define kernels in a .py file, a Jupyter/IPython cell or a %%tile cell; "
-                 "tilelab compiles and checks kernels from their source text") from None
+        raise _source_error(
+            f"cannot read the source of {fn.__name__!r} (from {code.co_filename}), so it "
+            "cannot be checked", where,
+            "define kernels in a .py file, a Jupyter/IPython cell or a %%tile cell; "
+            "tilelab compiles and checks kernels from their source text") from None
     block = inspect.getblock(file_lines[start:])
     first_line = start + 1
     # Parse inside an 'if True:' so that indented definitions (in a class or function)
@@ -100,12 +109,19 @@ def capture_source(fn: types.FunctionType) -> CapturedSource:
     indented = "if True:\n " + " ".join(block)
     try:
         module = ast.parse(indented)
-    except SyntaxError as e:  # pragma: no cover - Python already compiled it
-        raise SafetyError(f"cannot parse kernel {fn.__name__!r}: {e.msg}") from None
+    except SyntaxError as e:
+        raise _source_error(f"cannot parse {fn.__name__!r} from {code.co_filename}: "
+                            f"{e.msg} (was the file edited since it was imported?)",
+                            where) from None
     func = module.body[0].body[0]
     if not isinstance(func, ast.FunctionDef):
-        raise SafetyError(f"@tl.kernel must decorate a 'def' function, got "
-                          f"{type(func).__name__} at {code.co_filename}:{first_line}")
+        raise _source_error(f"@tl.kernel and kernel helpers must be plain 'def' functions, "
+                            f"got {type(func).__name__}", where)
+    if func.name != code.co_name:
+        raise _source_error(f"the source at {code.co_filename}:{first_line} defines "
+                            f"{func.name!r}, not {code.co_name!r}: the file changed since "
+                            "the function was defined, so its source cannot be checked",
+                            where, "re-import the module (or re-run the cell)")
     for node in ast.walk(func):
         if hasattr(node, "lineno"):
             node.lineno += first_line - 2

@@ -15,9 +15,8 @@ from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.cache import DiskCache, default_cache
 from tilelab.compiler.export import check_arch, compile_lowered
 from tilelab.compiler.lower import LoweredKernel, LoweringPlan, lower_kernel
-from tilelab.compiler.safety import KernelAnalysis, analyze_kernel, recheck_calls
+from tilelab.compiler.safety import KernelAnalysis, analyze_kernel, recheck
 from tilelab.compiler.specialize import Specialization, specialize
-from tilelab.errors import SafetyError
 
 __all__ = ["KernelOptions", "KernelDefinition"]
 
@@ -73,22 +72,12 @@ class KernelDefinition:
         self.options = options or KernelOptions()
         t0 = time.perf_counter()
         self.analysis: KernelAnalysis = analyze_kernel(fn, unsafe=self.options.unsafe)
-        if not self.options.check_bounds:
-            for site in self.analysis.sites:
-                if site.kind == "load_like" and not (
-                        site.value is not None and type(site.value).__name__ == "Name"
-                        and site.value.id in {p.name for p in self.analysis.params}):
-                    raise SafetyError(
-                        "check_bounds=False needs tl.load_like to read a parameter "
-                        f"directly, so the launch can prove its tiles are in bounds (in "
-                        f"kernel {self.name!r})",
-                        location=self.analysis.source.location(site.node))
         self.check_seconds = time.perf_counter() - t0
         self._lowered: dict[LoweringPlan, LoweredKernel] = {}
-        self._calls_checked = False
-        #: bumped whenever the helpers are re-checked after a change (launch plans made
+        #: bumped whenever the kernel is re-checked after a change (launch plans made
         #: under an older epoch are stale)
         self.helper_epoch = 0
+        self._needs_check = bool(self.analysis.deferred_calls)
 
     @property
     def fingerprint(self) -> str:
@@ -99,24 +88,30 @@ class KernelDefinition:
         return specialize(self.analysis, args, kernel_name=self.name,
                           check_bounds=self.options.check_bounds)
 
-    def ensure_helpers_checked(self) -> None:
-        """Re-check the kernel's calls if helpers appeared or were redefined since.
+    def ensure_checked(self) -> None:
+        """Check the kernel again if anything its check resolved changed since, or a
+        name was not defined yet when it was defined.
 
-        Cheap when nothing changed (a few dictionary lookups), so launches call it too.
+        The fast path is an identity compare per resolved binding (a launch calls it
+        too); a change re-checks the captured source against the names as they are
+        now, and every lowering (so every compiled or interpreted function) is rebuilt.
         """
-        if self._calls_checked and not self.analysis.helpers.changed():
+        if not self._needs_check and not self.analysis.program.changed():
             return
-        recheck_calls(self.fn, self.analysis)
-        if self._calls_checked:
-            self.helper_epoch += 1
-        self._calls_checked = True
+        recheck(self.fn, self.analysis)
+        self._lowered.clear()
+        self.helper_epoch += 1
+        self._needs_check = False
+
+    #: the former name of :meth:`ensure_checked`
+    ensure_helpers_checked = ensure_checked
 
     def lowered(self, plan: LoweringPlan) -> LoweredKernel:
-        """The lowered kernel for a plan (made once, then reused)."""
-        self.ensure_helpers_checked()
+        """The lowered kernel for a plan (made once per check, then reused)."""
+        self.ensure_checked()
         lk = self._lowered.get(plan)
         if lk is None:
-            lk = lower_kernel(self.analysis, plan, self.fn.__globals__)
+            lk = lower_kernel(self.analysis, plan, kernel_fn=self.fn)
             self._lowered[plan] = lk
         return lk
 
@@ -140,4 +135,5 @@ class KernelDefinition:
             cache = None
         return compile_lowered(self.fn, lk, spec, arch, options=self.options.hints(),
                                cache=cache, force=force, timings=timings,
-                               helpers=self.analysis.helpers.fingerprint())
+                               helpers=self.analysis.program.fingerprint(),
+                               unsafe=self.options.unsafe)

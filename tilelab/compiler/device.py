@@ -65,3 +65,81 @@ def unravel_3d(t, num_1, num_2):
     per_batch = num_1 * num_2
     within = t % per_batch
     return t // per_batch, within // num_2, within % num_2
+
+
+# ---- rank 4 and 5: the tile grid is linearised onto a 1-D launch grid -----------------
+#
+# CUDA grids have three axes, so partitions of rank 4 and 5 launch prod(grid) blocks along
+# x and every block (or persistent loop step) unravels its linear number ``t`` here. The
+# leading grid dimension is never needed: ``t`` is below the product, so the first index
+# is what remains after the others are divided out.
+
+
+def unravel_4d(t, num_1, num_2, num_3):
+    """(i0, i1, i2, i3) of linear tile number ``t`` in row-major order.
+
+    ``num_1``..``num_3`` are the tiles per dimension 1..3 (dimension 3 is fastest).
+
+    Example:
+        >>> unravel_4d(23, 3, 2, 2)
+        (1, 2, 1, 1)
+    """
+    i3 = t % num_3
+    r = t // num_3
+    i2 = r % num_2
+    r = r // num_2
+    return r // num_1, r % num_1, i2, i3
+
+
+def unravel_5d(t, num_1, num_2, num_3, num_4):
+    """(i0, i1, i2, i3, i4) of linear tile number ``t`` in row-major order.
+
+    Example:
+        >>> unravel_5d(47, 2, 3, 2, 2)
+        (1, 1, 2, 1, 1)
+    """
+    i4 = t % num_4
+    r = t // num_4
+    i3 = r % num_3
+    r = r // num_3
+    i2 = r % num_2
+    r = r // num_2
+    return r // num_1, r % num_1, i2, i3, i4
+
+
+def grouped_tile_index_4d(t, num_1, num_m, num_n, group_m):
+    """(b0, b1, m, n) of linear block ``t``: grouped (m, n) within each batch (b0, b1).
+
+    As :func:`grouped_tile_index_3d` does for its batch: the last two tile dimensions
+    (``num_m`` x ``num_n``) are walked in grouped order by ``t % (num_m * num_n)``; the
+    batch number ``t // (num_m * num_n)`` is unravelled row-major over the two leading
+    dimensions (``num_1`` tiles in dimension 1). Consecutive blocks finish one batch's
+    (m, n) grid before starting the next.
+
+    Example:
+        >>> [grouped_tile_index_4d(t, 2, 4, 2, 2) for t in (0, 1, 2, 8, 17)]
+        [(0, 0, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1), (0, 1, 0, 0), (1, 0, 1, 0)]
+    """
+    per = num_m * num_n
+    b = t // per
+    m, n = grouped_tile_index(t % per, num_m, num_n, group_m)
+    return b // num_1, b % num_1, m, n
+
+
+def grouped_tile_index_5d(t, num_1, num_2, num_m, num_n, group_m):
+    """(b0, b1, b2, m, n) of linear block ``t``: grouped (m, n) within each batch.
+
+    The batch number ``t // (num_m * num_n)`` is unravelled row-major over the three
+    leading dimensions (``num_1``, ``num_2`` tiles in dimensions 1 and 2); (m, n) as in
+    :func:`grouped_tile_index_4d`.
+
+    Example:
+        >>> grouped_tile_index_5d(45, 2, 3, 2, 2, 2)
+        (1, 1, 2, 1, 0)
+    """
+    per = num_m * num_n
+    b = t // per
+    m, n = grouped_tile_index(t % per, num_m, num_n, group_m)
+    b2 = b % num_2
+    b = b // num_2
+    return b // num_1, b % num_1, b2, m, n

@@ -20,19 +20,21 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from tilelab.compiler import device as device_module
 from tilelab.compiler.artifacts import Artifacts, ParamLayout
 from tilelab.compiler.cache import DiskCache
 from tilelab.compiler.dtypes import to_cutile_dtype
+from tilelab.compiler.frozen import user_facing
 from tilelab.compiler.lower import LoweredKernel
 from tilelab.compiler.signature import (ArraySpec, ConstantValue, PartitionSpec, ScalarSpec,
                                         array_traits)
 from tilelab.compiler.specialize import Specialization
+from tilelab.compiler.tileir_check import (check_bytecode_tiles, check_partition_tiles,
+                                           check_tileir)
 from tilelab.compiler.toolchain import Toolchain, find_toolchain
 from tilelab.errors import CompileError, SourceLocation, ToolchainError
 
 __all__ = ["SUPPORTED_ARCHS", "check_arch", "compile_lowered", "cache_key",
-           "location_mapper"]
+           "location_mapper", "export_tileir", "DEBUG_TILEIR"]
 
 #: the --gpu-name values tileiras 13.4 accepts
 SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103",
@@ -81,7 +83,9 @@ def device_helpers_digest() -> str:
         >>> len(device_helpers_digest())
         64
     """
-    return hashlib.sha256(Path(device_module.__file__).read_bytes()).hexdigest()
+    from tilelab.compiler.frozen import device_text
+
+    return hashlib.sha256(device_text().encode("utf-8")).hexdigest()
 
 
 def cache_key(lowered: LoweredKernel, spec: Specialization, arch: str, opt_level: int,
@@ -110,6 +114,9 @@ def location_mapper(lowered: LoweredKernel) -> Callable[[str, int, int], tuple[s
                 filename.startswith("<tilelab-lowered ") and filename.endswith(" " + digest)):
             loc = lowered.source_map.to_user(line, col)
             return loc.filename, loc.line, loc.col
+        helper = getattr(lowered, "helper_files", None) or {}
+        if filename in helper:  # a frozen helper's synthetic file: same lines, columns
+            return helper[filename], line, (col or 0) + 1
         return filename, line, (col or 0) + 1
     return mapping
 
@@ -148,21 +155,9 @@ def _constraints(spec: Specialization, lowered: LoweredKernel) -> list:
 
 
 def _cutile_function(fn: types.FunctionType, lowered: LoweredKernel) -> types.FunctionType:
-    """Execute the lowered source in the kernel's globals (plus closure values)."""
-    import cuda.tile as ct
-
-    g = dict(fn.__globals__)
-    if fn.__closure__:
-        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
-            try:
-                g[name] = cell.cell_contents
-            except ValueError:
-                pass
-    g[lowered.ct_alias] = ct
-    g[lowered.dev_alias] = device_module
-    code = compile(lowered.text, lowered.filename, "exec")
-    exec(code, g)
-    return g[lowered.name]
+    """The lowered kernel as a function built from the checked text only (see
+    :mod:`tilelab.compiler.frozen`); ``fn`` is the user's original, for identity."""
+    return lowered.function()
 
 
 def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> CompileError:
@@ -183,6 +178,9 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
                 hint = (f"{part}.store(tile) needs a tile of {part}.tile_shape and "
                         f"{part}.dtype; convert with tile.astype({part}.dtype) and check "
                         "the tile shapes")
+        elif fr.filename in lowered.helper_files:  # a frozen helper: same lines, columns
+            user = SourceLocation(lowered.helper_files[fr.filename], fr.line,
+                                  (fr.col or 0) + 1)
         elif fr.filename:
             user = SourceLocation(fr.filename, fr.line, (fr.col or 0) + 1)
         else:
@@ -193,6 +191,7 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
             chain.append(str(user))
     if chain:
         message += " (called from " + ", ".join(chain) + ")"
+    message = user_facing(message, lowered.source_map.filename)
     return CompileError(f"cuTile rejected kernel {kernel_name!r}: {message}", location=where,
                         hint=hint)
 
@@ -201,7 +200,7 @@ _LOC_RE = re.compile(r'loc\((?:[^"\[]*\[)?"([^"]+)":(\d+):(\d+)\]?\):\s*error:\s
 
 
 def _map_tileiras_error(stderr: str, lowered: LoweredKernel, toolchain: Toolchain,
-                        kernel_name: str, arch: str) -> Exception:
+                        kernel_name: str, arch: str, returncode: int = 1) -> Exception:
     mapper = location_mapper(lowered)
     where, lines = None, []
     for line in stderr.splitlines():
@@ -215,6 +214,19 @@ def _map_tileiras_error(stderr: str, lowered: LoweredKernel, toolchain: Toolchai
         elif line.strip():
             lines.append(line.strip())
     text = "; ".join(lines) or "no message"
+    if returncode < 0 and not lines:
+        import signal
+
+        try:
+            sig_name = signal.Signals(-returncode).name
+        except ValueError:
+            sig_name = f"signal {-returncode}"
+        return CompileError(
+            f"tileiras was killed by {sig_name} while compiling kernel {kernel_name!r} for "
+            f"{arch}" + (" (most likely out of memory)" if -returncode == 9 else ""),
+            hint="very large tiles (millions of elements) make tileiras run for minutes "
+                 "and exhaust memory: use smaller tiles and loop over the rest; "
+                 f"toolchain: {toolchain.describe()}")
     generic = lines == ["error: failed to compile Tile IR program"] or \
         text.strip() == "error: failed to compile Tile IR program"
     if generic:
@@ -233,38 +245,14 @@ def _bytecode_version(toolchain: Toolchain) -> str:
     return f"{mm[0]}.{mm[1]}"
 
 
-def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specialization,
-                    arch: str, *, options: dict[str, Any], cache: DiskCache | None,
-                    force: bool = False, timings: dict[str, float] | None = None,
-                    helpers: str = "") -> Artifacts:
-    """Compile one specialization of a lowered kernel for ``arch`` (cache first).
-
-    ``options`` holds cuTile's kernel hints (``occupancy``, ``num_ctas``,
-    ``num_worker_warps``) and ``opt_level``.
-    """
-    t_start = time.perf_counter()
-    timings = dict(timings or {})
-    toolchain = find_toolchain()
-    opt_level = int(options.get("opt_level", 3))
-    hints = {k: v for k, v in options.items() if k != "opt_level" and v is not None}
-    key = cache_key(lowered, spec, arch, opt_level, hints, toolchain, helpers)
-    layouts: tuple[ParamLayout, ...] = spec.layouts
-    if cache is not None and not force:
-        hit = cache.load(key)
-        if hit is not None:
-            files, meta = hit
-            timings["cache_load"] = time.perf_counter() - t_start
-            return Artifacts(lowered.name, meta["symbol"], arch, files["cubin"],
-                             files["bytecode"], files["tileir.txt"].decode(),
-                             files["remarks.yaml"].decode(), lowered.source,
-                             timings, meta["toolchain"], True, layouts, key,
-                             location_mapper(lowered))
-
+def _export(pyfn: types.FunctionType, lowered: LoweredKernel, spec: Specialization,
+            arch: str, toolchain: Toolchain, hints: dict[str, Any],
+            opt_level: int) -> tuple[bytes, str]:
+    """(Tile IR bytecode, symbol) of a cuTile function under the specialization's
+    signature (cuTile's export API; no tileiras)."""
     import cuda.tile as ct
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
-    t0 = time.perf_counter()
-    pyfn = _cutile_function(fn, lowered)
     ctk = ct.kernel(pyfn, **hints, opt_level=opt_level)
     try:
         sig = KernelSignature(_constraints(spec, lowered), CallingConvention.cutile_python_v1())
@@ -274,22 +262,145 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
                       bytecode_version=_bytecode_version(toolchain))
     except ct.TileError as e:
         raise _map_tile_error(e, lowered, lowered.name) from None
-    bytecode = buf.getvalue()
+    return buf.getvalue(), sig.symbol
+
+
+def export_tileir(fn: types.FunctionType, lowered: LoweredKernel, spec: Specialization,
+                  arch: str = "sm_90", *, pyfn: types.FunctionType | None = None,
+                  debug: bool = True, options: dict[str, Any] | None = None
+                  ) -> tuple[bytes, str]:
+    """(bytecode, Tile IR text) of a lowered kernel (``fn``: the user's function, as for
+    :func:`compile_lowered`) without running tileiras; or, with ``pyfn``, of any cuTile
+    function taking the lowered kernel's parameters, under the same signature.
+
+    ``debug`` prints the ops' source locations (``tileirdisasm -g``), which
+    :func:`tilelab.compiler.tileir_check.check_tileir` reads.
+
+    Example:
+        >>> from tilelab.kernels.examples import vector_add as k           # doctest: +SKIP
+        >>> x = tl.spec(4096, "float32")                                   # doctest: +SKIP
+        >>> sp = k.definition.specialize((x.partition(256), x, x))         # doctest: +SKIP
+        >>> lk = k.definition.lowered(sp.plan)                             # doctest: +SKIP
+        >>> bc, text = export_tileir(k.definition.fn, lk, sp)             # doctest: +SKIP
+    """
+    toolchain = find_toolchain()
+    options = dict(options or {})
+    opt_level = int(options.pop("opt_level", 3))
+    hints = {k: v for k, v in options.items() if v is not None}
+    if pyfn is None:
+        pyfn = _cutile_function(fn, lowered)
+    bytecode, _symbol = _export(pyfn, lowered, spec, check_arch(arch), toolchain, hints,
+                                opt_level)
+    text, why = _disassemble(toolchain, bytecode, debug)
+    if text is None:
+        raise ToolchainError(f"cannot disassemble the Tile IR of kernel {lowered.name!r}: "
+                             f"{why}")
+    return bytecode, text
+
+
+def _disassemble(toolchain: Toolchain, bytecode: bytes, debug: bool) -> tuple[str | None, str]:
+    """(text, "") from tileirdisasm (``-g``: with locations), or (None, why not)."""
+    if toolchain.tileirdisasm is None:
+        return None, ("tileirdisasm is not available beside tileiras (Tile IR text needs "
+                      "CUDA 13.4 or newer)")
+    with tempfile.TemporaryDirectory(prefix="tilelab-dis-") as tmp:
+        path = Path(tmp) / "kernel.tileirbc"
+        path.write_bytes(bytecode)
+        r = toolchain.run(toolchain.tileirdisasm, (["-g"] if debug else []) + [str(path)])
+    if r.returncode != 0:
+        return None, f"tileirdisasm failed: {(r.stderr or r.stdout).strip()}"
+    return r.stdout, ""
+
+
+#: (cache key, sha256 of the Tile IR text) of the checks passed in this process: a
+#: cache hit of the same entry again (a notebook cell re-run) is not checked twice
+_VALIDATED: set[tuple[str, str]] = set()
+
+
+def _validate(debug_text: str | None, why: str, lowered: LoweredKernel,
+              spec: Specialization, timings: dict[str, float], key: str,
+              digest: str | None = None) -> None:
+    """The Tile IR check of a safe kernel (tilelab.compiler.tileir_check)."""
+    t0 = time.perf_counter()
+    if debug_text is None:
+        raise ToolchainError(
+            f"cannot check the Tile IR of kernel {lowered.name!r} before its cubin is "
+            f"used: {why}",
+            hint="install the nvidia-cuda-tileiras release that carries tileirdisasm "
+                 "(13.4 or newer); @tl.kernel(unsafe=True) compiles without the check")
+    memo = (key, digest or hashlib.sha256(debug_text.encode()).hexdigest())
+    if memo not in _VALIDATED:
+        check_tileir(debug_text, lowered, spec, kernel_name=lowered.name,
+                     mapper=location_mapper(lowered))
+        if len(_VALIDATED) > 4096:
+            _VALIDATED.clear()
+        _VALIDATED.add(memo)
+    timings["validate"] = time.perf_counter() - t0
+
+
+#: the cached ``tileirdisasm -g`` text the Tile IR check of a cache hit reads
+DEBUG_TILEIR = "tileir-debug.txt"
+
+
+def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specialization,
+                    arch: str, *, options: dict[str, Any], cache: DiskCache | None,
+                    force: bool = False, timings: dict[str, float] | None = None,
+                    helpers: str = "", unsafe: bool = False) -> Artifacts:
+    """Compile one specialization of a lowered kernel for ``arch`` (cache first).
+
+    ``options`` holds cuTile's kernel hints (``occupancy``, ``num_ctas``,
+    ``num_worker_warps``) and ``opt_level``. Unless ``unsafe``, the kernel's Tile IR is
+    checked (:func:`tilelab.compiler.tileir_check.check_tileir`) before the cubin is
+    stored in the cache or returned, also on a cache hit (an entry without its Tile IR
+    text is rebuilt). A tile past Tile IR's element limit is refused before tileiras
+    runs.
+    """
+    t_start = time.perf_counter()
+    timings = dict(timings or {})
+    check_partition_tiles(lowered, spec)
+    toolchain = find_toolchain()
+    opt_level = int(options.get("opt_level", 3))
+    hints = {k: v for k, v in options.items() if k != "opt_level" and v is not None}
+    key = cache_key(lowered, spec, arch, opt_level, hints, toolchain, helpers)
+    layouts: tuple[ParamLayout, ...] = spec.layouts
+    if cache is not None and not force:
+        hit = cache.load(key)
+        if hit is not None:
+            files, meta = hit
+            debug = files.get(DEBUG_TILEIR)
+            if debug is None and not unsafe:
+                cache.discard(key)   # no Tile IR to check: never load it; rebuild
+            else:
+                if not unsafe:
+                    _validate(debug.decode(errors="replace"), "", lowered, spec, timings,
+                              key, meta["files"].get(DEBUG_TILEIR))
+                timings["cache_load"] = time.perf_counter() - t_start
+                return Artifacts(lowered.name, meta["symbol"], arch, files["cubin"],
+                                 files["bytecode"], files["tileir.txt"].decode(),
+                                 files["remarks.yaml"].decode(), lowered.source,
+                                 timings, f"cached: built by {meta['toolchain']}", True,
+                                 layouts, key, location_mapper(lowered))
+
+    t0 = time.perf_counter()
+    bytecode, symbol = _export(_cutile_function(fn, lowered), lowered, spec, arch, toolchain,
+                               hints, opt_level)
     timings["frontend"] = time.perf_counter() - t0
+
+    # a tile past Tile IR's limit: a located error now (tileiras would fail unlocated)
+    check_bytecode_tiles(bytecode, lowered.name, mapper=location_mapper(lowered),
+                         disassemble=lambda b: _disassemble(toolchain, b, True)[0])
+    t0 = time.perf_counter()
+    tileir, why = _disassemble(toolchain, bytecode, False)
+    if tileir is None:
+        tileir = f"({why})"
+    debug_text, why_debug = _disassemble(toolchain, bytecode, True)
+    timings["disasm"] = time.perf_counter() - t0
+    if not unsafe:
+        _validate(debug_text, why_debug, lowered, spec, timings, key)
 
     with tempfile.TemporaryDirectory(prefix="tilelab-") as tmp:
         bc_path = Path(tmp) / "kernel.tileirbc"
         bc_path.write_bytes(bytecode)
-        t0 = time.perf_counter()
-        tileir = ""
-        if toolchain.tileirdisasm is not None:
-            r = toolchain.run(toolchain.tileirdisasm, [str(bc_path)])
-            tileir = r.stdout if r.returncode == 0 else \
-                f"(tileirdisasm failed: {r.stderr.strip()})"
-        else:
-            tileir = "(tileirdisasm is not available beside tileiras; Tile IR text needs " \
-                     "CUDA 13.4 or newer)"
-        timings["disasm"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         cubin_path = Path(tmp) / "kernel.cubin"
         remarks_path = Path(tmp) / "remarks.yaml"
@@ -300,17 +411,19 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
         timings["tileiras"] = time.perf_counter() - t0
         if r.returncode != 0 or not cubin_path.exists():
             raise _map_tileiras_error(r.stderr or r.stdout, lowered, toolchain,
-                                      lowered.name, arch)
+                                      lowered.name, arch, returncode=r.returncode)
         cubin = cubin_path.read_bytes()
         remarks = remarks_path.read_text(errors="replace") if remarks_path.exists() else ""
     timings["total_compile"] = time.perf_counter() - t_start
-    art = Artifacts(lowered.name, sig.symbol, arch, cubin, bytecode, tileir, remarks,
+    art = Artifacts(lowered.name, symbol, arch, cubin, bytecode, tileir, remarks,
                     lowered.source, timings, toolchain.describe(), False, layouts, key,
                     location_mapper(lowered))
     if cache is not None:
-        cache.store(key, {"cubin": cubin, "bytecode": bytecode,
-                          "tileir.txt": tileir.encode(), "remarks.yaml": remarks.encode()},
-                    {"symbol": sig.symbol, "toolchain": toolchain.describe(), "arch": arch,
-                     "kernel": lowered.name, "timings": timings})
+        files = {"cubin": cubin, "bytecode": bytecode, "tileir.txt": tileir.encode(),
+                 "remarks.yaml": remarks.encode()}
+        if debug_text is not None:
+            files[DEBUG_TILEIR] = debug_text.encode()
+        # a cache that cannot be written warns (once) and the artifacts are kept
+        cache.store(key, files, {"symbol": symbol, "toolchain": toolchain.describe(),
+                                 "arch": arch, "kernel": lowered.name, "timings": timings})
     return art
-

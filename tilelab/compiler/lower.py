@@ -5,8 +5,15 @@ source has the user's line numbers (only columns move on rewritten lines) and te
 what a partition is:
 
     z.store(tl.load_like(x, z) + 1)
-    ->  ct.store(z, index=(ct.bid(0),), tile=ct.broadcast_to(ct.load(x, index=(ct.bid(0),),
-              shape=(_tl_z_t0,), padding_mode=ct.PaddingMode.ZERO) + 1, (_tl_z_t0,)))
+    ->  __tl_ct.store(z, index=(__tl_ct.bid(0),), tile=__tl_ct.broadcast_to(
+            __tl_ct.load(x, index=(__tl_ct.bid(0),), shape=(__tl_z_t0,),
+            padding_mode=__tl_ct.PaddingMode.ZERO) + 1, (__tl_z_t0,)))
+
+The lowering is hygienic: generated code reaches cuTile, the device index helpers and
+``range`` only through reserved names (``__tl_ct``, ``__tl_dev``, ``__tl_range``,
+``__tl_<p>_t<d>``), which user code may not bind or read (the checker's
+``reserved-name`` rule); the namespace they are bound in is built by
+:mod:`tilelab.compiler.frozen` from the checked program alone.
 
 Tile shapes become ``ct.Constant`` parameters appended to the signature; the schedule
 decides the index expression. A :class:`SourceMap` maps positions in the lowered text
@@ -22,6 +29,7 @@ import os
 from dataclasses import dataclass, field
 
 from tilelab.compiler.safety import KernelAnalysis, Site
+from tilelab.compiler.safety.bounds import load_keywords, store_keywords
 from tilelab.errors import SourceLocation
 
 __all__ = ["LoweringPlan", "LoweredKernel", "SourceMap", "lower_kernel"]
@@ -113,6 +121,27 @@ class LoweredKernel:
     source_map: SourceMap = field(repr=False)
     #: original-text character ranges of the safe stores, to explain shape errors
     store_spans: tuple[tuple[int, int, str], ...] = ()
+    #: partition parameters the lowering stores into (the only writes of a safe kernel)
+    store_params: frozenset = frozenset()
+    #: array parameters whose tile loads the lowering emits with check_bounds=False
+    #: because the launch proves them in bounds (empty unless check_bounds=False)
+    unchecked_params: frozenset = frozenset()
+    #: the checked program the function is built from (frozen namespaces)
+    program: object = field(default=None, repr=False, compare=False)
+    kernel_fn: object = field(default=None, repr=False, compare=False)
+    _function: object = field(default=None, repr=False, compare=False)
+    #: synthetic filename of each frozen helper -> the user's file (same lines, columns)
+    helper_files: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def function(self):
+        """The lowered kernel as a Python function built from the checked text only
+        (made once per lowering; cuTile compiles it, the interpreter runs it)."""
+        if self._function is None:
+            from tilelab.compiler.frozen import build_kernel_function
+
+            self._function, self.helper_files = build_kernel_function(
+                self, self.program, self.kernel_fn)
+        return self._function
 
     def store_at(self, line: int, col: int | None) -> str | None:
         """The partition whose safe store covers lowered (line, byte col), if any."""
@@ -127,14 +156,6 @@ class LoweredKernel:
         return "".join(self.text.splitlines(True)[self.first_line - 1:])
 
 
-def _fresh(base: str, taken: set[str]) -> str:
-    name = base
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    return name
-
-
 class _Lowerer:
     def __init__(self, analysis: KernelAnalysis, plan: LoweringPlan, fn_globals: dict):
         self.a = analysis
@@ -145,19 +166,14 @@ class _Lowerer:
         self.line_starts = [0]
         for ln in src.lines:
             self.line_starts.append(self.line_starts[-1] + len(ln))
-        taken = set(analysis.used_names) | set(fn_globals)
-        if "ct" in analysis.ct_aliases:
-            self.ct = "ct"
-        elif analysis.ct_aliases:
-            self.ct = analysis.ct_aliases[0]
-        else:
-            self.ct = _fresh("ct", taken)
-        self.dev = _fresh("_tl", taken)
+        self.ct = "__tl_ct"
+        self.dev = "__tl_dev"
+        self.range = "__tl_range"
         ranks = dict(plan.ranks)
         self.ranks = ranks
-        self.tile_params = {p: tuple(_fresh(f"_tl_{p}_t{d}", taken) for d in range(r))
+        self.tile_params = {p: tuple(f"__tl_{p}_t{d}" for d in range(r))
                             for p, r in ranks.items()}
-        self.group_param = _fresh("_tl_group_m", taken) if plan.grouped else None
+        self.group_param = "__tl_group_m" if plan.grouped else None
         # The partition whose shape defines the grid: the first of the largest rank.
         self.grid_part = next((p for p, r in plan.ranks if r == plan.grid_rank), None)
         self.edits: list[tuple[int, int, object]] = []
@@ -212,7 +228,14 @@ class _Lowerer:
         ct, dev, r, R = self.ct, self.dev, self.ranks[p], self.plan.grid_rank
         G = self.grid_dims()
         gm = self.group_param
-        if at is not None:
+        if R >= 4:  # the tile grid is linearised onto a 1-D launch grid
+            src = self.render(*self.span(at)) if at is not None else \
+                [self.gen(f"{ct}.bid(0)", anchor)]
+            helper = f"grouped_tile_index_{R}d" if gm else f"unravel_{R}d"
+            tail = ", ".join(G[1:]) + (f", {gm}" if gm else "")
+            full = [self.gen(f"{dev}.{helper}(", anchor), *src,
+                    self.gen(f", {tail})", anchor)]
+        elif at is not None:
             t = self.render(*self.span(at))
             if R == 1:
                 full = [self.gen("(", anchor), *t, self.gen(",)", anchor)]
@@ -243,7 +266,7 @@ class _Lowerer:
         if r == R:
             return full
         # A lower-rank partition takes the leading tile coordinates of the grid.
-        if self.plan.schedule == "row_major" and at is None:
+        if self.plan.schedule == "row_major" and at is None and R <= 3:
             comps = [f"{ct}.bid({R - 1 - d})" for d in range(r)]
             return [self.gen("(" + ", ".join(comps) + ("," if r == 1 else "") + ")", anchor)]
         out = [self.gen("(", anchor)]
@@ -253,13 +276,11 @@ class _Lowerer:
         return out
 
     def cb(self) -> str:
-        return "" if self.plan.check_bounds else ", check_bounds=False"
+        return store_keywords(self.plan.check_bounds)
 
     def padding(self) -> str:
-        """Keyword arguments of a safe tile load: zero padding, or no bounds checks."""
-        if self.plan.check_bounds:
-            return f", padding_mode={self.ct}.PaddingMode.ZERO"
-        return ", check_bounds=False"  # every tile is proven in bounds at launch
+        """Keyword arguments of a safe tile load (see tilelab.compiler.safety.bounds)."""
+        return load_keywords(self.ct, self.plan.check_bounds)
 
     def head(self, call: ast.Call, value_start: int) -> tuple[int, list[_Piece]]:
         """(offset after the call's '(', verbatim text from there to the first argument).
@@ -318,7 +339,8 @@ class _Lowerer:
         elif site.kind == "tiles":
             def fn(s=s):
                 total = " * ".join(self.grid_dims())
-                return [self.gen(f"range({ct}.bid(0), {total}, {ct}.num_blocks(0))", s)]
+                return [self.gen(f"{self.range}({ct}.bid(0), {total}, "
+                                 f"{ct}.num_blocks(0))", s)]
         else:  # pragma: no cover - the checker produces no other kinds
             raise AssertionError(site.kind)
         self.add(s, e, fn)
@@ -382,11 +404,24 @@ class _Lowerer:
                          tuple(spans))
         return LoweredKernel(func.name, filename, text, first, self.ct, self.dev,
                              dict(self.tile_params), self.group_param, tuple(extra), smap,
-                             tuple(self.store_spans))
+                             tuple(self.store_spans),
+                             frozenset(p for _, _, p in self.store_spans),
+                             self.unchecked_params(), self.a.program, self.kernel_fn)
+
+    def unchecked_params(self) -> frozenset:
+        if self.plan.check_bounds:
+            return frozenset()
+        out = set()
+        for site in self.a.sites:
+            if site.kind == "load":
+                out.add(site.partition)
+            elif site.kind == "load_like" and isinstance(site.value, ast.Name):
+                out.add(site.value.id)
+        return frozenset(out)
 
 
 def lower_kernel(analysis: KernelAnalysis, plan: LoweringPlan,
-                 fn_globals: dict | None = None) -> LoweredKernel:
+                 fn_globals: dict | None = None, kernel_fn=None) -> LoweredKernel:
     """Lower a checked kernel for one plan (schedule and partition ranks).
 
     Example:
@@ -395,12 +430,14 @@ def lower_kernel(analysis: KernelAnalysis, plan: LoweringPlan,
         >>> def add(z: tl.Out, x: tl.In):
         ...     z.store(tl.load_like(x, z) * 2)
         >>> lk = lower_kernel(analyze_kernel(add), LoweringPlan("row_major", False, (("z", 1),)))
-        >>> print(lk.source.strip().splitlines()[-1].strip()[:40])
-        ct.store(z, index=(ct.bid(0),), tile=ct.
+        >>> print(lk.source.strip().splitlines()[-1].strip()[:44])
+        __tl_ct.store(z, index=(__tl_ct.bid(0),), ti
     """
     names = {p.name for p in analysis.params}
     missing = [p for p in analysis.partitions if p not in dict(plan.ranks)]
     if missing or set(dict(plan.ranks)) - names:
         raise ValueError(f"plan ranks {plan.ranks} do not match the partitions "
                          f"{analysis.partitions}")
-    return _Lowerer(analysis, plan, fn_globals or {}).lower()
+    lowerer = _Lowerer(analysis, plan, fn_globals or {})
+    lowerer.kernel_fn = kernel_fn
+    return lowerer.lower()

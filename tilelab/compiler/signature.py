@@ -18,9 +18,15 @@ from tilelab.compiler.dtypes import dtype_name, itemsize
 from tilelab.compiler.language import Schedule, row_major
 
 __all__ = ["ArraySpec", "PartitionSpec", "ScalarSpec", "ConstantValue", "spec", "c_strides",
-           "ArrayTraits", "array_traits", "describe_arg", "scalar_spec", "ArgSpec"]
+           "ArrayTraits", "array_traits", "describe_arg", "scalar_spec", "ArgSpec",
+           "MAX_PARTITION_RANK"]
 
 _I32_MAX = 2**31 - 1
+
+#: Partitions of rank 1 to 3 launch a grid of the same rank (one block per tile); ranks 4
+#: and 5 linearise the tile grid onto a 1-D launch grid (tilelab.compiler.device.unravel_4d,
+#: unravel_5d, grouped_tile_index_4d, grouped_tile_index_5d).
+MAX_PARTITION_RANK = 5
 
 
 def _largest_pow2_divisor(n: int, cap: int = 16) -> int:
@@ -103,9 +109,10 @@ def normalize_tile_shape(tile_shape: int | Sequence[int], ndim: int) -> tuple[in
     if len(tile) != ndim:
         raise ValueError(f"tile shape {tile} has {len(tile)} dims but the tensor has "
                          f"{ndim}; give one tile size per dimension")
-    if not 1 <= ndim <= 3:
+    if not 1 <= ndim <= MAX_PARTITION_RANK:
         raise ValueError(f"partitions of rank {ndim} are not supported: partition a tensor "
-                         "of rank 1, 2 or 3 (pass higher-rank tensors as tl.In, or reshape)")
+                         f"of rank 1 to {MAX_PARTITION_RANK} (pass higher-rank tensors as "
+                         "tl.In, or reshape)")
     for t in tile:
         if t < 1 or t & (t - 1):
             raise ValueError(f"tile shape {tile}: every tile dimension must be a power of "

@@ -8,14 +8,15 @@ the calling-convention layout and the launch grid.
 """
 from __future__ import annotations
 
-import ast
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tilelab.compiler.artifacts import ParamLayout
-from tilelab.compiler.language import Grouped, Persistent, Schedule
+from tilelab.compiler.language import Grouped, Persistent, RowMajor, Schedule
 from tilelab.compiler.lower import LoweringPlan
 from tilelab.compiler.safety import KernelAnalysis
+from tilelab.compiler.safety.bounds import prove_launch
 from tilelab.compiler.signature import (ArraySpec, ConstantValue, PartitionSpec, ScalarSpec,
                                         array_traits, describe_arg)
 from tilelab.errors import LaunchError
@@ -69,11 +70,22 @@ class Specialization:
         if isinstance(self.schedule, Persistent):
             blocks = self.schedule.num_blocks or num_sms or 1
             return (max(1, min(blocks, p.num_tiles)), 1, 1)
-        if isinstance(self.schedule, Grouped) and len(g) >= 2:
+        if len(g) > 3:
+            # rank 4 and 5: the tile grid is linearised onto x, one block per tile; the
+            # lowered code unravels ct.bid(0) (tilelab.compiler.device.unravel_4d/5d,
+            # grouped_tile_index_4d/5d)
+            grid = (math.prod(g), 1, 1)
+        elif isinstance(self.schedule, Grouped) and len(g) >= 2:
             grid = (g[-2] * g[-1], g[0] if len(g) == 3 else 1, 1)
         else:
             grid = tuple(reversed(g)) + (1,) * (3 - len(g))
         if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
+            if len(g) > 3:
+                raise LaunchError(f"tile grid {g} has {grid[0]} tiles, and a partition of "
+                                  f"rank {len(g)} launches one block per tile along x, "
+                                  f"beyond CUDA's limit of {MAX_GRID_X}",
+                                  hint="use larger tiles, or schedule=tl.persistent(), "
+                                       "which launches one block per SM")
             raise LaunchError(f"tile grid {g} needs a launch grid {grid}, beyond CUDA's "
                               f"limits ({MAX_GRID_X}, {MAX_GRID_YZ}, {MAX_GRID_YZ})",
                               hint="use larger tiles, or schedule=tl.grouped() or "
@@ -146,6 +158,14 @@ def specialize(analysis: KernelAnalysis, args: Sequence[Any], *, kernel_name: st
             arr = s
         specs.append((p.name, p.kind, s))
         t = array_traits(arr)
+        if not t.nonneg_strides:
+            raise LaunchError(
+                f"{kernel_name}(): {p.name!r} (tl.{p.kind}) has negative strides (shape "
+                f"{tuple(arr.shape)}, strides {tuple(arr.strides)} in elements), a reversed "
+                "view such as a[::-1]; cuTile kernels take arrays with non-negative "
+                "strides only, so tilelab refuses them on the GPU and on the CPU backend "
+                "alike", hint="pass a copy in increasing order (t.contiguous(), "
+                "np.ascontiguousarray(a)) and reverse in the kernel or afterwards")
         layouts.append(ParamLayout(p.name, "array", arr.dtype, arr.ndim, t.index_dtype))
 
     schedule, grid_part = None, None
@@ -157,6 +177,7 @@ def specialize(analysis: KernelAnalysis, args: Sequence[Any], *, kernel_name: st
                               f"schedule, got {listed}",
                               hint="partition every output with the same schedule=")
         schedule = partitions[0][1].schedule
+        check_schedule(schedule, kernel_name)
         rank = max(s.ndim for _, s in partitions)
         grid_name, grid_part = next((n, s) for n, s in partitions if s.ndim == rank)
         for n, s in partitions:
@@ -178,8 +199,7 @@ def specialize(analysis: KernelAnalysis, args: Sequence[Any], *, kernel_name: st
                               "the kernel does not loop over p.tiles()",
                               hint="use tl.row_major or tl.grouped(), or write the kernel "
                                    "with 'for t in p.tiles(): ... p.store(tile, at=t)'")
-        if not check_bounds:
-            _check_in_bounds(kernel_name, analysis, specs, partitions, grid_part)
+        prove_launch(kernel_name, analysis, specs, partitions, check_bounds)
     elif analysis.persistent:  # pragma: no cover - a tiles() loop needs a partition
         raise LaunchError(f"{kernel_name}(): persistent kernel without partitions")
 
@@ -197,36 +217,51 @@ def specialize(analysis: KernelAnalysis, args: Sequence[Any], *, kernel_name: st
     return Specialization(plan, tuple(specs), extra, tuple(layouts), schedule, grid_part)
 
 
+#: the schedules tilelab knows the index math of: a closed set, compared by exact type
+SCHEDULE_TYPES = (RowMajor, Grouped, Persistent)
+
+
+def check_schedule(schedule: Any, kernel_name: str = "launch") -> None:
+    """Refuse anything but tilelab's own schedules (no subclasses, no look-alikes).
+
+    Example:
+        >>> check_schedule(Grouped(4))
+    """
+    bad_field = _bad_schedule_field(schedule) if type(schedule) in SCHEDULE_TYPES else None
+    if bad_field is not None:
+        raise LaunchError(f"{kernel_name}(): schedule {schedule!r} has an invalid "
+                          f"{bad_field} (changed after it was made?)",
+                          hint="make the schedule with tl.grouped(group_m) or "
+                               "tl.persistent(num_blocks, group_m)")
+    if type(schedule) not in SCHEDULE_TYPES:
+        raise LaunchError(
+            f"{kernel_name}(): {schedule!r} is not one of tilelab's schedules (a "
+            f"{type(schedule).__qualname__}); schedules decide which block owns which "
+            "tile, so only tl.row_major, tl.grouped(...) and tl.persistent(...) "
+            "themselves are accepted, never subclasses",
+            hint="partition with schedule=tl.row_major, tl.grouped(group_m) or "
+                 "tl.persistent(num_blocks)")
+
+
+def _positive_int(v: Any) -> bool:
+    return type(v) is int and v >= 1
+
+
+def _bad_schedule_field(schedule: Any) -> str | None:
+    """The first field of a tilelab schedule that is not what its constructor allows."""
+    if isinstance(schedule, Grouped) and not _positive_int(schedule.group_m):
+        return "group_m"
+    if isinstance(schedule, Persistent):
+        for f in ("num_blocks", "group_m"):
+            v = getattr(schedule, f)
+            if v is not None and not _positive_int(v):
+                return f
+    return None
+
+
 def _describe(s: Any) -> str:
     if isinstance(s, ArraySpec):
         return f"a whole tensor of shape {s.shape}"
     if isinstance(s, ScalarSpec):
         return f"a scalar ({s.dtype})"
     return type(s).__name__
-
-
-def _check_in_bounds(kernel_name, analysis, specs, partitions, grid_part) -> None:
-    """check_bounds=False is only safe when no tile crosses an edge: prove it here."""
-    for n, s in partitions:
-        for dim, (size, tile) in enumerate(zip(s.array.shape, s.tile_shape)):
-            if size % tile:
-                raise LaunchError(
-                    f"{kernel_name}() is compiled with check_bounds=False, but partition "
-                    f"{n!r} ({s.array.shape} in tiles {s.tile_shape}) has a partial tile in "
-                    f"dimension {dim}; its stores would write out of bounds",
-                    hint="use a tile shape that divides the tensor, or check_bounds=True")
-    by_name = {name: s for name, _, s in specs}
-    for site in analysis.sites:
-        if site.kind != "load_like" or not isinstance(site.value, ast.Name):
-            continue
-        arr = by_name.get(site.value.id)
-        part = dict(partitions)[site.partition]
-        if isinstance(arr, ArraySpec):
-            need = tuple(g * t for g, t in zip(part.grid, part.tile_shape))
-            if arr.ndim != len(need) or any(a < b for a, b in zip(arr.shape, need)):
-                raise LaunchError(
-                    f"{kernel_name}() is compiled with check_bounds=False, but "
-                    f"tl.load_like({site.value.id}, {site.partition}) would read tiles "
-                    f"covering {need} from an array of shape {arr.shape}",
-                    hint="pass arrays at least as large as the partition, or "
-                         "check_bounds=True")

@@ -1,0 +1,72 @@
+"""The two classifications the checker works with: parameter kinds and op kinds.
+
+Both are string enums, so ``kind == "Out"`` comparisons and ``f"tl.{kind}"`` messages
+keep working wherever a kind travels (specializations, launch plans, the lab).
+"""
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ParamKind", "OpKind"]
+
+
+class _StrEnum(str, enum.Enum):
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(str(self), spec)
+
+
+class ParamKind(_StrEnum):
+    """How a kernel may use a parameter (the annotation it was declared with).
+
+    Example:
+        >>> ParamKind.OUT == "Out", f"tl.{ParamKind.OUT}"
+        (True, 'tl.Out')
+    """
+
+    IN = "In"
+    OUT = "Out"
+    INOUT = "InOut"
+    RAW = "Raw"
+    #: no tilelab annotation: an array passed here is read-only, a scalar is a scalar
+    AUTO = "auto"
+    #: ``ct.Constant[...]``
+    CONSTANT = "constant"
+
+    @property
+    def is_partition(self) -> bool:
+        return self in (ParamKind.OUT, ParamKind.INOUT)
+
+    @property
+    def writable(self) -> bool:
+        return self in (ParamKind.OUT, ParamKind.INOUT, ParamKind.RAW)
+
+
+class OpKind(_StrEnum):
+    """What a public name of ``cuda.tile`` does to memory, for the allowlist.
+
+    Example:
+        >>> OpKind.WRITE.allowed_in_safe
+        False
+    """
+
+    #: reads arrays, bounds-checked (the bounds rule decides about check_bounds=False)
+    READ = "read"
+    #: computes on tiles and scalars; touches no memory
+    COMPUTE = "compute"
+    #: writes memory (stores, scatters, atomics): only on tl.Raw in unsafe kernels
+    WRITE = "write"
+    #: makes a new view of an array whose bounds the checker cannot prove
+    VIEW = "view"
+    #: raw pointers, unchecked indexing, unchecked promises to the compiler
+    RAW = "raw"
+    #: a type, dtype or constant: usable as a value or annotation, never called
+    VALUE = "value"
+    #: host-side API (kernel, launch, compilation, exceptions): no meaning in a kernel
+    HOST = "host"
+
+    @property
+    def allowed_in_safe(self) -> bool:
+        return self in (OpKind.READ, OpKind.COMPUTE, OpKind.VALUE)

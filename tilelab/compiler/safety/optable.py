@@ -1,0 +1,165 @@
+"""The allowlist: every public name of ``cuda.tile``, classified, and what else a
+kernel may call or read.
+
+A name of ``cuda.tile`` missing here is refused inside kernels, and a test fails when
+cuTile gains a public name this table lacks, so a new op is unusable until someone
+classifies it (DESIGN §2).
+"""
+from __future__ import annotations
+
+import builtins
+import types
+from typing import Any
+
+from tilelab.compiler.safety.kinds import OpKind
+
+__all__ = ["CT_OPS", "TILE_METHODS", "VIEW_METHODS", "WRITE_METHODS", "RAW_METHODS",
+           "READ_METHODS", "BUILTIN_CALLS", "FUNC_ARGUMENT_OPS", "classify_ct",
+           "is_allowed_value", "builtin_name"]
+
+R, C, W, V, X, VAL, H = (OpKind.READ, OpKind.COMPUTE, OpKind.WRITE, OpKind.VIEW,
+                         OpKind.RAW, OpKind.VALUE, OpKind.HOST)
+
+
+def _names(kind: OpKind, text: str) -> dict[str, OpKind]:
+    return {n: kind for n in text.split()}
+
+
+#: every public name of cuda.tile 1.7, by what it does to memory
+CT_OPS: dict[str, OpKind] = {
+    **_names(R, "load gather"),
+    **_names(W, "store scatter store_advanced_indexing atomic_add atomic_and atomic_cas "
+                "atomic_max atomic_min atomic_or atomic_xchg atomic_xor"),
+    # load_advanced_indexing: "if the tile lies entirely outside the view, the behavior
+    # is undefined" (its docstring), and it has no bounds check to keep on.
+    # assume_divisible_by: an unchecked promise the compiler may drop bounds masks for.
+    **_names(X, "load_advanced_indexing assume_divisible_by foreign_pointer_dtype"),
+    **_names(C, "abs add arange argmax argmin assert_ astile astype atan2 bid bitcast "
+                "bitwise_and bitwise_lshift bitwise_not bitwise_or bitwise_rshift "
+                "bitwise_xor broadcast_to cat cdiv ceil cos cosh cumprod cumsum divmod "
+                "ensure_constant equal exp exp2 expand_dims extract floor floordiv full "
+                "gather_scatter_placeholder greater greater_equal "
+                "grid_dependency_control_launch_dependents grid_dependency_control_wait "
+                "insert isnan less less_equal log log2 matmul max maximum min minimum "
+                "mma mma_scaled mod mul negative not_equal num_blocks num_tiles ones "
+                "pack_to_bytes permute pow print printf prod reduce reshape rsqrt scan "
+                "Slice sin sinh sqrt static_assert static_eval static_exception static_iter "
+                "sub sum tan tanh transpose truediv unpack_from_bytes where zeros"),
+    **_names(VAL, "Array ArrayAnnotation ByTarget Constant ConstantAnnotation DType "
+                  "IndexedWithInt64 ListAnnotation MemoryOrder MemoryScope PaddingMode "
+                  "RoundingMode Scalar ScalarInt64 Tile TiledView bfloat16 bool_ "
+                  "float16 float32 float4_e2m1fn float64 float8_e4m3fn float8_e5m2 "
+                  "float8_e5m3fnu float8_e8m0fnu int16 int32 int64 int8 tfloat32 "
+                  "uint16 uint32 uint64 uint8"),
+    **_names(H, "StaticException TileCompilerExecutionError TileCompilerTimeoutError "
+                "TileError TileInternalError TileRecursionError TileStaticAssertionError "
+                "TileStaticEvalError TileSyntaxError TileTypeError "
+                "TileUnsupportedFeatureError TileValueError compilation compiler_timeout "
+                "function jax kernel launch tune"),
+}
+CT_OPS.pop("gather_scatter_placeholder")
+
+#: ops whose ``func`` argument is a function the op calls (checked as a helper)
+FUNC_ARGUMENT_OPS = {"reduce": 2, "scan": 2}
+
+#: methods of tiles (ct.Tile): compute only
+TILE_METHODS = frozenset({"astype", "extract", "insert", "item", "permute", "reshape",
+                          "transpose"})
+#: methods of arrays that make views (ct.Array)
+VIEW_METHODS = frozenset({"slice", "tiled_view"})
+#: methods that write (ct.TiledView, RawArrayMemory)
+WRITE_METHODS = frozenset({
+    "store", "store_offset", "atomic_store_add", "atomic_store_max", "atomic_store_min",
+    "atomic_store_and", "atomic_store_or", "atomic_store_xor", "atomic_cas_offset",
+    "atomic_xchg_offset", "atomic_add_offset", "atomic_max_offset", "atomic_min_offset",
+    "atomic_and_offset", "atomic_or_offset", "atomic_xor_offset"})
+#: methods that read through a view (TiledView.load) or raw memory
+READ_METHODS = frozenset({"load", "load_offset", "num_tiles"})
+#: methods that reach raw memory or pointers
+RAW_METHODS = frozenset({"get_raw_memory", "from_foreign"})
+
+#: the builtins cuTile compiles (its frontend implements exactly these)
+BUILTIN_CALLS = frozenset({"abs", "bool", "divmod", "float", "int", "len", "max", "min",
+                           "print", "range", "repr", "slice", "str", "tuple"})
+DYNAMIC_BUILTINS = frozenset({"getattr", "setattr", "delattr", "eval", "exec", "globals",
+                              "locals", "vars", "__import__", "compile", "open",
+                              "breakpoint", "input", "memoryview", "object", "type"})
+
+
+def classify_ct(name: str) -> OpKind | None:
+    """The kind of ``cuda.tile.<name>``, or None when the table lacks it (refused).
+
+    Example:
+        >>> classify_ct("store"), classify_ct("exp")
+        (<OpKind.WRITE: 'write'>, <OpKind.COMPUTE: 'compute'>)
+    """
+    return CT_OPS.get(name)
+
+
+#: Python's builtins as they were when tilelab was imported (a later patch of the
+#: builtins module is not a builtin to the checker)
+PRISTINE_BUILTINS: dict[str, Any] = {n: getattr(builtins, n) for n in dir(builtins)
+                                     if not n.startswith("_") or n == "__import__"}
+
+
+def builtin_name(obj: Any) -> str | None:
+    """The name of obj when it is one of Python's (pristine) builtins, else None."""
+    name = getattr(obj, "__name__", None)
+    if isinstance(name, str) and PRISTINE_BUILTINS.get(name) is obj:
+        return name
+    return None
+
+
+_SCALARS = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis))
+#: builtin types a kernel may name (annotations such as ct.Constant[int], dtype=int)
+_BUILTIN_TYPES = (int, float, bool, complex, str, tuple)
+
+
+def is_allowed_value(obj: Any) -> bool:
+    """Whether a kernel may read ``obj`` from its module (immutable, data-only, and of
+    exactly an allowed type: a subclass could bring operators that run code).
+
+    Example:
+        >>> is_allowed_value((1, 2.0, "a")), is_allowed_value([1, 2])
+        (True, False)
+    """
+    t = type(obj)
+    if t in _SCALARS or any(obj is b for b in _BUILTIN_TYPES):
+        return True
+    if t is tuple or t is frozenset:
+        return all(is_allowed_value(v) for v in obj)
+    if id(obj) in _ct_value_ids():
+        return True
+    import enum
+
+    import cuda.tile as ct
+    if t is ct.DType or (isinstance(obj, enum.Enum) and id(t) in _ct_value_ids()):
+        return True
+    import numpy as np
+    mod = t.__module__ or ""
+    if isinstance(obj, (np.generic, np.dtype)) and mod.split(".")[0] in ("numpy",
+                                                                         "ml_dtypes"):
+        return True
+    if isinstance(obj, type) and issubclass(obj, np.generic) and \
+            (obj.__module__ or "").split(".")[0] in ("numpy", "ml_dtypes"):
+        return True
+    if t.__name__ == "dtype" and mod == "torch":
+        return True
+    return False
+
+
+_VALUE_IDS: frozenset | None = None
+
+
+def _ct_value_ids() -> frozenset:
+    """ids of the objects CT_OPS classifies as VALUE (types, dtypes, annotations)."""
+    global _VALUE_IDS
+    if _VALUE_IDS is None:
+        import cuda.tile as ct
+        _VALUE_IDS = frozenset(id(getattr(ct, n)) for n, k in CT_OPS.items()
+                               if k == OpKind.VALUE and hasattr(ct, n))
+    return _VALUE_IDS
+
+
+def is_module(obj: Any) -> bool:
+    return isinstance(obj, types.ModuleType)
