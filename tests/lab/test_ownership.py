@@ -186,6 +186,34 @@ def test_three_dimensional_partition_is_faceted_by_leading_tile():
             assert owners[b, m, n] == b * 4 + pid
 
 
+@pytest.mark.parametrize("schedule", [tl.row_major, tl.grouped(2), tl.persistent(5)],
+                         ids=str)
+def test_rank_4_partition_is_faceted_by_its_two_leading_tiles(schedule):
+    out = tl.empty((2, 12, 3, 16), device="cpu")          # (batch, seq, heads, dim)
+    p = out.partition((1, 8, 1, 8), schedule=schedule)
+    fig = ownership_figure(p, name="out", theme="light", block=3)
+    owners = p.owners()
+    meshes = {m.get_gid(): m for m in artists(fig, "tiles:out:")}
+    assert sorted(meshes) == [f"tiles:out:{b},{s}" for b in range(2) for s in range(2)]
+    for (b, s) in [(0, 0), (1, 1)]:
+        assert mesh_values(meshes[f"tiles:out:{b},{s}"]).tolist() == owners[b, s].tolist()
+    titles = {ax.get_title() for ax in fig.axes}
+    assert "out[0, 0:8, :, :]" in titles and "out[1, 8:12, :, :]" in titles
+    section = fig.tilelab["sections"][0]
+    assert section["block_tiles"] == p.tiles_of(3, p.num_blocks())
+    outlined = [t for panel in section["panels"] for t in panel["outlined"]]
+    assert sorted(outlined) == sorted(p.tiles_of(3, p.num_blocks()))
+
+
+def test_rank_5_partition_samples_its_slabs():
+    p = tl.empty((2, 3, 4, 32, 32), device="cpu").partition((1, 1, 1, 16, 16),
+                                                              schedule=tl.grouped(2))
+    fig = ownership_figure(p, name="y", theme="light", max_panels=6, block=50)
+    leads = [s["lead"] for s in fig.tilelab["sections"][0]["panels"]]
+    assert len(leads) == 6 and p.tiles_of(50)[0][:3] in leads
+    assert "6 of 24 slabs shown" in fig.subfigs[0]._suptitle.get_text().replace("\n", " ")
+
+
 def test_many_slabs_are_sampled_and_said_so():
     p = tl.empty((20, 16, 16), device="cpu").partition((1, 16, 16))
     fig = ownership_figure(p, name="z", theme="light", max_panels=6, block=13)

@@ -189,7 +189,7 @@ def test_kernels_with_helpers_take_the_c_path_until_a_helper_changes(nfake, monk
     sends the launch to Python, which finds it stale."""
     args = _args()
     fast = nfake.prepare(*args, kernel=add_helped)
-    assert [(name, obj) for _, name, obj in fast.helpers.bindings] == [("_plus", _plus)]
+    assert ("_plus", _plus) in [(name, obj) for _, name, obj in fast.helpers.bindings]
     runs = _count_runs(monkeypatch)
     add_helped.launch_async(*args).wait()       # Python learns the call site
     add_helped.launch_async(*args).wait()

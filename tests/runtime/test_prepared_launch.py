@@ -340,6 +340,26 @@ def test_conflicting_launch_on_another_stream(fake):
     assert LEDGER.pending_count == 0
 
 
+def test_a_conflict_found_by_a_prepared_launch_names_its_line(fake):
+    zp, x, y = args = _args()
+    fake.prepare(*args)
+    fut = add.launch_async(zp, x, y)
+    line = sys._getframe().f_lineno + 2
+    with pytest.raises(BorrowError) as e:
+        add(zp, x, y, stream=object())
+    assert (e.value.location.filename, e.value.location.line) == (__file__, line)
+    assert str(e.value).startswith(f"{__file__}:{line}:")
+    fut.wait()
+
+
+def test_an_empty_partition_launches_nothing(fake):
+    z, x = tl.empty((0, 64), device="cpu"), tl.empty((0, 64), device="cpu")
+    assert add(z.partition((16, 64)), x, x) is None
+    fut = add.launch_async(z.partition((16, 64)), x, x)
+    assert fut.done() and fut.stream is None
+    assert fake.launches == [] and add._launcher._fast == {} and LEDGER.pending_count == 0
+
+
 def test_waiting_on_a_future_observes_earlier_launches_only(fake):
     zp, x, y = args = _args()
     fake.prepare(*args)

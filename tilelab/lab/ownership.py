@@ -325,17 +325,22 @@ def _choose_panels(shape: Sequence[int], lead_rank: int, max_panels: int,
 
 # ============================================================================ tile panels
 
-def _tile_panel(ax: Any, data: OwnershipData, lead: int | None, colors: list, theme: Theme,
-                *, block: int | None, max_tiles: int, max_labels: int,
-                panel_pt: float = 230.0) -> dict[str, Any]:
-    """Draw one 2-D (or strip) slab of the tile grid; returns what was drawn."""
+def _tile_panel(ax: Any, data: OwnershipData, lead: int | tuple[int, ...] | None,
+                colors: list, theme: Theme, *, block: int | None, max_tiles: int,
+                max_labels: int, panel_pt: float = 230.0) -> dict[str, Any]:
+    """Draw one 2-D (or strip) slab of the tile grid; returns what was drawn.
+
+    ``lead`` picks the slab of a rank-3 grid (an int) or of a rank-4/5 grid (a tuple of
+    the leading tile indices)."""
     from matplotlib.colors import ListedColormap, Normalize
     from matplotlib.patches import Rectangle
 
-    owners = data.owners if lead is None else data.owners[lead]
-    position = data.position if lead is None else data.position[lead]
-    shape = data.shape if lead is None else data.shape[1:]
-    tshape = data.tile_shape if lead is None else data.tile_shape[1:]
+    lead_t = () if lead is None else (lead if isinstance(lead, tuple) else (lead,))
+    k = len(lead_t)
+    owners = data.owners[lead_t] if k else data.owners
+    position = data.position[lead_t] if k else data.position
+    shape = data.shape[k:]
+    tshape = data.tile_shape[k:]
     owners2, strip = _as_2d(owners)
     pos2 = position.reshape(owners2.shape)
     if strip:
@@ -363,7 +368,7 @@ def _tile_panel(ax: Any, data: OwnershipData, lead: int | None, colors: list, th
     mesh = ax.pcolormesh(c_edges, r_edges, shown, cmap=cmap, norm=norm,
                          edgecolors=theme.panel if few else "face",
                          linewidth=0.6 if few else 0.0)
-    mesh.set_gid(f"tiles:{data.name}" + ("" if lead is None else f":{lead}"))
+    mesh.set_gid(f"tiles:{data.name}" + ("" if not k else ":" + ",".join(map(str, lead_t))))
     _style_axes(ax, theme, 1 if strip else rows, cols, strip)
 
     # labels: all tiles when few enough, else a regular sample plus the chosen block's
@@ -393,8 +398,7 @@ def _tile_panel(ax: Any, data: OwnershipData, lead: int | None, colors: list, th
         if rot:   # vertical labels need only their line height between neighbours
             size = max(4.0, min(9.0, 0.8 * spacing))
         for i, j in cells:
-            full = (lead,) if lead is not None else ()
-            tile = full + ((j,) if strip else (i, j))
+            tile = lead_t + ((j,) if strip else (i, j))
             color = colors[int(owners2[i, j])]
             ink = "#000000" if _luminance(color) > 0.5 else "#ffffff"
             x = (c_edges[j] + c_edges[j + 1]) / 2
@@ -422,7 +426,7 @@ def _tile_panel(ax: Any, data: OwnershipData, lead: int | None, colors: list, th
     outlined = []
     if block is not None:
         for t in data.tiles_of(block):
-            if lead is not None and t[0] != lead:
+            if k and tuple(t[:k]) != lead_t:
                 continue
             b = data.tile_bounds(t)
             (r0, r1), (c0, c1) = ((0, 1), b[0]) if strip else b[-2:]
@@ -430,9 +434,10 @@ def _tile_panel(ax: Any, data: OwnershipData, lead: int | None, colors: list, th
                                    edgecolor=theme.highlight, gid="block-tiles"))
             outlined.append(t)
     title = data.name
-    if lead is not None:
-        lo, hi = data.tile_bounds((lead,) + (0,) * (len(data.grid) - 1))[0]
-        title = f"{data.name}[{lo if hi == lo + 1 else f'{lo}:{hi}'}, :, :]"
+    if k:
+        bounds = data.tile_bounds(lead_t + (0,) * (len(data.grid) - k))[:k]
+        at = ", ".join(f"{lo}" if hi == lo + 1 else f"{lo}:{hi}" for lo, hi in bounds)
+        title = f"{data.name}[{at}, :, :]"
     if aggregated:
         title += f" (every {fr}×{fc}-th tile shown)" if not strip else f" (every {fc}-th tile)"
     elif len(labelled) < gr * gc:
@@ -446,16 +451,20 @@ def _tile_panel(ax: Any, data: OwnershipData, lead: int | None, colors: list, th
 def _partition_section(sub: Any, data: OwnershipData, theme: Theme, *, block: int | None,
                        max_tiles: int, max_labels: int, max_panels: int) -> dict[str, Any]:
     colors = owner_colors(data.num_blocks, theme)
-    if len(data.grid) == 3:
+    if len(data.grid) >= 3:
+        # rank 3: one slab per leading tile index; ranks 4 and 5: one per leading pair or
+        # triple (small multiples of the last two tile dimensions)
+        lead_rank = len(data.grid) - 2
         prefer = None
         if block is not None:
-            prefer = np.zeros(data.grid[:1], bool)
+            prefer = np.zeros(data.grid[:lead_rank], bool)
             for t in data.tiles_of(block):
-                prefer[t[0]] = True
-        leads, total = _choose_panels(data.grid, 1, max_panels, prefer)
+                prefer[tuple(t[:lead_rank])] = True
+        leads, total = _choose_panels(data.grid, lead_rank, max_panels, prefer)
         axes = _panel_grid(sub, len(leads), strip=False)
         per_row = math.ceil(math.sqrt(len(leads)))
-        panels = [_tile_panel(ax, data, lead[0], colors, theme, block=block,
+        panels = [_tile_panel(ax, data, lead[0] if lead_rank == 1 else lead, colors, theme,
+                              block=block,
                               max_tiles=max(16, max_tiles // len(leads)),
                               max_labels=max(8, max_labels // len(leads)),
                               panel_pt=230.0 / per_row)
@@ -609,7 +618,8 @@ def ownership_figure(partition: Any, *, trace: Any = None, block: Any = None,
     ``inputs`` picks the input arguments (None: every ``tl.In``; ``()``: none). Tile grids
     beyond ``max_tiles`` are drawn every f-th tile; beyond ``max_labels`` tiles only a
     sample is labelled; 3-D partitions become small multiples over their leading tile
-    index (at most ``max_panels``).
+    index, 4-D and 5-D ones over their two or three leading tile indices (at most
+    ``max_panels``).
 
     Example:
         >>> import tilelab as tl

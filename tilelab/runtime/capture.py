@@ -21,13 +21,13 @@ def current_graph() -> Any:
 
 
 def set_current_graph(graph: Any) -> None:
-    from tilelab.runtime.ledger import SPECIAL_MODES
+    from tilelab.runtime.ledger import add_special_mode
 
     previous = getattr(_state, "graph", None)
     if previous is None and graph is not None:
-        SPECIAL_MODES[0] += 1
+        add_special_mode(1)
     elif previous is not None and graph is None:
-        SPECIAL_MODES[0] -= 1
+        add_special_mode(-1)
     _state.graph = graph
 
 

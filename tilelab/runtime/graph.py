@@ -193,15 +193,20 @@ class Graph:
                                None, self, s)   # the graph holds its tensors
             LEDGER.add(rec, claims)
             return Future(rec)
-        LEDGER.check_launch("graph replay", claims, "cpu")
-        for e in self.entries:
-            if isinstance(e, _Entry):
-                e.launcher._launch_cpu(e.plan, e.args, e.grid, [], True, None)
-            else:
-                e.dst._copy_from_on(e.src, None)
-        rec = LaunchRecord(f"graph of {len(self.entries)} launches", call_site(), "cpu",
-                           None, self)
-        LEDGER.add(rec, claims)
+        # the replay's borrows are held while it runs (another thread's conflicting
+        # access raises BorrowError), then until its future is observed
+        rec = LaunchRecord(f"graph of {len(self.entries)} launches", call_site(), "cpu")
+        LEDGER.begin(rec, claims, self)
+        keep = False
+        try:
+            for e in self.entries:
+                if isinstance(e, _Entry):
+                    e.launcher._launch_cpu(e.plan, e.args, e.grid, [], True, None)
+                else:
+                    e.dst._copy_from_on(e.src, None)
+            keep = True
+        finally:
+            LEDGER.end(rec, keep)
         return Future(rec)
 
     def __repr__(self) -> str:

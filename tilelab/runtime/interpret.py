@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelab.errors import LaunchError
-from tilelab.runtime.ledger import LEDGER
+from tilelab.errors import AliasError, BorrowError, LaunchError
+from tilelab.runtime.launch import _empty_partition, _tensor_of
+from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, locate
 
 __all__ = ["interpret"]
 
@@ -40,17 +41,41 @@ def interpret(kernel: Any, *args: Any, grid: Any = None, order: str = "sequentia
                               hint="tilelab kernels infer the grid from their partitions")
         return run(kernel, *args, grid=grid, order=order, seed=seed, trace=trace,
                    sample_blocks=sample_blocks, stdout=stdout, races=races)
+    try:
+        return _interpret(kernel, args, grid, order=order, seed=seed, trace=trace,
+                          sample_blocks=sample_blocks, races=races)
+    except (AliasError, BorrowError, LaunchError) as e:
+        locate(e)   # (the user's line)
+        raise
+
+
+def _interpret(kernel: Any, args: tuple, grid: Any, **kw: Any):
     launcher = kernel._launcher
     norm, device = launcher.prepare(args)
     if device != "cpu":
         raise LaunchError(f"tl.interpret({kernel.name}): the arguments live on the GPU; the "
                           "interpreter runs on host memory",
                           hint="pass CPU tensors (tensor.to('cpu')) or numpy arrays")
+    if grid is None:
+        empty = _empty_partition(norm)
+        if empty is not None:
+            name = next(p.name for p, a in zip(kernel.definition.analysis.params, norm)
+                        if a is empty)
+            raise LaunchError(f"tl.interpret({kernel.name}): {name!r} is a partition of an "
+                              f"empty tensor (shape {empty.tensor.shape}), so the launch has "
+                              "no block to run and no trace to show (a launch of it is a "
+                              "no-op)", hint="interpret it with a non-empty tensor")
     plan = launcher.plan(norm, "cpu")
     g = launcher.grid_for(plan, grid)
     claims = launcher.check_aliases(plan, norm)
-    LEDGER.check_launch(kernel.name, claims, "cpu")
-    result = launcher.run_cpu(plan, norm, g, trace=trace, races=trace and races,
-                              order=order, seed=seed, sample_blocks=sample_blocks)
+    tensors = [t for t in map(_tensor_of, norm) if t is not None]
+    rec = LaunchRecord(kernel.name, call_site(), "cpu")
+    LEDGER.begin(rec, claims, tensors, [t._storage for t in tensors])
+    try:   # (borrows held while it runs, as a CPU launch's)
+        result = launcher.run_cpu(plan, norm, g, trace=kw["trace"],
+                                  races=kw["trace"] and kw["races"], order=kw["order"],
+                                  seed=kw["seed"], sample_blocks=kw["sample_blocks"])
+    finally:
+        LEDGER.end(rec, False)
     launcher.last_trace = result
     return result

@@ -7,8 +7,13 @@ from typing import Any, Callable
 
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition, KernelOptions
+from tilelab.errors import AliasError, BorrowError, CompileError, LaunchError
 from tilelab.runtime.events import LISTENERS as _LISTENERS
 from tilelab.runtime.launch import _HOT, _STALE, Launcher
+from tilelab.runtime.ledger import locate
+
+#: the launch-time errors that are given the user's launching line (ledger.locate)
+_LOCATED = (AliasError, BorrowError, LaunchError)
 
 __all__ = ["Kernel", "kernel"]
 
@@ -48,7 +53,33 @@ class Kernel:
         scalars, constants) for ``arch`` (default: this machine's GPU, else sm_90)."""
         if arch is None:
             arch = _default_arch()
-        return self.definition.compile(*example_args, arch=arch, cache=cache, force=force)
+        self._refuse_negative_strides(example_args)
+        try:
+            return self.definition.compile(*example_args, arch=arch, cache=cache,
+                                           force=force)
+        except LaunchError as e:   # an argument that does not fit: point at this call
+            raise locate(e)
+
+    def _refuse_negative_strides(self, example_args: tuple) -> None:
+        """CompileError for an example array with negative strides (cuTile compiles
+        non-negative strides only, and would say so naming an option of its own)."""
+        import numpy as np
+
+        params = self.definition.analysis.params
+        for p, a in zip(params, example_args):
+            if isinstance(a, np.ndarray):
+                strides = tuple(s // max(a.itemsize, 1) for s in a.strides)
+            else:
+                spec = getattr(a, "__tilelab_spec__", None)
+                s = spec() if spec is not None else a
+                s = getattr(s, "array", s)   # a partition's tensor
+                strides = getattr(s, "strides", None)
+            if strides is not None and any(int(st) < 0 for st in strides):
+                raise CompileError(
+                    f"{self.name}.compile(): argument {p.name!r} has negative strides "
+                    f"{tuple(strides)}; cuTile compiles arrays with non-negative strides "
+                    "only", hint="compile (and launch) with a copy in increasing order, "
+                                 "e.g. t.contiguous()")
 
     def lowered_source(self, *example_args: Any) -> str:
         """The cuTile Python source this kernel lowers to for these arguments."""
@@ -71,8 +102,12 @@ class Kernel:
                 fast = launcher._fast.get(hash(args))
             except Exception:  # noqa: BLE001 - unhashable (a numpy array): never prepared
                 fast = None
-            if fast is not None and fast.run(args, stream, True) is not _STALE:
-                return
+            try:
+                if fast is not None and fast.run(args, stream, True) is not _STALE:
+                    return
+            except _LOCATED as e:   # (zero cost unless raised)
+                locate(e)
+                raise
         launcher.launch(args, grid=grid, stream=stream, sync=True)
 
     def launch_async(self, *args: Any, grid: Any = None, stream: Any = None):
@@ -90,7 +125,11 @@ class Kernel:
                     fut = hot(fast, args)
                     if fut is not None:
                         return fut
-                fut = fast.run(args, stream, False)
+                try:
+                    fut = fast.run(args, stream, False)
+                except _LOCATED as e:   # (zero cost unless raised)
+                    locate(e)
+                    raise
                 if fut is not _STALE:
                     return fut
         return launcher.launch(args, grid=grid, stream=stream, sync=False)

@@ -29,12 +29,12 @@ from tilelab.compiler.dtypes import to_numpy_dtype
 from tilelab.compiler.export import _cutile_function
 from tilelab.compiler.signature import ArraySpec, PartitionSpec, describe_arg
 from tilelab.compiler.specialize import Specialization
-from tilelab.errors import AliasError, LaunchError
+from tilelab.errors import AliasError, BorrowError, LaunchError, SourceLocation
 from tilelab.runtime import capture, events as _events
 from tilelab.runtime.future import Future as _Future
 from tilelab.runtime.ledger import (LEDGER, SPECIAL_MODES as _SPECIAL_MODES, LaunchInfo,
                                     LaunchRecord, PreparedRecord, call_site, checks_enabled,
-                                    unchecked)
+                                    locate)
 from tilelab.runtime.memory import FREE_EPOCH as _FREE_EPOCH
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -186,18 +186,33 @@ class Launcher:
 
         # race reports and errors of the interpreter then point at the user's source
         register_location_map(lowered.filename, lowered.source_map.to_user)
+        for frozen, user_file in lowered.helper_files.items():
+            register_location_map(frozen, lambda line, col, f=user_file: SourceLocation(
+                f, line, (col or 0) + 1))
         return LaunchPlan(spec, None, "cpu", cpu_function=fn, writable=writable,
                           arrays=arrays, scalar_types=scalars)
 
     # ---- checks ------------------------------------------------------------------
     def check_aliases(self, plan: LaunchPlan, args: list[Any]) -> list[tuple]:
-        """AliasError if a written argument overlaps any other; returns ledger claims."""
+        """AliasError if a written argument overlaps any other; returns ledger claims.
+
+        Also refused, even inside ``tl.unchecked()``: a ``tl.Out``/``tl.InOut`` tensor
+        whose own elements overlap (AliasError), any array with negative strides, a
+        written tensor over read-only memory or over the copy ``tl.tensor()`` made of
+        an array it could not share (LaunchError); see :meth:`_refuse_layout`."""
         params = self.definition.analysis.params
         ranges = []
+        writable = plan.writable
         for i in plan.arrays:
             t = _tensor_of(args[i])
+            flags = t._layout
+            if flags is None:
+                flags = t._layout_flags()
+            st = t._storage
+            if flags or (writable[i] and (st.readonly or st.copied_from is not None)):
+                self._refuse_layout(params[i], t, flags, writable[i])
             lo, hi = t.byte_range()
-            ranges.append((i, t.storage.space, lo, hi))
+            ranges.append((i, st.space, lo, hi))
         if checks_enabled():
             for a in range(len(ranges)):
                 i, sa, lo_a, hi_a = ranges[a]
@@ -216,6 +231,50 @@ class Launcher:
                                  "if you know the views are disjoint element by element, "
                                  "launch inside 'with tl.unchecked():'")
         return [(s, lo, hi, plan.writable[i], params[i].name) for i, s, lo, hi in ranges]
+
+    def _refuse_layout(self, param: Any, t: Any, flags: int, writable: bool) -> None:
+        """Raise for what no launch can take (a tensor ``check_aliases`` flagged); return
+        for what is only flagged (an In view whose elements overlap: a broadcast)."""
+        from tilelab.runtime.tensor import NEGATIVE_STRIDES, OVERLAPPING
+
+        name, kind = self.definition.name, param.kind
+        what = f"{name}(): {param.name!r} (tl.{kind})"
+        layout = f"shape {t.shape}, strides {t.strides} in elements"
+        if flags & NEGATIVE_STRIDES:
+            raise LaunchError(
+                f"{what} has negative strides ({layout}), a reversed view such as "
+                "a[::-1]; cuTile kernels take arrays with non-negative strides only, so "
+                "tilelab refuses them on the GPU and on the CPU backend alike",
+                hint="pass a copy in increasing order (t.contiguous(), "
+                     "np.ascontiguousarray(a)) and reverse in the kernel or afterwards")
+        if flags & OVERLAPPING and kind in ("Out", "InOut"):
+            zero = [d for d, (n, st) in enumerate(zip(t.shape, t.strides))
+                    if st == 0 and n > 1]
+            why = (f"dimension {zero[0]} of size {t.shape[zero[0]]} has stride 0, as in "
+                   "a broadcast or .expand() view" if zero else
+                   "its strides make different indices reach the same element, as in an "
+                   "as_strided view")
+            raise AliasError(
+                f"{what} is a tensor whose own elements overlap in memory ({layout}: "
+                f"{why}); the blocks that own different tiles of it would write the same "
+                "memory",
+                hint="pass a contiguous copy as the output (tl.empty(shape) or "
+                     "np.ascontiguousarray(a)) and copy the result back if you need it "
+                     "there")
+        if writable and t._storage.readonly:
+            raise LaunchError(f"{what} is written by the kernel, but its memory is "
+                              "read-only (a read-only array or a DLPack export marked "
+                              "read-only)",
+                              hint="pass a writable array (e.g. a copy: np.array(a))")
+        if writable and t._storage.copied_from is not None:
+            raise LaunchError(
+                f"{what} is written by the kernel, but its tensor is the copy that "
+                f"tl.tensor() made of {t._storage.copied_from}: the launch's writes "
+                "would never reach that array",
+                hint="pass an array tl.tensor() can share, in native byte order with "
+                     "strides in whole elements (a = np.ascontiguousarray(a, "
+                     "dtype=a.dtype.newbyteorder('='))); or make the copy yourself "
+                     "(t = tl.tensor(a).clone()) and read the result from t")
 
     # ---- GPU -------------------------------------------------------------------
     def words(self, plan: LaunchPlan, args: list[Any]) -> list[Any]:
@@ -259,8 +318,21 @@ class Launcher:
 
     def launch(self, args: Sequence[Any], *, grid: Any = None, stream: Any = None,
                sync: bool = True, trace: bool | None = None) -> Any:
-        """Launch; returns None (sync), a Future (async) or, inside a graph, None."""
-        args = tuple(args)
+        """Launch; returns None (sync), a Future (async) or, inside a graph, None.
+
+        A launch whose grid comes from its partitions, all of them empty (tensors
+        with a 0-size dimension), has no block to run: it is a no-op that compiles,
+        records and launches nothing, and an async one returns a future that is
+        already done. Errors raised here (AliasError, LaunchError,
+        BorrowError) name the user's launching line as their location."""
+        try:
+            return self._launch(tuple(args), grid, stream, sync, trace)
+        except (AliasError, LaunchError, BorrowError) as e:
+            locate(e)
+            raise
+
+    def _launch(self, args: tuple, grid: Any, stream: Any, sync: bool,
+                trace: bool | None) -> Any:
         if grid is None and trace is None:
             fast = self.prepared(args)
             if fast is not None:
@@ -268,6 +340,9 @@ class Launcher:
                 if result is not _STALE:
                     return result
         norm, device = self.prepare(args)
+        if grid is None and _empty_partition(norm) is not None:
+            return None if sync or capture.current_graph() is not None else _done_future(
+                self.definition.name)
         plan = self.plan(norm, device)
         g = self.grid_for(plan, grid)
         claims = self.check_aliases(plan, norm)
@@ -308,11 +383,11 @@ class Launcher:
 
     # ---- CPU -------------------------------------------------------------------
     def cpu_call_args(self, plan: LaunchPlan, args: list[Any]) -> list[Any]:
+        # numpy views of the arguments' memory, unchecked: the launch holds the borrows
         out = []
-        with unchecked():  # our own launch reads its arguments' memory
-            for a in args:
-                t = _tensor_of(a)
-                out.append(t.numpy() if t is not None else a)
+        for a in args:
+            t = _tensor_of(a)
+            out.append(t._host_view() if t is not None else a)
         return out + list(plan.spec.extra_constants)
 
     def run_cpu(self, plan: LaunchPlan, args: list[Any], grid, *, trace: bool,
@@ -325,20 +400,48 @@ class Launcher:
                          order=order, seed=seed, sample_blocks=sample_blocks, races=races)
 
     def _launch_cpu(self, plan, args, grid, claims, sync, trace):
-        LEDGER.check_launch(self.definition.name, claims, "cpu")
-        unsafe = self.definition.options.unsafe
-        want_trace = bool(trace) or unsafe
-        result = self.run_cpu(plan, args, grid, trace=want_trace, races=unsafe)
-        self.last_trace = result if want_trace else None
-        if unsafe and result is not None and getattr(result, "has_races", False):
-            result.raise_on_race()
+        # The borrows are taken before the kernel runs and held while it runs: another
+        # thread's conflicting host access or launch meanwhile raises BorrowError.
+        tensors = [t for t in map(_tensor_of, args) if t is not None]
+        rec = LaunchRecord(self.definition.name, call_site(), "cpu")
+        LEDGER.begin(rec, claims, tensors, [t._storage for t in tensors])
+        keep = False
+        try:
+            unsafe = self.definition.options.unsafe
+            want_trace = bool(trace) or unsafe
+            result = self.run_cpu(plan, args, grid, trace=want_trace, races=unsafe)
+            self.last_trace = result if want_trace else None
+            if unsafe and result is not None and getattr(result, "has_races", False):
+                result.raise_on_race()
+            keep = not sync
+        finally:
+            LEDGER.end(rec, keep)
         if sync:
             return None
-        from tilelab.runtime.future import Future
+        return _Future(rec)
 
-        rec = LaunchRecord(self.definition.name, call_site(), "cpu")
-        LEDGER.add(rec, claims, [_tensor_of(a) for a in args if _tensor_of(a) is not None])
-        return Future(rec)
+
+def _empty_partition(args: Sequence[Any]) -> Any:
+    """A partition among ``args`` that has no tile (its tensor has a 0-size dimension)
+    when every partition among them has none (then the launch has no block to run),
+    else None (a launch mixing empty and non-empty partitions is left to the checks of
+    the tile grids)."""
+    _, Partition = _tensor_types()
+    empty = None
+    for a in args:
+        if isinstance(a, Partition):
+            if 0 not in a.tensor.shape:
+                return None
+            if empty is None:
+                empty = a
+    return empty
+
+
+def _done_future(kernel: str) -> _Future:
+    """The future of a launch that had nothing to run: already done, holding nothing."""
+    rec = LaunchRecord(kernel, "<no launch: an empty partition>", None)
+    rec.observed = True
+    return _Future(rec)
 
 
 _FAST_CACHE_SIZE = 256
@@ -462,9 +565,10 @@ def _bind_native(mod: Any) -> None:
 
 def _launch_failed(fast: "_GpuLaunch", err: int) -> None:
     """Raise the LaunchError of a prepared launch whose cuLaunchKernel returned ``err``
-    (any path: cuda-bindings, the native call, the native async path)."""
-    raise LaunchError(f"launch of {fast.name!r} (grid {fast.grid}) failed: "
-                      f"{_driver_error(err)}")
+    (any path: cuda-bindings, the native call, the native async path), located at the
+    user's launching line."""
+    raise locate(LaunchError(f"launch of {fast.name!r} (grid {fast.grid}) failed: "
+                             f"{_driver_error(err)}"))
 
 
 def _driver_error(err: int) -> str:

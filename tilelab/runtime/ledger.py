@@ -17,6 +17,13 @@ work has finished.
 
 Borrows are kept per memory space and per stream, so a launch only scans the borrows of
 *other* streams: a pipeline of async launches on one stream costs O(1) per launch.
+
+CPU-backend launches (and ``tl.interpret``, CPU graph replays) check and take their
+borrows in one step before the kernel runs, and hold them while it runs: host access or
+a launch from another thread that conflicts raises BorrowError naming the running
+kernel and its launching line. When the launch returns, a sync launch's borrows end; an
+async one's stay until its future is observed, and are released at a later CPU launch
+once the future is dropped. ``tl.unchecked()`` counts per thread.
 """
 from __future__ import annotations
 
@@ -26,55 +33,124 @@ import os
 import sys
 import threading
 import types
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from tilelab.errors import BorrowError
+from tilelab.errors import BorrowError, LaunchError, SourceLocation, TilelabError
 
 __all__ = ["LaunchRecord", "Ledger", "unchecked", "checks_enabled", "call_site", "raw_site",
-           "LEDGER"]
+           "call_location", "locate", "LEDGER"]
 
 _state = threading.local()
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 #: how many ``unchecked`` blocks and graph captures are open in any thread: when zero,
-#: hot paths skip the per-thread lookups entirely
+#: hot paths skip the per-thread lookups entirely (changed only under ``_MODES_LOCK``)
 SPECIAL_MODES = [0]
+_MODES_LOCK = threading.Lock()
+#: the log key of CPU-backend work while it runs: unordered (observing one of its
+#: records releases only that one) and never skipped as "the same stream"
+RUNNING = "cpu:running"
+
+
+def add_special_mode(delta: int) -> None:
+    """Count an ``unchecked`` block or graph capture opening (+1) or closing (-1)."""
+    with _MODES_LOCK:
+        SPECIAL_MODES[0] += delta
+
+
+def _depth() -> list:
+    """This thread's ``[number of open unchecked blocks]`` (a list, so that a block
+    closed on another thread lowers the count of the thread that opened it)."""
+    box = getattr(_state, "unchecked", None)
+    if box is None:
+        box = _state.unchecked = [0]
+    return box
 
 
 def checks_enabled() -> bool:
-    """False inside ``with tl.unchecked():``."""
-    return not SPECIAL_MODES[0] or not getattr(_state, "unchecked", 0)
+    """False inside ``with tl.unchecked():`` (of this thread)."""
+    if not SPECIAL_MODES[0]:
+        return True
+    box = getattr(_state, "unchecked", None)
+    return box is None or not box[0]
 
 
-@contextlib.contextmanager
-def unchecked() -> Iterator[None]:
+class unchecked(contextlib.ContextDecorator):
     """Skip the launch-time alias and borrow checks of the launches inside the block.
 
     This is a local, visible opt-out: use it for launches you have reasoned about
     yourself (for example, in-place updates through two views you know are disjoint).
+    It applies to the thread that opened it and nests per thread. A block closed on
+    another thread (a generator finished elsewhere) ends the opening thread's opt-out.
+    It does not lift the refusals that no reasoning can make safe: a written tensor
+    whose own elements overlap, negative strides, read-only or copied outputs.
 
     Example:
         >>> import tilelab as tl
         >>> with tl.unchecked():
         ...     pass   # launches here are not alias- or borrow-checked
     """
-    _state.unchecked = getattr(_state, "unchecked", 0) + 1
-    SPECIAL_MODES[0] += 1
-    try:
-        yield
-    finally:
-        _state.unchecked -= 1
-        SPECIAL_MODES[0] -= 1
+
+    def __init__(self):
+        self._boxes: list = []
+
+    def _recreate_cm(self) -> unchecked:   # as a decorator: one block per call
+        return unchecked()
+
+    def __enter__(self) -> None:
+        box = _depth()
+        with _MODES_LOCK:
+            box[0] += 1
+            SPECIAL_MODES[0] += 1
+        self._boxes.append(box)
+
+    def __exit__(self, *exc: object) -> bool:
+        if self._boxes:
+            box = self._boxes.pop()
+            with _MODES_LOCK:
+                if box[0] > 0:
+                    box[0] -= 1
+                    SPECIAL_MODES[0] -= 1
+        return False
+
+
+def _user_frame(f: Any) -> Any:
+    """The first frame from ``f`` outward whose code lies outside tilelab (or None)."""
+    while f is not None and f.f_code.co_filename.startswith(_PKG):
+        f = f.f_back
+    return f
 
 
 def call_site() -> str:
     """'file:line' of the first caller frame outside tilelab (where the user launched)."""
-    f = sys._getframe(1)
-    while f is not None:
-        fn = f.f_code.co_filename
-        if not fn.startswith(_PKG):
-            return f"{fn}:{f.f_lineno}"
-        f = f.f_back
-    return "<unknown>"
+    f = _user_frame(sys._getframe(1))
+    return "<unknown>" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+def call_location() -> SourceLocation | None:
+    """Where the user's code called into tilelab: file, line and the columns of the
+    call expression (the same frame :func:`call_site` names). For error messages only:
+    it walks the stack and reads the code's position table."""
+    f = _user_frame(sys._getframe(1))
+    if f is None:
+        return None
+    code, line = f.f_code, f.f_lineno
+    col, end = 1, None
+    try:
+        pos = list(code.co_positions())[f.f_lasti // 2]
+        if pos[0] == line and pos[2] is not None:
+            col = pos[2] + 1
+            if pos[1] == line and pos[3] is not None:
+                end = pos[3] + 1
+    except (AttributeError, IndexError, TypeError):   # (no position table: line only)
+        pass
+    return SourceLocation(code.co_filename, line or code.co_firstlineno, col, end)
+
+
+def locate(err: TilelabError) -> TilelabError:
+    """Give a launch-time error the user's launching line, unless it has a location."""
+    if err.location is None:
+        err.location = call_location()
+    return err
 
 
 class LaunchInfo:
@@ -156,8 +232,14 @@ class LaunchRecord:
             return "<unknown>"
         return s
 
+    @property
+    def running(self) -> bool:
+        """Whether this is CPU work that is running now (see :meth:`Ledger.begin`)."""
+        return self.info.stream == RUNNING and not self.observed
+
     def describe(self) -> str:
-        return f"kernel {self.kernel!r} launched at {self.site}"
+        state = "running" if self.running else "pending"
+        return f"{state} kernel {self.kernel!r} launched at {self.site}"
 
 
 class PreparedRecord(LaunchRecord):
@@ -198,6 +280,13 @@ def raw_site() -> tuple:
             break
         f = f.f_back
     return tuple(out)
+
+
+#: the log key of finished CPU-backend work whose future was handed out
+CPU_STREAM = "cpu"
+_RUNNING_HINT = ("the launch is running on the CPU backend in another thread; touch this "
+                 "memory after that launch has returned (join the thread, or wait on its "
+                 "future)")
 
 
 class Ledger:
@@ -261,12 +350,8 @@ class Ledger:
             if log is None:
                 self._drop(rec)
                 return
-            if key is None:   # unordered: only this record
-                try:
-                    log.remove(rec)
-                except ValueError:
-                    pass
-                self._drop(rec)
+            if key is None or key == RUNNING:   # unordered: only this record
+                self._remove(log, rec)
             else:
                 popleft = log.popleft
                 while log:
@@ -279,6 +364,14 @@ class Ledger:
                     self._drop(rec)
             if not log:
                 self._unregister(key, log)
+
+    def _remove(self, log: collections.deque, rec: LaunchRecord) -> None:
+        """Release ``rec`` alone from ``log`` (lock held)."""
+        try:
+            log.remove(rec)
+        except ValueError:
+            pass
+        self._drop(rec)
 
     def orphan(self, rec: LaunchRecord) -> None:
         """A future was dropped unobserved: its launch keeps its memory alive until a
@@ -298,9 +391,12 @@ class Ledger:
         return False
 
     def observe_all(self) -> None:
-        """After a device-wide synchronize: every pending record is complete."""
+        """After a device-wide synchronize: every pending record is complete (CPU work
+        still running on another thread is not)."""
         with self._lock:
             for key, log in list(self._logs.items()):
+                if key == RUNNING:
+                    continue
                 popleft = log.popleft
                 while log:
                     r = popleft()
@@ -342,8 +438,13 @@ class Ledger:
                     for rec, rexcl, rparam in self._conflicts(log, space, lo, hi, excl):
                         what = "writes" if excl else "reads"
                         theirs = "writes" if rexcl else "reads"
+                        if rec.running:
+                            raise BorrowError(
+                                f"launch of {kernel!r} {what} {param!r}, which the "
+                                f"{rec.describe()} {theirs} (as {rparam!r}) on another "
+                                "thread", hint=_RUNNING_HINT)
                         raise BorrowError(
-                            f"launch of {kernel!r} {what} {param!r}, which the pending "
+                            f"launch of {kernel!r} {what} {param!r}, which the "
                             f"{rec.describe()} {theirs} (as {rparam!r}) on another stream",
                             hint="wait for the first launch (future.wait()), launch both on "
                                  "the same stream, or chain with future.then(...)")
@@ -412,12 +513,75 @@ class Ledger:
                     action = "writes" if rexcl else "reads"
                     extra = (" (its future was dropped before anyone waited on it)"
                              if rec.orphaned else "")
+                    if rec.running:
+                        raise BorrowError(
+                            f"{what} touches memory that the {rec.describe()} {action} "
+                            f"(as {rparam!r}) on another thread", hint=_RUNNING_HINT)
                     raise BorrowError(
-                        f"{what} touches memory that the pending {rec.describe()} "
+                        f"{what} touches memory that the {rec.describe()} "
                         f"{action} (as {rparam!r}){extra}",
                         hint="call .wait() on the launch's future first (or "
                              "tl.synchronize()); a pending launch keeps its borrows until "
                              "its completion is observed")
+
+    # ---- CPU work: borrows held while it runs -----------------------------------------
+    def begin(self, rec: LaunchRecord, claims: list[tuple[Any, int, int, bool, str]],
+              keepalive: Any = None, storages: Any = ()) -> None:
+        """Check ``claims`` against every pending and running launch and register
+        ``rec`` as running CPU work, in one step under the lock (so two threads cannot
+        both pass the check and then run on the same memory). Until :meth:`end`, host
+        access and launches from other threads that conflict raise BorrowError naming
+        it. ``storages`` are re-checked for a free that raced with the launch."""
+        with self._lock:
+            self.check_launch(rec.kernel, claims, CPU_STREAM)
+            for st in storages:
+                if st._freed:
+                    raise LaunchError(f"launch of {rec.kernel!r}: an argument's memory was "
+                                      "freed (by another thread) before it could run",
+                                      hint="free memory only after the launches using it")
+            rec.info.stream = RUNNING
+            rec.borrows = claims
+            if keepalive is not None:
+                rec.keepalive = keepalive
+            log = self._logs.get(RUNNING)
+            if log is None:
+                log = self._logs[RUNNING] = collections.deque()
+            log.append(rec)
+
+    def end(self, rec: LaunchRecord, keep: bool) -> None:
+        """CPU work registered with :meth:`begin` has returned. ``keep``: its future
+        goes to the user, so its borrows stay (filed as finished work of the CPU
+        "stream") until it is observed or the future is dropped; else they end now.
+
+        Finished CPU work whose future was dropped is released here, at the next CPU
+        launch, so dropped futures never accumulate."""
+        with self._lock:
+            log = self._logs.get(RUNNING)
+            if log is not None:
+                try:
+                    log.remove(rec)
+                except ValueError:
+                    pass
+                if not log:
+                    self._unregister(RUNNING, log)
+            if not keep or rec.observed:
+                self._drop(rec)
+                return
+            rec.info.stream = CPU_STREAM
+            log = self._logs.get(CPU_STREAM)
+            if log is None:
+                log = self._logs[CPU_STREAM] = collections.deque()
+            while log and (log[0].orphaned or log[0].observed):
+                self._drop(log.popleft())
+            log.append(rec)
+            if not len(log) & 255:   # now and then: dropped futures further back
+                kept = [r for r in log if not (r.orphaned or r.observed)]
+                if len(kept) != len(log):
+                    for r in log:
+                        if r.orphaned:
+                            self._drop(r)
+                    log.clear()
+                    log.extend(kept)
 
     def check_free(self, space: Any, lo: int, hi: int, what: str) -> None:
         """Raise BorrowError if a pending launch still uses bytes [lo, hi) of a space."""

@@ -58,6 +58,8 @@ class Storage:
         space: the ledger's memory-space key, ``("cpu",)`` or ``("cuda", 0)``.
         readonly: whether the memory may not be written (read-only foreign arrays).
         borrowed: whether the memory belongs to a foreign producer.
+        copied_from: None, or what :func:`tilelab.tensor` copied into this memory
+            because it could not share it (a launch refuses to write such a copy).
 
     Example:
         >>> s = Storage.allocate(256, "cpu")
@@ -66,8 +68,8 @@ class Storage:
         >>> s.free()
     """
 
-    __slots__ = ("ptr", "nbytes", "space", "device", "readonly", "borrowed", "_buffer",
-                 "_host", "_owner", "_freed", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "space", "device", "readonly", "borrowed", "copied_from",
+                 "_buffer", "_host", "_owner", "_freed", "__weakref__")
 
     def __init__(self, ptr: int, nbytes: int, device: str, *, buffer: Any = None,
                  host: np.ndarray | None = None, owner: Any = None, readonly: bool = False,
@@ -78,6 +80,7 @@ class Storage:
         self.space = HOST_SPACE if device == "cpu" else _cuda_space(int(device.split(":")[1]))
         self.readonly = readonly
         self.borrowed = borrowed
+        self.copied_from: str | None = None
         self._buffer = buffer      # cuda.core Buffer (owned device memory)
         self._host = host          # numpy uint8 array (owned host memory)
         self._owner = owner        # foreign producer (borrowed memory)
@@ -169,10 +172,12 @@ class Storage:
         if self._freed:
             raise ValueError(f"this {self.device} memory was already freed (freeing twice "
                              "is an error)")
-        LEDGER.check_host(self.space, self.ptr, self.ptr + max(self.nbytes, 1), write=True,
-                          what=f"freeing {self.nbytes} bytes of {self.device} memory")
-        self._freed = True
-        FREE_EPOCH[0] += 1  # prepared launches re-check their tensors after any free
+        with LEDGER._lock:   # (a CPU launch checks and registers under it: see Ledger.begin)
+            LEDGER.check_host(self.space, self.ptr, self.ptr + max(self.nbytes, 1),
+                              write=True,
+                              what=f"freeing {self.nbytes} bytes of {self.device} memory")
+            self._freed = True
+            FREE_EPOCH[0] += 1  # prepared launches re-check their tensors after any free
         buf, self._buffer = self._buffer, None
         self._host = None
         self._owner = None

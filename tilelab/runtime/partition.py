@@ -7,6 +7,8 @@ the lowered kernels call (:mod:`tilelab.compiler.device`), so ownership diagrams
 device agree.
 
 Block numbers are CUDA's linear block ids (``x + y*gx + z*gx*gy``) of the launch.
+Partitions of rank 4 and 5 launch a 1-D grid of one block per tile (persistent: one
+block per SM), and the block id is unravelled onto the tile grid.
 """
 from __future__ import annotations
 
@@ -16,16 +18,51 @@ from typing import Any, Sequence
 import numpy as np
 
 from tilelab.compiler import device as _tiles
-from tilelab.compiler.language import Grouped, Persistent, Schedule, row_major
+from tilelab.compiler.language import Grouped, Persistent, RowMajor, Schedule, row_major
 from tilelab.compiler.signature import PartitionSpec, normalize_tile_shape
 
 __all__ = ["Partition"]
 
 
+def _scheduled_tile(k: int, g: Sequence[int], sched: Schedule) -> tuple[int, ...]:
+    """The tile of grid ``g`` that ``sched`` hands out k-th, by the device's own helpers.
+
+    Row-major and grouped: ``k`` is the block's linear id (CUDA's ``x + y*gx + z*gx*gy``);
+    persistent: ``k`` is the loop's tile number (block b takes b, b + num_blocks, ...).
+    Ranks 1 to 3 launch a grid of their rank (grouped: (m, n) along x, the batch along
+    y); ranks 4 and 5 launch a 1-D grid of ``prod(g)`` blocks and unravel ``k``.
+    ``group_m`` (grouped, or persistent with ``group_m``) walks the last two tile
+    dimensions in grouped order within each batch of the leading ones.
+
+    Example:
+        >>> from tilelab.compiler.language import grouped
+        >>> _scheduled_tile(9, (2, 2, 2, 3), grouped(2))
+        (0, 1, 1, 1)
+    """
+    r = len(g)
+    gm = getattr(sched, "group_m", None) if isinstance(sched, (Grouped, Persistent)) else None
+    if r == 1:
+        return (k,)
+    if r == 2:
+        return (_tiles.grouped_tile_index(k, g[0], g[1], gm) if gm
+                else _tiles.unravel_2d(k, g[1]))
+    if r == 3:
+        per = g[1] * g[2]
+        return (_tiles.grouped_tile_index_3d(k // per, k % per, g[1], g[2], gm) if gm
+                else _tiles.unravel_3d(k, g[1], g[2]))
+    if r == 4:
+        return (_tiles.grouped_tile_index_4d(k, g[1], g[2], g[3], gm) if gm
+                else _tiles.unravel_4d(k, g[1], g[2], g[3]))
+    if r == 5:
+        return (_tiles.grouped_tile_index_5d(k, g[1], g[2], g[3], g[4], gm) if gm
+                else _tiles.unravel_5d(k, g[1], g[2], g[3], g[4]))
+    raise ValueError(f"partitions of rank {r} are not supported")  # pragma: no cover
+
+
 class Partition:
     """A tensor split into tiles of ``tile_shape``, handed to blocks by ``schedule``.
 
-    Tiles are powers of two (rank 1 to 3); edge tiles may be partial. Make one with
+    Tiles are powers of two (rank 1 to 5); edge tiles may be partial. Make one with
     ``tensor.partition(tile_shape, schedule=...)``.
 
     Attributes:
@@ -45,9 +82,11 @@ class Partition:
 
     def __init__(self, tensor: Any, tile_shape: int | Sequence[int],
                  schedule: Schedule = row_major):
-        if not isinstance(schedule, Schedule):
+        if type(schedule) not in (RowMajor, Grouped, Persistent):
             raise TypeError(f"schedule must be tl.row_major, tl.grouped(...) or "
-                            f"tl.persistent(...), got {schedule!r}")
+                            f"tl.persistent(...) themselves (schedules are a closed set: "
+                            f"no subclasses), got {schedule!r} of type "
+                            f"{type(schedule).__qualname__}")
         dims = tile_shape if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
         if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
             raise TypeError(f"tile shape must be an int or a tuple of ints, got "
@@ -61,6 +100,16 @@ class Partition:
         self._spec: PartitionSpec | None = None
         self._order: list[tuple[int, ...]] | None = None
         self._pos: dict[tuple[int, ...], int] | None = None
+
+    _FROZEN = frozenset({"tensor", "tile_shape", "schedule", "grid"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A launch plan (and a check_bounds=False proof) is cached per partition: what
+        # it describes cannot change under it.
+        if name in Partition._FROZEN and hasattr(self, "grid"):
+            raise AttributeError(f"a partition's {name} cannot change; make a new one "
+                                 "with tensor.partition(tile_shape, schedule=...)")
+        object.__setattr__(self, name, value)
 
     @property
     def num_tiles(self) -> int:
@@ -132,24 +181,7 @@ class Partition:
     # ---- ownership --------------------------------------------------------------
     def _tile_at(self, k: int) -> tuple[int, ...]:
         """The tile the schedule hands out k-th (a block id, or a persistent loop step)."""
-        g, sched = self.grid, self.schedule
-        r = len(g)
-        gm = getattr(sched, "group_m", None)
-        if isinstance(sched, Persistent):
-            if r == 1:
-                return (k,)
-            if r == 2:
-                return (_tiles.grouped_tile_index(k, g[0], g[1], gm) if gm
-                        else _tiles.unravel_2d(k, g[1]))
-            per = g[1] * g[2]
-            return (_tiles.grouped_tile_index_3d(k // per, k % per, g[1], g[2], gm) if gm
-                    else _tiles.unravel_3d(k, g[1], g[2]))
-        if isinstance(sched, Grouped) and r == 2:
-            return _tiles.grouped_tile_index(k, g[0], g[1], gm)
-        if isinstance(sched, Grouped) and r == 3:
-            per = g[1] * g[2]
-            return _tiles.grouped_tile_index_3d(k // per, k % per, g[1], g[2], gm)
-        return tuple(int(i) for i in np.unravel_index(k, g)) if g else ()
+        return _scheduled_tile(k, self.grid, self.schedule)
 
     def order(self) -> list[tuple[int, ...]]:
         """Every tile, in the order the schedule hands tiles to blocks.

@@ -56,7 +56,7 @@ class Tensor:
     """
 
     __slots__ = ("_storage", "_shape", "_strides", "_dtype", "_offset", "_range", "_spec",
-                 "_words", "_parts", "__weakref__")
+                 "_words", "_parts", "_layout", "__weakref__")
 
     def __init__(self, storage: Storage, shape: Sequence[int], strides: Sequence[int],
                  dtype: Any, offset: int = 0):
@@ -71,6 +71,7 @@ class Tensor:
         self._spec: ArraySpec | None = None
         self._words: tuple[int, ...] | None = None
         self._parts: dict | None = None
+        self._layout: int | None = None
 
     # ---- metadata ---------------------------------------------------------------
     @property
@@ -207,6 +208,20 @@ class Tensor:
                 r = (p + neg * self.itemsize, p + (pos + 1) * self.itemsize)
             self._range = r
         return r
+
+    def _layout_flags(self) -> int:
+        """What a launch must refuse about this view's layout, as bits (cached):
+        :data:`NEGATIVE_STRIDES`, :data:`OVERLAPPING` (its own elements share memory:
+        see :func:`elements_overlap`). 0 for every ordinary tensor."""
+        f = self._layout
+        if f is None:
+            f = 0
+            if any(st < 0 for st in self._strides):
+                f |= NEGATIVE_STRIDES
+            if elements_overlap(self._shape, self._strides):
+                f |= OVERLAPPING
+            self._layout = f
+        return f
 
     # ---- launch hot path -----------------------------------------------------------
     def __tilelab_spec__(self) -> ArraySpec:
@@ -618,6 +633,40 @@ class Tensor:
         return f"<tl.Tensor {head}>"
 
 
+#: :meth:`Tensor._layout_flags` bits
+NEGATIVE_STRIDES, OVERLAPPING = 1, 2
+
+
+def elements_overlap(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether two distinct indices of a view may address the same element.
+
+    Dimensions of size 1 are ignored and an empty view has no elements. The others are
+    taken by increasing ``|stride|``: each stride must be at least the extent (in
+    elements) that the dimensions of smaller stride span, ``1 + sum(|s| * (n - 1))``,
+    else the view is reported as overlapping. This is exact for the layouts that
+    slicing, transposing and broadcasting make (a stride 0 on a dimension of size > 1
+    overlaps; rows of ``as_strided`` that share elements overlap) and conservative
+    for the rest: it may report an interleaving that happens to be disjoint, never
+    the reverse. O(ndim log ndim).
+
+    Example:
+        >>> elements_overlap((4, 4), (4, 1)), elements_overlap((4, 4), (1, 4))
+        (False, False)
+        >>> elements_overlap((8,), (0,)), elements_overlap((4, 4), (2, 1))
+        (True, True)
+        >>> elements_overlap((1, 8), (0, 1)), elements_overlap((0, 8), (0, 1))
+        (False, False)
+    """
+    if 0 in shape:
+        return False
+    extent = 1
+    for st, n in sorted((abs(st), n) for n, st in zip(shape, strides) if n != 1):
+        if st < extent:
+            return True
+        extent += st * (n - 1)
+    return False
+
+
 def _strided(raw: np.ndarray, byte_offset: int, t: Tensor) -> np.ndarray:
     """A numpy view of ``t``'s elements inside the uint8 buffer ``raw``."""
     isz = t.itemsize
@@ -760,14 +809,29 @@ def _native_device(obj: Any) -> str | None:
     return None
 
 
-def _borrow_numpy(a: np.ndarray) -> Tensor | None:
-    """A CPU tensor sharing ``a``'s memory, or None when its layout cannot be shared."""
+def _unshareable(a: np.ndarray) -> str | None:
+    """Why a CPU tensor cannot share ``a``'s memory (None: it can)."""
     try:
         dt = to_numpy_dtype(a.dtype)
     except TypeError:
+        return f"a numpy array of dtype {a.dtype}, which tilelab has no type for"
+    if not a.dtype.isnative:
+        order = "big" if a.dtype.byteorder == ">" else "little"
+        return (f"a {order}-endian numpy array (dtype {a.dtype.str!r}), whose byte order "
+                "tilelab cannot share")
+    if dt != a.dtype:
+        return f"a numpy array of dtype {a.dtype} (tilelab's {dt} is laid out differently)"
+    if any(s % a.itemsize for s in a.strides):
+        return (f"a numpy array whose strides {a.strides} (bytes) are not multiples of its "
+                f"item size {a.itemsize}")
+    return None
+
+
+def _borrow_numpy(a: np.ndarray) -> Tensor | None:
+    """A CPU tensor sharing ``a``'s memory, or None when its layout cannot be shared."""
+    if _unshareable(a) is not None:
         return None
-    if dt != a.dtype or not a.dtype.isnative or any(s % a.itemsize for s in a.strides):
-        return None
+    dt = to_numpy_dtype(a.dtype)
     from tilelab.runtime.dlpack import wrap_memory
 
     ptr = a.__array_interface__["data"][0]
@@ -797,6 +861,10 @@ def tensor(obj: Any, dtype: Any = None, device: Any = None) -> Tensor:
     Tilelab tensors, numpy arrays and DLPack/CUDA-array-interface objects (torch, cupy,
     jax) that already live on ``device`` with dtype ``dtype`` are wrapped without a copy
     (the tensor borrows their memory and keeps them alive); anything else is copied.
+    A numpy array whose layout cannot be shared (non-native byte order, strides that
+    are not multiples of the item size) is copied too, and that copy is refused as a
+    launch's output (a launch's writes would never reach the array): convert it
+    first, or ask for the copy with ``dtype=``.
     ``device=None`` is the default backend's device; ``dtype=None`` keeps the source's
     (Python floats become float32).
 
@@ -817,7 +885,12 @@ def tensor(obj: Any, dtype: Any = None, device: Any = None) -> Tensor:
         same = want is None or want == obj.dtype
         src = _borrow_numpy(obj) if target == "cpu" and same else None
         if src is None:
-            return _from_numpy(_values(obj, want), target)
+            t = _from_numpy(_values(obj, want), target)
+            if target == "cpu" and same:
+                # a copy where a borrow was asked for: writes to it would never reach
+                # obj, so a launch refuses it as an output (Launcher.check_aliases)
+                t._storage.copied_from = _unshareable(obj)
+            return t
     elif not isinstance(obj, (np.generic, numbers.Number, list, tuple)) and \
             _native_device(obj) is not None:
         src = from_dlpack(obj)
