@@ -40,6 +40,18 @@ def test_method_signatures_match_cutile(cls, meth):
         [p.name for p in real.parameters.values()]
 
 
+@pytest.mark.parametrize("meth", ["load_offset", "store_offset", "atomic_cas_offset",
+                                  "atomic_xchg_offset", "atomic_add_offset",
+                                  "atomic_max_offset", "atomic_min_offset",
+                                  "atomic_and_offset", "atomic_or_offset",
+                                  "atomic_xor_offset"])
+def test_raw_memory_signatures_match_cutile(meth):
+    from cuda.tile._stub import RawArrayMemory as Stub
+    from tilelab.interp.arrays import RawArrayMemory
+    assert _shape(_signature(getattr(RawArrayMemory, meth))) == \
+        _shape(_signature(getattr(Stub, meth)))
+
+
 def test_every_public_name_is_implemented_or_refused_clearly():
     for name in ct.__all__:
         assert hasattr(module, name), name
@@ -49,7 +61,7 @@ def test_every_public_name_is_implemented_or_refused_clearly():
 
 
 @pytest.mark.parametrize("mod", ["launch", "trace", "races", "tile", "dtypes", "rounding",
-                                 "misc", "context", "arrays"])
+                                 "misc", "context", "arrays", "foreign", "matmul", "raw"])
 def test_docstring_examples(mod):
     m = importlib.import_module(f"tilelab.interp.{mod}")
     failures, _ = doctest.testmod(m, optionflags=doctest.NORMALIZE_WHITESPACE)

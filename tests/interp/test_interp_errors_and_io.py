@@ -8,7 +8,7 @@ import pytest
 
 import cuda.tile as ct
 from tilelab.errors import CompileError, LaunchError
-from tilelab.interp import interpret
+from tilelab.interp import KernelNameError, interpret
 
 
 def test_compile_error_points_at_the_kernel_line():
@@ -26,32 +26,54 @@ def test_compile_error_points_at_the_kernel_line():
     assert err.hint and "astype" in err.hint
 
 
-def test_python_errors_in_kernels_become_compile_errors():
+def test_an_undefined_name_is_a_name_error_at_its_line():
     @ct.kernel
     def k(x):
         ct.store(x, (0,), undefined_name)  # noqa: F821
 
-    with pytest.raises(CompileError, match="NameError") as info:
+    with pytest.raises(NameError, match="name 'undefined_name' is not defined") as info:
         interpret(k, np.zeros(4), grid=(1,))
-    assert "undefined_name" in info.value.location.source_line()
+    err = info.value
+    assert isinstance(err, KernelNameError) and err.name == "undefined_name"
+    assert err.location.filename == __file__
+    assert "undefined_name" in err.location.source_line()
+    text = str(err)
+    assert text.startswith(f"{__file__}:{err.location.line}:") and "NameError" in text
+    assert "cuTile would reject" not in text and "define or import 'undefined_name'" in text
+    assert err.trace.num_blocks == 1            # the partial trace comes with it
+
+    def helper(t):
+        return t + missing_too  # noqa: F821
+
+    @ct.kernel
+    def via_helper(x):
+        ct.store(x, (0,), helper(ct.load(x, (0,), (4,))))
+
+    with pytest.raises(NameError) as info:
+        interpret(via_helper, np.zeros(4, np.float32), grid=(1,))
+    assert "return t + missing_too" in info.value.location.source_line()
+
+
+def test_other_python_errors_in_kernels_become_compile_errors():
+    @ct.kernel
+    def k(x):
+        ct.store(x, (0,), len(3))
+
+    with pytest.raises(CompileError, match="TypeError") as info:
+        interpret(k, np.zeros(4), grid=(1,))
+    assert not isinstance(info.value, NameError)
+    assert "len(3)" in info.value.location.source_line()
 
 
 def test_unsupported_ops_name_the_op_and_line():
     @ct.kernel
-    def k(x):
-        x.get_raw_memory()
-
-    with pytest.raises(CompileError, match="Array.get_raw_memory is not supported by the CPU "
-                                           "interpreter") as info:
-        interpret(k, np.zeros(4), grid=(1,))
-    assert "x.get_raw_memory()" in info.value.location.source_line()
-
-    @ct.kernel
     def f(x):
         return x.foreign_pointer
 
-    with pytest.raises(CompileError, match="foreign_pointer"):
+    with pytest.raises(CompileError, match="Array.foreign_pointer is not supported by the CPU "
+                                           "interpreter") as info:
         interpret(f, np.zeros(4), grid=(1,))
+    assert "return x.foreign_pointer" in info.value.location.source_line()
 
 
 def test_launch_argument_and_grid_validation():

@@ -57,7 +57,9 @@ def test_vector_add(n, tile):
     trace = interpret(vector_add, x, y, z, tile, grid=(-(-n // tile),))
     assert np.array_equal(z, x + y)
     assert trace.bytes_read == 2 * 4 * n and trace.bytes_written == 4 * n
-    assert trace.flops_elementwise == -(-n // tile) * tile and not trace.has_races
+    # useful work counts the in-bounds lanes, executed work every lane of every tile
+    assert trace.flops_elementwise == trace.flops == n and not trace.has_races
+    assert trace.flops_elementwise_executed == trace.flops_executed == -(-n // tile) * tile
 
 
 @pytest.mark.parametrize("m,n,k", [(128, 96, 64), (100, 70, 45)])
@@ -70,7 +72,8 @@ def test_bf16_gemm_matches_float64_reference(m, n, k):
     ref = A.astype(np.float64) @ B.astype(np.float64)
     assert np.max(np.abs(C - ref)) <= 1e-2 * np.max(np.abs(ref))
     tiles_k = -(-k // 16)
-    assert trace.flops_mma == 2 * 32 * 32 * 16 * tiles_k * trace.num_blocks
+    assert trace.flops_mma == 2 * m * n * k                   # in-bounds rows, columns, K
+    assert trace.flops_mma_executed == 2 * 32 * 32 * 16 * tiles_k * trace.num_blocks
     assert not trace.has_races
 
 

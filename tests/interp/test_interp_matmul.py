@@ -14,9 +14,10 @@ from .harness import fast, run_tiles
 
 
 def _tf32(a: np.ndarray) -> np.ndarray:
-    """Round-to-nearest, ties away, to 10 mantissa bits (reference for f32 MMA inputs)."""
+    """Round to nearest even at 10 mantissa bits (``astype(ct.tfloat32)``)."""
     bits = a.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return (((bits + 0x1000) & 0xFFFFE000).astype(np.uint32)).view(np.float32)
+    lsb = (bits >> 13) & 1
+    return (((bits + 0xFFF + lsb) & 0xFFFFE000).astype(np.uint32)).view(np.float32)
 
 
 @fast(15)
@@ -34,14 +35,20 @@ def test_low_precision_mma_accumulates_exactly_in_fp32(seed, dt, m, n, k):
     assert np.allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_float32_mma_rounds_operands_to_tf32():
-    # tf32 keeps 10 mantissa bits: 1 + 2**-11 is a tie (rounds away to 1 + 2**-10) and
-    # 1 + 2**-12 rounds down to 1; plain float32 would give 2 + 2**-11 + 2**-12.
+def test_float32_mma_is_full_fp32_and_tf32_only_when_cast():
+    # tf32 keeps 10 mantissa bits: 1 + 2**-11 is a tie (to even: 1) and 1 + 2**-12 rounds
+    # down to 1; full float32 keeps both: 2 + 2**-11 + 2**-12 is exact in float32.
     x = np.array([[1 + 2**-11, 1 + 2**-12]], np.float32)
     y = np.array([[1.0], [1.0]], np.float32)
     got = run_tiles(lambda a, b: ct.mma(a, b, ct.zeros((1, 1), ct.float32)), x, y)
-    assert got.numpy()[0, 0] == np.float32(_tf32(x) @ _tf32(y))[0, 0]
-    assert got.numpy()[0, 0] == 2.0 + 2**-10
+    assert got.numpy()[0, 0] == 2.0 + 2**-11 + 2**-12
+    assert run_tiles(lambda a, b: a @ b, x, y).numpy()[0, 0] == 2.0 + 2**-11 + 2**-12
+    tf = run_tiles(lambda a, b: ct.mma(a.astype(ct.tfloat32), b.astype(ct.tfloat32),
+                                       ct.zeros((1, 1), ct.float32)), x, y)
+    assert tf.dtype == ct.float32
+    assert tf.numpy()[0, 0] == np.float32(_tf32(x) @ _tf32(y))[0, 0] == 2.0
+    tf_mm = run_tiles(lambda a, b: a.astype(ct.tfloat32) @ b.astype(ct.tfloat32), x, y)
+    assert tf_mm.dtype == ct.tfloat32 and tf_mm.astype(ct.float32).numpy()[0, 0] == 2.0
 
 
 def test_half_accumulator_and_int8_mma():

@@ -140,6 +140,10 @@ def test_overlapping_arguments_are_reported_as_a_warning():
     trace = interpret(shift, x[:32], x[8:40], grid=(4,))
     assert any("overlap in memory" in w for w in trace.warnings)
     assert "warning:" in trace.summary()
+    # and the races through the two views are found on their addresses: block b reads
+    # x[8b:8b+8], which block b - 1 wrote through dst
+    assert {(r.kind, r.arg, r.other_arg) for r in trace.races} == {("read-write", "src", "dst")}
+    assert {(r.blocks[0][0], r.blocks[1][0]) for r in trace.races} == {(0, 1), (1, 2), (2, 3)}
 
 
 def test_many_races_are_capped_but_counted():

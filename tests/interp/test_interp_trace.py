@@ -19,7 +19,8 @@ def test_per_block_regions_bytes_and_flops():
     assert [a.box for a in last.reads["x"]] == [((96, 100),)]  # clipped to the array
     assert last.writes["z"][0].count == 4
     assert last.bytes_read == 2 * 4 * 4 and last.bytes_written == 16
-    assert last.flops_elementwise == 32 and last.flops_mma == 0
+    assert last.flops_elementwise == 4 and last.flops_mma == 0      # in-bounds lanes
+    assert last.flops_elementwise_executed == 32 and last.flops_executed == 32
     assert trace.bytes_read == 800 and trace.bytes_written == 400
     assert trace.block((1, 0, 0)).writes["z"][0].box == ((32, 64),)
     assert trace.regions("z", block=2)[0].op == "ct.store"

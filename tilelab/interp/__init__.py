@@ -16,11 +16,11 @@ Example:
     >>> x.tolist(), trace.has_races
     ([0, 2, 4, 6, 8, 10, 12, 14], False)
 """
-from tilelab.interp.context import register_location_map
+from tilelab.interp.context import KernelNameError, register_location_map
 from tilelab.interp.launch import interpret
 from tilelab.interp.races import Race
 from tilelab.interp.tile import Tile
 from tilelab.interp.trace import Access, ArgInfo, BlockRecord, Trace
 
 __all__ = ["interpret", "register_location_map", "Trace", "BlockRecord", "Access", "ArgInfo",
-           "Race", "Tile"]
+           "Race", "Tile", "KernelNameError"]

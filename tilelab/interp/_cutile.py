@@ -15,9 +15,24 @@ from cuda.tile import _datatype as _dt
 from cuda.tile._annotated_function import (HeterogeneousTupleNode, HomogeneousTupleNode,
                                            LeafAnnotationNode, get_annotated_function)
 
-__all__ = ["ct", "promote_table_entry", "parameter_annotations", "LeafAnnotationNode",
-           "HomogeneousTupleNode", "HeterogeneousTupleNode", "host_dispatch",
+__all__ = ["ct", "foreign_dtype", "promote_table_entry", "parameter_annotations",
+           "LeafAnnotationNode", "HomogeneousTupleNode", "HeterogeneousTupleNode", "host_dispatch",
            "is_tile_function_wrapper", "integer_min", "integer_max"]
+
+
+def foreign_dtype(x: Any) -> Any | None:
+    """cuTile's dtype for a third-party dtype object (``torch.int32``, ``np.float16``,
+    ``np.dtype("bfloat16")``...), as cuTile maps them in kernels; None if it has none.
+
+    cuTile recognizes the object by its type, so this never imports torch.
+    """
+    if isinstance(x, (str, bool, int, float)) or x is None:
+        return None
+    try:
+        from cuda.tile._cext import foreign_dtype_object_to_native
+        return foreign_dtype_object_to_native(x)
+    except Exception:  # pragma: no cover - a cuTile without the hook, or an odd object
+        return None
 
 
 def promote_table_entry(a: Any, b: Any) -> Any | None:
@@ -45,6 +60,32 @@ def is_tile_function_wrapper(obj: Any) -> bool:
     return bool(getattr(obj, "_cutile_function_wrapper", False)) and hasattr(obj, "__wrapped__")
 
 
+_MODE_CLASS: Any = None
+
+
+def _mode_class() -> Any:
+    """cuTile's host dispatch mode subclass that routes stub calls to a handler (built
+    once; None without the private module)."""
+    global _MODE_CLASS
+    if _MODE_CLASS is None:
+        try:
+            from cuda.tile._dispatch_mode import DispatchMode
+        except ImportError:  # pragma: no cover - future cuTile layouts
+            _MODE_CLASS = False
+            return None
+
+        class _InterpMode(DispatchMode):
+            def __init__(self, handler: Callable[[Any, tuple, dict], Any]):
+                super().__init__()
+                self._handler = handler
+
+            def call_tile_function_from_host(self, func, args, kwargs):
+                return self._handler(func, args, kwargs)
+
+        _MODE_CLASS = _InterpMode
+    return _MODE_CLASS or None
+
+
 @contextlib.contextmanager
 def host_dispatch(handler: Callable[[Any, tuple, dict], Any]) -> Iterator[None]:
     """Route calls of cuTile stubs made from host Python to ``handler(stub, args, kwargs)``.
@@ -54,17 +95,11 @@ def host_dispatch(handler: Callable[[Any, tuple, dict], Any]) -> Iterator[None]:
     not see (for example a ``ct.exp`` stored inside a tuple). Without the private module
     the context manager is a no-op.
     """
-    try:
-        from cuda.tile._dispatch_mode import DispatchMode
-    except ImportError:  # pragma: no cover - future cuTile layouts
+    cls = _mode_class()
+    if cls is None:  # pragma: no cover - future cuTile layouts
         yield
         return
-
-    class _InterpMode(DispatchMode):
-        def call_tile_function_from_host(self, func, args, kwargs):
-            return handler(func, args, kwargs)
-
-    with _InterpMode().as_current():
+    with cls(handler).as_current():
         yield
 
 

@@ -3,8 +3,10 @@
 An :class:`Array` wraps a numpy view of the caller's array, so stores land in place even
 for strided, non-contiguous arrays. It remembers which kernel argument it views and where
 its origin lies in that argument (``Array.slice`` shifts it), so every access is recorded
-in the argument's own index space, which is what the race detector and the ownership
-diagrams need.
+in the argument's own index space, which is what the ownership diagrams need (the race
+detector then places the argument in memory). ``Array.get_raw_memory()`` gives a
+:class:`RawArrayMemory`: loads, stores and atomics at element offsets from the array's
+base pointer over the flat buffer of its allocation, bounds-checked against it.
 """
 from __future__ import annotations
 
@@ -13,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from cuda.tile import PaddingMode
+from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
 from tilelab.interp.context import active, compile_error, current_location, launch_error, \
     unsupported
 from tilelab.interp.dtypes import INT32, TileDType
 from tilelab.interp.tile import Tile
 
-__all__ = ["ArgRoot", "Array", "TiledView", "Slice", "index_value"]
+__all__ = ["ArgRoot", "Array", "TiledView", "Slice", "RawArrayMemory", "index_value"]
 
 
 @dataclass
@@ -32,6 +34,33 @@ class ArgRoot:
     index_dtype: TileDType = INT32
     static_shape: tuple[bool, ...] = ()
     static_strides: tuple[bool, ...] = ()
+    _flat: Any = None  # (flat element view of the allocation, its start address)
+
+    def allocation(self) -> tuple[np.ndarray, int]:
+        """The allocation the argument lies in as a flat array of its dtype, and the
+        address of its element 0 (for raw-memory access; built once)."""
+        if self._flat is None:
+            from tilelab.interp.races import allocation_bounds
+            data = self.data
+            lo, hi = allocation_bounds(data)
+            b = data
+            while isinstance(b.base, np.ndarray):
+                b = b.base
+            if b.size == 0 or hi <= lo:
+                self._flat = (np.empty(0, data.dtype), lo)
+                return self._flat
+            first = b.reshape(1) if b.ndim == 0 else \
+                b[tuple(slice(n - 1, n) if st < 0 else slice(0, 1)
+                        for n, st in zip(b.shape, b.strides))]
+            start = first.__array_interface__["data"][0]   # == lo
+            raw = np.lib.stride_tricks.as_strided(first.reshape(-1).view(np.uint8),
+                                                  shape=(hi - start,), strides=(1,))
+            size = data.itemsize
+            skew = (data.__array_interface__["data"][0] - start) % size
+            n = (raw.size - skew) // size
+            flat = raw[skew:skew + n * size].view(data.dtype)
+            self._flat = (flat, start + skew)
+        return self._flat
 
 
 def index_value(x: Any, what: str, *, signed: bool = True) -> int:
@@ -136,11 +165,9 @@ class Array:
     def from_foreign(pointer: Any, shape: Any, strides: Any) -> "Array":
         raise unsupported("Array.from_foreign", "the CPU interpreter has no device pointers")
 
-    def get_raw_memory(self) -> Any:
-        raise unsupported("Array.get_raw_memory",
-                          "raw element offsets bypass the array's shape and strides",
-                          hint="use ct.gather/ct.scatter with element indices instead, or "
-                               "run on a GPU")
+    def get_raw_memory(self) -> "RawArrayMemory":
+        """Loads, stores and atomics by element offset from this array's base pointer."""
+        return RawArrayMemory(self)
 
     def __getitem__(self, key: Any) -> Any:
         raise compile_error("Arrays are not directly subscriptable. Use load() or gather() "
@@ -170,6 +197,48 @@ class Array:
                 np.zeros(count, np.int64)
         state.tracer.record(root.name, root.data.shape, root.dtype.itemsize, kind, op, reg,
                             count, current_location())
+
+    def root_indices(self, coords: tuple) -> np.ndarray:
+        """Flat C-order indices in the argument of per-dimension coordinates of this view."""
+        root = self._root
+        if not coords:
+            return np.zeros(1, np.int64)
+        shifted = tuple(np.asarray(c, np.int64) + o for c, o in zip(coords, self._origin))
+        return np.ravel_multi_index(shifted, root.data.shape).astype(np.int64)
+
+    def sync(self, kind: str, coords: tuple) -> None:
+        """A lock event (``"acquire"``/``"release"``) of the elements at ``coords``."""
+        state = active()
+        if state is None or state.tracer is None or state.tracer.detector is None:
+            return
+        state.tracer.sync(self._root.name, kind, region=self.root_indices(coords))
+
+    def raw_shift(self) -> int:
+        """Element offset of this view's base from the argument's element 0."""
+        root = self._root
+        delta = self._data.__array_interface__["data"][0] - \
+            root.data.__array_interface__["data"][0]
+        return delta // max(1, root.data.itemsize)
+
+    def trace_raw(self, kind: str, op: str, offsets: np.ndarray) -> None:
+        """Record a raw-memory access at element ``offsets`` from this view's base."""
+        state = active()
+        if state is None or state.tracer is None or offsets.size == 0:
+            return
+        from tilelab.interp.races import raw_offsets_to_indices
+        root = self._root
+        rel = np.asarray(offsets, np.int64).reshape(-1) + self.raw_shift()
+        idx, _hit = raw_offsets_to_indices(root.data.shape, root.data.strides,
+                                           root.data.itemsize, rel)
+        state.tracer.record(root.name, root.data.shape, root.dtype.itemsize, kind, op, idx,
+                            int(rel.size), current_location(), offsets=rel)
+
+    def sync_raw(self, kind: str, offsets: np.ndarray) -> None:
+        state = active()
+        if state is None or state.tracer is None or state.tracer.detector is None:
+            return
+        rel = np.asarray(offsets, np.int64).reshape(-1) + self.raw_shift()
+        state.tracer.sync(self._root.name, kind, offsets=rel)
 
 
 class TiledView:
@@ -244,6 +313,96 @@ class TiledView:
 
     def __repr__(self) -> str:
         return f"TiledView[{self.dtype}, tile {self._tile_shape}]({self._array._root.name})"
+
+
+class RawArrayMemory:
+    """``Array.get_raw_memory()``: element-offset access from the array's base pointer.
+
+    Offsets ignore the array's shape and strides: offset ``k`` is the element ``k`` item
+    sizes after element 0, anywhere in the allocation the array lies in (for a view of a
+    larger numpy array, that array's memory). An active lane outside the allocation is a
+    LaunchError at the kernel line (undefined behaviour on the GPU). Accesses are traced
+    and race-checked on their addresses.
+    """
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: Array):
+        self._array = array
+
+    @property
+    def dtype(self) -> TileDType:
+        """The element dtype (a compile-time constant)."""
+        return self._array.dtype
+
+    def load_offset(self, offset, /, *, mask=None, padding_value=0, latency=None) -> Tile:
+        """Elements at ``offset`` (masked-off lanes get ``padding_value``)."""
+        from tilelab.interp.raw import load_offset
+        return load_offset(self, offset, mask, padding_value, latency)
+
+    def store_offset(self, offset, value, /, *, mask=None, latency=None) -> None:
+        """Store ``value`` (broadcast to the offsets' shape) at ``offset``."""
+        from tilelab.interp.raw import store_offset
+        store_offset(self, offset, value, mask, latency)
+
+    def atomic_cas_offset(self, offset, expected, desired, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL,
+                          memory_scope=MemoryScope.DEVICE) -> Tile:
+        from tilelab.interp.raw import atomic_cas_offset
+        return atomic_cas_offset(self, offset, expected, desired, mask, memory_order,
+                                 memory_scope)
+
+    def atomic_xchg_offset(self, offset, update, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL,
+                           memory_scope=MemoryScope.DEVICE) -> Tile:
+        from tilelab.interp.raw import atomic_rmw_offset
+        return atomic_rmw_offset("xchg", self, offset, update, mask, memory_order,
+                                 memory_scope)
+
+    def atomic_add_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL,
+                          memory_scope=MemoryScope.DEVICE) -> Tile:
+        from tilelab.interp.raw import atomic_rmw_offset
+        return atomic_rmw_offset("add", self, offset, update, mask, memory_order,
+                                 memory_scope)
+
+    def atomic_max_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL,
+                          memory_scope=MemoryScope.DEVICE) -> Tile:
+        from tilelab.interp.raw import atomic_rmw_offset
+        return atomic_rmw_offset("max", self, offset, update, mask, memory_order,
+                                 memory_scope)
+
+    def atomic_min_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL,
+                          memory_scope=MemoryScope.DEVICE) -> Tile:
+        from tilelab.interp.raw import atomic_rmw_offset
+        return atomic_rmw_offset("min", self, offset, update, mask, memory_order,
+                                 memory_scope)
+
+    def atomic_and_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL,
+                          memory_scope=MemoryScope.DEVICE) -> Tile:
+        from tilelab.interp.raw import atomic_rmw_offset
+        return atomic_rmw_offset("and", self, offset, update, mask, memory_order,
+                                 memory_scope)
+
+    def atomic_or_offset(self, offset, update, /, *, mask=None,
+                         memory_order=MemoryOrder.ACQ_REL,
+                         memory_scope=MemoryScope.DEVICE) -> Tile:
+        from tilelab.interp.raw import atomic_rmw_offset
+        return atomic_rmw_offset("or", self, offset, update, mask, memory_order,
+                                 memory_scope)
+
+    def atomic_xor_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL,
+                          memory_scope=MemoryScope.DEVICE) -> Tile:
+        from tilelab.interp.raw import atomic_rmw_offset
+        return atomic_rmw_offset("xor", self, offset, update, mask, memory_order,
+                                 memory_scope)
+
+    def __repr__(self) -> str:
+        return f"RawArrayMemory[{self.dtype}]({self._array._root.name})"
 
 
 class Slice:

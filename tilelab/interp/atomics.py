@@ -4,7 +4,9 @@ Each element is updated atomically; when one call touches an element several tim
 lanes are applied one after the other, so results are those of one valid serialization.
 The ops return the old values (``atomic_store_*`` return nothing). Dtype rules are
 cuTile's: add/xchg on 32/64-bit ints and floats (add also on f16/bf16), min/max and
-bitwise ops on 32/64-bit ints, bitwise updates of exactly the array's dtype.
+bitwise ops on 32/64-bit ints, bitwise updates of exactly the array's dtype. For the race
+detector a successful ``atomic_cas`` acquires the words it swapped and ``atomic_xchg``
+releases words the block holds (lock hand-over, see :mod:`tilelab.interp.races`).
 """
 from __future__ import annotations
 
@@ -119,7 +121,9 @@ def _atomic_rmw(mode: str, array: Any, indices: Any, update: Any, check_bounds: 
     old = _apply_rmw(arr, coords, lambda o, k: _combine(mode, o, lane_upd[k], arr.dtype), op)
     out = np.zeros(shape, arr._data.dtype)
     out[lanes] = old
-    return Tile(out, arr.dtype)
+    if mode == "xchg" and old.size:
+        arr.sync("release", coords)  # hands over a lock the block holds
+    return Tile(out, arr.dtype, False, None if lanes.all() else lanes)
 
 
 def atomic_xchg(array, indices, update, /, *, check_bounds=True,
@@ -188,4 +192,8 @@ def atomic_cas(array, indices, expected, desired, /, *, check_bounds=True,
     old = _apply_rmw(arr, coords, swap, op)
     out = np.array(exp, copy=True)
     out[lanes] = old
-    return Tile(out, arr.dtype)
+    if old.size:
+        won = np.asarray(old).view(uint) == np.asarray(e).view(uint)
+        if won.any():  # a successful compare-and-swap acquires the word (locks)
+            arr.sync("acquire", tuple(c[won] for c in coords))
+    return Tile(out, arr.dtype, False, None if lanes.all() else lanes)

@@ -58,8 +58,9 @@ def astype(x, dtype, /, *, rounding_mode=None):
     if not ftof and rounding_mode is not None:
         raise compile_error("rounding_mode is only valid for float to float conversions")
     c = is_const(x)
+    m = x._m if isinstance(x, Tile) else None
     if xd is dst:
-        return Tile(xv, xd, c)
+        return Tile(xv, xd, c, m)
     if ftof:
         modes = _cutile.ftof_rounding_modes(xd.real, dst.real)
         if modes is None:
@@ -69,8 +70,8 @@ def astype(x, dtype, /, *, rounding_mode=None):
             raise compile_error(
                 f"rounding_mode={mode} is not supported for conversion from {xd} to {dst}, "
                 f"supported rounding modes for this conversion are {modes}")
-        return Tile(convert(xv, xd, dst, None if mode is RoundingMode.RN else mode), dst, c)
-    return Tile(convert(xv, xd, dst), dst, c)
+        return Tile(convert(xv, xd, dst, None if mode is RoundingMode.RN else mode), dst, c, m)
+    return Tile(convert(xv, xd, dst), dst, c, m)
 
 
 def bitcast(x, /, dtype):
@@ -86,8 +87,9 @@ def bitcast(x, /, dtype):
     if xd.bitwidth != dst.bitwidth:
         raise compile_error(f"Cannot bitcast from {xd} to {dst}: bit width is different "
                             f"({xd.bitwidth} vs. {dst.bitwidth})")
+    m = x._m if isinstance(x, Tile) else None
     if xd is dst:
-        return Tile(xv, xd, is_const(x))
+        return Tile(xv, xd, is_const(x), m)
     if dst.storage is None or xd.storage is None:
         raise unsupported(f"bitcast to {dst}", "numpy has no storage type for this format")
     raw = np.ascontiguousarray(xv)
@@ -95,4 +97,4 @@ def bitcast(x, /, dtype):
         out = (raw.view(np.uint8) & np.uint8(0xF)).view(dst.storage)
     else:
         out = raw.view(dst.storage)
-    return Tile(out.reshape(xv.shape), dst, is_const(x))
+    return Tile(out.reshape(xv.shape), dst, is_const(x), m)

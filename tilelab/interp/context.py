@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from types import CodeType, FrameType
 from typing import Any, Callable, TextIO
 
@@ -17,7 +18,26 @@ from tilelab.errors import CompileError, LaunchError, SourceLocation
 
 __all__ = ["LaunchState", "current", "active", "enter", "register_tile_globals",
            "register_location_map", "user_frame", "current_location", "location_of_frame",
-           "compile_error", "launch_error", "unsupported"]
+           "compile_error", "launch_error", "unsupported", "KernelNameError"]
+
+
+class KernelNameError(CompileError, NameError):
+    """A name used in a kernel (or a helper it calls) is not defined: Python's NameError,
+    reported at the kernel line that uses the name.
+
+    It is both a ``NameError`` and a :class:`tilelab.errors.CompileError` (cuTile rejects
+    such a kernel when compiling it).
+
+    Example:
+        >>> e = KernelNameError("NameError: name 'n' is not defined", name="n")
+        >>> isinstance(e, NameError), e.name
+        (True, 'n')
+    """
+
+    def __init__(self, message: str, *, location: SourceLocation | None = None,
+                 hint: str | None = None, name: str | None = None):
+        super().__init__(message, location=location, hint=hint)
+        self.name = name
 
 
 class LaunchState:
@@ -107,7 +127,7 @@ def user_frame(start: FrameType | None = None) -> FrameType | None:
     return None
 
 
-_positions_cache: dict[CodeType, list] = {}
+_positions_cache: "weakref.WeakKeyDictionary[CodeType, list]" = weakref.WeakKeyDictionary()
 _location_maps: dict[str, Callable[[int, int], SourceLocation]] = {}
 
 

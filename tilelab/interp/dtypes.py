@@ -21,7 +21,7 @@ from tilelab.interp._cutile import ct
 from tilelab.interp.context import compile_error
 
 __all__ = ["TileDType", "DTYPES", "BOOL", "INT32", "INT64", "UINT64", "FLOAT16", "BFLOAT16",
-           "FLOAT32", "FLOAT64", "TFLOAT32", "as_dtype", "from_numpy", "is_loose",
+           "FLOAT32", "FLOAT64", "TFLOAT32", "as_dtype", "foreign", "from_numpy", "is_loose",
            "loose_dtype", "promote", "promote_operands", "check_implicit_cast",
            "category", "BOOLEAN", "INTEGRAL", "FLOAT", "RESTRICTED"]
 
@@ -71,6 +71,9 @@ class TileDType:
             return self is other
         if isinstance(other, ct.DType):
             return self.real == other
+        native = _cutile.foreign_dtype(other)  # torch.float16, np.float16 (as in cuTile)
+        if native is not None:
+            return self.real == native
         return NotImplemented
 
     def __ne__(self, other: object) -> Any:
@@ -160,8 +163,16 @@ def from_numpy(dtype: Any) -> TileDType:
     return found
 
 
+def foreign(x: Any) -> TileDType | None:
+    """The dtype of a torch or numpy dtype object (``torch.int32``, ``np.float16``,
+    ``np.dtype(ml_dtypes.bfloat16)``), mapped as cuTile maps them; None for anything else."""
+    native = _cutile.foreign_dtype(x)
+    return None if native is None else _BY_REAL.get(native)
+
+
 def as_dtype(x: Any) -> TileDType:
-    """Normalize ``ct.float32``, a TileDType, a dtype name or a numpy dtype to a TileDType.
+    """Normalize ``ct.float32``, a TileDType, a dtype name, a numpy dtype or a torch dtype
+    to a TileDType (cuTile accepts torch and numpy dtypes wherever it expects a dtype).
 
     Example:
         >>> import cuda.tile as ct, numpy as np
@@ -172,8 +183,13 @@ def as_dtype(x: Any) -> TileDType:
         return x
     if isinstance(x, ct.DType):
         return _BY_REAL[x]
-    if isinstance(x, str) and x in DTYPES:
-        return DTYPES[x]
+    if isinstance(x, str):
+        if x in DTYPES:
+            return DTYPES[x]
+    else:
+        found = foreign(x)
+        if found is not None:
+            return found
     try:
         return from_numpy(x)
     except TypeError:

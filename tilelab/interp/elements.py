@@ -124,7 +124,7 @@ def gather(array, indices, /, *, mask=None, padding_value=0, check_bounds=True,
             out = np.array(arr._data, copy=True).reshape(shape)
     else:
         out[lanes] = arr._data[coords]
-    return Tile(out, arr.dtype)
+    return Tile(out, arr.dtype, False, None if lanes.all() else lanes)
 
 
 def scatter(array, indices, value, /, *, mask=None, check_bounds=True, latency=None) -> None:
@@ -214,7 +214,7 @@ def load_advanced_indexing(array, indices, /, *, padding_mode=PaddingMode.UNDETE
     out = np.full(shape, pad, dtype=arr._data.dtype)
     coords = trace_lanes(arr, "read", op, grids, lanes)
     out[lanes] = arr._data[coords]
-    return Tile(out, arr.dtype)
+    return Tile(out, arr.dtype, False, None if lanes.all() else lanes)
 
 
 def store_advanced_indexing(array, indices, tile, /, *, latency=None, allow_tma=None) -> None:

@@ -27,6 +27,7 @@ from tilelab.interp.tile import Tile
 
 __all__ = [
     "operand", "const_array", "coerce", "make", "is_const", "broadcast_shape", "count_flops",
+    "valid_of",
     "check_rounding", "require_bool_flag", "float_binary", "directed_f64",
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow_", "atan2", "minimum",
     "maximum", "divmod_", "cdiv", "bitwise_and", "bitwise_or", "bitwise_xor",
@@ -48,17 +49,35 @@ def operand(x: Any, what: str = "operand") -> tuple[Any, TileDType | None]:
     raise compile_error(f"expected a tile or a scalar for {what}, got {type(x).__name__}")
 
 
+_CONSTS: dict[tuple, np.ndarray] = {}
+
+
 def const_array(value: bool | int | float, dtype: TileDType) -> np.ndarray:
-    """A 0-d array of ``dtype`` holding a Python constant (integers wrap, floats round)."""
+    """A 0-d array of ``dtype`` holding a Python constant (integers wrap, floats round).
+
+    The result is read-only and cached (a bf16 padding value or a ``0.5`` costs one
+    correctly rounded conversion per launch of the interpreter process, not per use).
+    """
+    key = (dtype.name, type(value), value, math.copysign(1.0, value)
+           if isinstance(value, float) else 0)
+    found = _CONSTS.get(key)
+    if found is not None:
+        return found
     if dtype is BOOL:
-        return np.asarray(bool(value))
-    if dtype.kind in "iu":
+        out = np.asarray(bool(value))
+    elif dtype.kind in "iu":
         bits = dtype.bitwidth
         v = int(value) & ((1 << bits) - 1)
         if dtype.kind == "i" and v >= 1 << (bits - 1):
             v -= 1 << bits
-        return np.asarray(v, dtype=dtype.storage)
-    return convert(np.asarray(float(value), dtype=np.float64), FLOAT64, dtype)
+        out = np.asarray(v, dtype=dtype.storage)
+    else:
+        out = convert(np.asarray(float(value), dtype=np.float64), FLOAT64, dtype)
+    out = np.array(out, copy=True)
+    out.setflags(write=False)
+    if len(_CONSTS) < 4096 and value == value:  # (NaN keys never match)
+        _CONSTS[key] = out
+    return out
 
 
 def coerce(values: Any, src: TileDType | None, dst: TileDType) -> np.ndarray:
@@ -68,12 +87,27 @@ def coerce(values: Any, src: TileDType | None, dst: TileDType) -> np.ndarray:
     return convert(values, src, dst)
 
 
-def make(values: Any, dtype: TileDType, const: bool = False) -> Tile:
-    """Wrap computed values as a tile, making sure they are an array of the storage type."""
+def make(values: Any, dtype: TileDType, const: bool = False,
+         valid: np.ndarray | None = None) -> Tile:
+    """Wrap computed values as a tile, making sure they are an array of the storage type
+    (``valid``: the useful-lane mask, see :class:`~tilelab.interp.tile.Tile`)."""
     arr = np.asarray(values)
     if arr.dtype != dtype.storage:
         arr = arr.astype(dtype.storage)
-    return Tile(arr, dtype, const)
+    if valid is not None and valid.shape != arr.shape:
+        valid = np.broadcast_to(valid, arr.shape)
+    return Tile(arr, dtype, const, valid)
+
+
+def valid_of(*xs: Any) -> np.ndarray | None:
+    """The useful-lane mask of an element-wise result: lanes where every tile operand
+    is useful (constants always are); None when all lanes are."""
+    out = None
+    for x in xs:
+        m = x._m if isinstance(x, Tile) else None
+        if m is not None:
+            out = m if out is None else (out & m)
+    return out
 
 
 def is_const(*xs: Any) -> bool:
@@ -90,11 +124,14 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         raise compile_error(f"Shapes are not broadcastable: {listed}") from None
 
 
-def count_flops(n: int) -> None:
-    """Add element-wise FLOPs to the running block (when tracing)."""
+def count_flops(n: int, valid: np.ndarray | None = None) -> None:
+    """Add ``n`` executed element-wise FLOPs to the running block (when tracing); the
+    useful ones are the lanes set in ``valid`` (all ``n`` when None)."""
     state = active()
     if state is not None and state.tracer is not None:
-        state.tracer.count_flops(int(n))
+        useful = None if valid is None else \
+            int(np.count_nonzero(valid)) * (int(n) // max(1, valid.size))
+        state.tracer.count_flops(int(n), useful=useful)
 
 
 # ---- rounding-mode / flush-to-zero validation -----------------------------------------------
@@ -261,9 +298,12 @@ def _arith(fn: str, x: Any, y: Any, *, rounding_mode: RoundingMode | None = None
     b = coerce(yv, yd, common)
     if a.shape != b.shape:
         broadcast_shape(a.shape, b.shape)
+    valid = valid_of(x, y)
     if common.kind == "f":
         out = float_binary(fn, a, b, common, rounding_mode, flush_to_zero, propagate_nan)
-        count_flops(np.size(out))
+        if valid is not None:
+            valid = np.broadcast_to(valid, np.shape(out))
+        count_flops(np.size(out), valid)
     else:
         if fn in ("pow", "atan2", "truediv"):
             raise compile_error(f"`{fn}` is not supported for {common} operands",
@@ -273,7 +313,7 @@ def _arith(fn: str, x: Any, y: Any, *, rounding_mode: RoundingMode | None = None
             out = q + (np.remainder(a, b) != 0).astype(common.storage)
         else:
             out = _INT_BINARY[fn](a, b)
-    return make(out, common, is_const(x, y))
+    return make(out, common, is_const(x, y), valid)
 
 
 def add(x, y, /, *, rounding_mode=None, flush_to_zero=False):
@@ -351,8 +391,11 @@ def pow_(x, y, /):
         out = np.asarray(np.power(base, exponent))
         if xd not in (FLOAT32, FLOAT64):
             out = convert(out, FLOAT32, xd)
-        count_flops(out.size)
-        return make(out, xd, is_const(x, y))
+        valid = valid_of(x, y)
+        if valid is not None:
+            valid = np.broadcast_to(valid, out.shape)
+        count_flops(out.size, valid)
+        return make(out, xd, is_const(x, y), valid)
     return _arith("pow", x, y)
 
 
@@ -412,7 +455,7 @@ def _bitwise(fn: str, x: Any, y: Any) -> Any:
     if fn in ("lshift", "rshift"):
         # Shifting by the bit width or more is undefined on the GPU; numpy gives 0 or -1.
         b = b.astype(common.storage)
-    return make(_NP_BITWISE[fn](a, b), common, is_const(x, y))
+    return make(_NP_BITWISE[fn](a, b), common, is_const(x, y), valid_of(x, y))
 
 
 def bitwise_and(x, y, /):
@@ -461,7 +504,7 @@ def _compare(fn: str, x: Any, y: Any) -> Any:
     if common.category == RESTRICTED:
         a, b = a.astype(np.float32), b.astype(np.float32)
     # Floats compare ordered, except != which is unordered (NaN != x), like numpy.
-    return make(_NP_CMP[fn](a, b), BOOL, is_const(x, y))
+    return make(_NP_CMP[fn](a, b), BOOL, is_const(x, y), valid_of(x, y))
 
 
 def equal(x, y, /):
@@ -509,7 +552,8 @@ def where(cond, x, y, /):
     c = convert(cv, cd, BOOL)
     a = coerce(xv, xd, dtype)
     b = coerce(yv, yd, dtype)
-    return make(np.broadcast_to(np.where(c, a, b), shape), dtype, is_const(cond, x, y))
+    return make(np.broadcast_to(np.where(c, a, b), shape), dtype, is_const(cond, x, y),
+                valid_of(cond, x, y))
 
 
 def _matmul_op(x, y):

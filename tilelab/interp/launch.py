@@ -1,10 +1,12 @@
 """``interpret()``: run a cuTile kernel block by block on numpy arrays.
 
-Arguments are bound as ``ct.launch`` would bind them: numpy arrays become global arrays
-(writes land in place, strided views included), Python ``int``/``float``/``bool`` become
-int32/float32/bool scalars (int64 with ``ct.ScalarInt64``), ``ct.Constant`` parameters
-stay Python values, tuples and lists are converted item by item. Blocks then run one at
-a time, in grid order or in a seeded random order.
+Arguments are bound as ``ct.launch`` would bind them: numpy arrays and CPU DLPack tensors
+become global arrays (writes land in place, strided views included), Python
+``int``/``float``/``bool`` become int32/float32/bool scalars (int64 with
+``ct.ScalarInt64``), ``ct.Constant`` parameters stay Python values, tuples and lists are
+converted item by item. Blocks then run one at a time, in grid order or in a seeded
+random order, calling the kernel function rebuilt for the interpreter (cached per function
+object, see :mod:`tilelab.interp.rebuild`).
 """
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ from tilelab.interp._cutile import HeterogeneousTupleNode, HomogeneousTupleNode,
 from tilelab.interp.arrays import ArgRoot, Array
 from tilelab.interp.dtypes import (BOOL, FLOAT32, INT32, INT64, TileDType, as_dtype,
                                    from_numpy)
+from tilelab.interp.dtypes import foreign as foreign_dtype
+from tilelab.interp.foreign import numpy_view
 from tilelab.interp.elementwise import const_array
-from tilelab.interp.rebuild import Rebuilder
+from tilelab.interp.rebuild import rebuilt
 from tilelab.interp.tile import Tile
 from tilelab.interp.trace import ArgInfo, Trace, Tracer
 
@@ -90,6 +94,11 @@ class _Binder:
         constant = getattr(node, "constant", False)
         if constant:
             return self._constant(name, value)
+        if isinstance(value, type) and foreign_dtype(value) is not None:
+            raise LaunchError(f"kernel '{self.kernel}' argument '{name}' = {value!r} is not a "
+                              f"run-time value", hint=f"annotate the parameter as "
+                                                      f"'{name}: ct.Constant' to pass it as a "
+                                                      f"compile-time constant")
         if isinstance(value, np.ndarray) or _array_like(value):
             return self._array(name, value, getattr(node, "array", None))
         if getattr(node, "array", None) is not None:
@@ -116,7 +125,8 @@ class _Binder:
         if isinstance(value, np.generic):
             dt = from_numpy(value.dtype)
             return Tile(np.asarray(value, dt.storage), dt)
-        if value is None or isinstance(value, (str, enum.Enum, ct.DType, TileDType)):
+        if value is None or isinstance(value, (str, enum.Enum, ct.DType, TileDType)) or \
+                foreign_dtype(value) is not None:
             raise LaunchError(f"kernel '{self.kernel}' argument '{name}' = {value!r} is not a "
                               f"run-time value", hint=f"annotate the parameter as "
                                                       f"'{name}: ct.Constant' to pass it as a "
@@ -125,6 +135,9 @@ class _Binder:
                                        "a list of arrays or a ct.Constant value")
 
     def _constant(self, name: str, value: Any) -> Any:
+        found = foreign_dtype(value)  # torch.float16, np.int32: cuTile maps them
+        if found is not None:
+            return found
         if isinstance(value, np.ndarray) or _array_like(value):
             raise self._error(name, value, "a ct.Constant parameter needs a scalar, tuple or "
                                            "dataclass constant")
@@ -139,8 +152,7 @@ class _Binder:
     def _array(self, name: str, value: Any, ann: Any) -> Array:
         if not isinstance(value, np.ndarray):
             try:
-                value = np.from_dlpack(value) if hasattr(value, "__dlpack__") else \
-                    np.asarray(value)
+                value = numpy_view(value)  # no copy, bfloat16/float8 included
             except Exception as e:
                 raise self._error(name, value, f"it could not be viewed as a numpy array ({e})")
         try:
@@ -185,6 +197,8 @@ def _static_mask(dims: Sequence[int], ndim: int, name: str) -> tuple[bool, ...]:
 
 def _block_order(total: int, order: str, seed: int | None,
                  sample: int | None) -> tuple[list[int], bool]:
+    if sample is None and order == "sequential":
+        return list(range(total)), False
     rng = np.random.default_rng(0 if seed is None else seed)
     ids = list(range(total))
     sampled = False
@@ -203,13 +217,22 @@ def _block_order(total: int, order: str, seed: int | None,
 
 
 def _as_compile_error(exc: Exception, state: context.LaunchState) -> CompileError:
-    """A Python error raised by kernel code is what cuTile reports when compiling."""
+    """A Python error raised by kernel code, at the innermost line of tile code: an
+    undefined name is a :class:`~tilelab.interp.context.KernelNameError` (a NameError);
+    other errors are what cuTile reports when compiling."""
     loc = None
     tb = exc.__traceback__
     while tb is not None:
         if id(tb.tb_frame.f_globals) in state.tile_globals:
             loc = context.location_of_frame(tb.tb_frame, tb.tb_lasti)
         tb = tb.tb_next
+    if isinstance(exc, NameError):
+        missing = getattr(exc, "name", None)
+        what = f"'{missing}'" if missing else "the name"
+        return context.KernelNameError(
+            f"{type(exc).__name__}: {exc}", location=loc, name=missing,
+            hint=f"define or import {what} in the kernel's module (a kernel sees its "
+                 f"module's globals), or check the spelling")
     return CompileError(f"{type(exc).__name__}: {exc}", location=loc,
                         hint="cuTile would reject this kernel when compiling it")
 
@@ -235,8 +258,10 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
     Args:
         kernel: a ``@ct.kernel`` or a plain Python function written against ``cuda.tile``.
         *args: one per kernel parameter: numpy arrays (any cuTile dtype, strided views
-            allowed; writes land in place), Python/numpy scalars, tuples, lists of arrays,
-            and plain values for ``ct.Constant`` parameters.
+            allowed; writes land in place), CPU tensors with ``__dlpack__`` (torch, jax,
+            tilelab; bf16/fp8 included, viewed without a copy), Python/numpy scalars,
+            tuples, lists of arrays, and plain values for ``ct.Constant`` parameters
+            (torch and numpy dtypes included).
         grid: 1 to 3 block counts.
         order: ``"sequential"`` (grid order, x fastest) or ``"shuffled"`` (seeded random
             order, to expose order-dependent kernels).
@@ -254,7 +279,8 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
 
     Raises:
         CompileError: for what cuTile rejects when compiling (type/shape errors,
-            unsupported ops), pointing at the kernel line.
+            unsupported ops), pointing at the kernel line; an undefined name is a
+            :class:`~tilelab.interp.context.KernelNameError` (also a ``NameError``).
         LaunchError: for bad arguments or grid, a failed ``ct.assert_``, or undefined
             behaviour such as a tile entirely outside its array.
         Errors raised while blocks run carry the partial trace in ``error.trace``.
@@ -295,14 +321,13 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
                      warnings=_overlap_warnings(binder.roots, tracer.blocks))
 
     with context.enter(state), np.errstate(all="ignore"):
-        rebuilder = Rebuilder(context.register_tile_globals)
+        rebuilder, fn = rebuilt(pyfunc)
         with _cutile.host_dispatch(rebuilder.dispatch):
-            fn = rebuilder.function(pyfunc)
             bound = [binder.bind(p.name, a, n) for p, a, n in zip(params, args, nodes)]
             if tracer is not None:
                 for root in binder.roots:
                     tracer.add_arg(ArgInfo(root.name, root.data.shape, root.dtype.name,
-                                           root.dtype.itemsize))
+                                           root.dtype.itemsize), root.data)
             try:
                 _run_blocks(fn, bound, run, grid3, state, tracer)
             except TilelabError as e:
@@ -312,7 +337,8 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
 
 
 #: parsed annotations and signature per kernel function: parsing them took about a
-#: quarter of a small kernel's CPU launch (a redefined kernel is a new function)
+#: quarter of a small kernel's CPU launch (a redefined kernel is a new function); the
+#: entry is reused while the function's code and annotations are the same objects
 _SIGNATURES: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = \
     weakref.WeakKeyDictionary()
 
@@ -321,9 +347,12 @@ def _parameters(kernel: Any, pyfunc: types.FunctionType, name: str, nargs: int
                 ) -> tuple[list[inspect.Parameter], tuple]:
     """The kernel's parameters and cuTile's parsed annotation of each (checked against
     the number of arguments)."""
+    parsed = getattr(kernel, "_annotated_function", None)
+    # (the kernel object's parse is held by id: a strong reference from the value would
+    # keep the weakly held function alive)
+    key = (pyfunc.__code__, pyfunc.__annotations__, pyfunc.__defaults__, id(parsed))
     cached = _SIGNATURES.get(pyfunc)
-    if cached is None:
-        parsed = getattr(kernel, "_annotated_function", None)
+    if cached is None or any(a is not b and a != b for a, b in zip(cached[0], key)):
         try:
             nodes = tuple(parsed.parameter_annotations) if parsed is not None else \
                 _cutile.parameter_annotations(pyfunc)
@@ -331,10 +360,9 @@ def _parameters(kernel: Any, pyfunc: types.FunctionType, name: str, nargs: int
             raise LaunchError(f"cannot read the parameter annotations of kernel '{name}': "
                               f"{e}", hint="make every name used in the annotations "
                                            "importable") from e
-        cached = (list(inspect.signature(pyfunc).parameters.values()), nodes)
-        if parsed is None:        # (a kernel object's own parse is cheap to reread)
-            _SIGNATURES[pyfunc] = cached
-    params, nodes = cached
+        cached = (key, list(inspect.signature(pyfunc).parameters.values()), nodes)
+        _SIGNATURES[pyfunc] = cached
+    _key, params, nodes = cached
     params = list(params)
     for p in params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):

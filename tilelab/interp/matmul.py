@@ -1,10 +1,15 @@
 """Matrix multiply-accumulate: ``mma``, ``matmul`` (``@``) and ``mma_scaled``.
 
-Numerics model the tensor cores: float32 operands are rounded to tf32 (to nearest, ties
-away), products of bf16/fp16/fp8 operands are exact in float32 and are summed in float32
-(numpy's float32 GEMM), then added to the accumulator and rounded to its dtype once;
-integer MMAs are exact and wrap to int32; float64 is plain float64. ``mma`` counts
-``2*M*N*K`` FLOPs per batch in the trace, separately from element-wise FLOPs.
+Numerics: float32 operands are full fp32: the products are summed in float64 and the
+sum (with the accumulator) is rounded once to float32, which is within the error of any
+fp32 summation order the GPU may use. Operands cast to ``ct.tfloat32`` keep their tf32
+values (10 mantissa bits, rounded by ``astype``); their products, and those of
+bf16/fp16/fp8 operands, are exact in float32 and are summed in float32 (numpy's float32
+GEMM), then added to the accumulator and rounded to its dtype once; integer MMAs are
+exact and wrap to int32; float64 is plain float64. ``mma`` counts ``2*M*N*K`` FLOPs per
+batch as executed work, and ``2 * sum over k of (valid rows of x at k) * (valid columns
+of y at k)`` as useful work (padding lanes of partial tiles excluded), separately from
+element-wise FLOPs.
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from tilelab.interp import _cutile
 from tilelab.interp.context import active, compile_error
 from tilelab.interp.dtypes import DTYPES, FLOAT32, FLOAT64, TileDType, as_dtype, promote
 from tilelab.interp.elementwise import make, require_bool_flag
-from tilelab.interp.rounding import convert, round_to_tf32_rna
+from tilelab.interp.rounding import convert
 from tilelab.interp.shapes import to_tile
 
 __all__ = ["mma", "matmul", "mma_scaled"]
@@ -47,30 +52,56 @@ def _broadcast_shapes(xs: tuple, ys: tuple) -> tuple[tuple, tuple, tuple, tuple]
     return xs, ys, acc, out
 
 
-def _count(x_shape: tuple, y_shape: tuple) -> None:
+def _count(x_shape: tuple, y_shape: tuple, xm: np.ndarray | None,
+           ym: np.ndarray | None) -> None:
+    """Count executed (all lanes) and useful (in-bounds lanes) MMA FLOPs; ``x_shape`` and
+    ``y_shape`` have equal batch dimensions."""
     state = active()
-    if state is not None and state.tracer is not None:
-        batch = int(np.prod(x_shape[:-2])) if len(x_shape) > 2 else 1
-        m, k = x_shape[-2:]
-        n = y_shape[-1]
-        state.tracer.count_flops(2 * m * n * k * batch, mma=True)
+    if state is None or state.tracer is None:
+        return
+    batch = int(np.prod(x_shape[:-2])) if len(x_shape) > 2 else 1
+    m, k = x_shape[-2:]
+    n = y_shape[-1]
+    executed = 2 * m * n * k * batch
+    useful = executed
+    if xm is not None or ym is not None:
+        # sum_ijk vx[i,k] * vy[k,j] == sum_k (valid rows of x at k) * (valid cols of y at k)
+        rows = m if xm is None else np.broadcast_to(xm, x_shape).sum(axis=-2, dtype=np.int64)
+        cols = n if ym is None else np.broadcast_to(ym, y_shape).sum(axis=-1, dtype=np.int64)
+        useful = 2 * int(np.sum(np.broadcast_to(rows * cols, x_shape[:-2] + (k,))))
+    state.tracer.count_flops(executed, mma=True, useful=useful)
 
 
-def _operand_f32(v: np.ndarray, dtype: TileDType) -> np.ndarray:
-    if dtype is FLOAT32:
-        return round_to_tf32_rna(v)
-    return v.astype(np.float32)
+def _result_valid(xm: np.ndarray | None, ym: np.ndarray | None, x_shape: tuple,
+                  y_shape: tuple, acc_valid: np.ndarray | None,
+                  acc_shape: tuple) -> np.ndarray | None:
+    """Lanes of an MMA result that combine in-bounds data: a valid row of ``x`` and a
+    valid column of ``y`` (and a valid accumulator lane); None when all are."""
+    valid = None
+    if xm is not None or ym is not None:
+        rows = True if xm is None else \
+            np.broadcast_to(xm, x_shape).any(axis=-1, keepdims=True)
+        cols = True if ym is None else \
+            np.broadcast_to(ym, y_shape).any(axis=-2, keepdims=True)
+        valid = np.broadcast_to(rows & cols, acc_shape)
+    if acc_valid is not None:
+        valid = acc_valid if valid is None else valid & acc_valid
+    return None if valid is None else np.broadcast_to(valid, acc_shape)
 
 
 def _product(x: np.ndarray, xd: TileDType, y: np.ndarray, yd: TileDType,
              acc: np.ndarray, accd: TileDType) -> np.ndarray:
-    """``x @ y + acc`` with tensor-core numerics; returns storage of ``accd``."""
+    """``x @ y + acc`` with the GPU's numerics; returns storage of ``accd``."""
     if accd is FLOAT64:
         return np.matmul(x.astype(np.float64), y.astype(np.float64)) + acc
     if accd.kind == "i":
         prod = np.matmul(x.astype(np.float64), y.astype(np.float64)).astype(np.int64)
         return (prod + acc.astype(np.int64)).astype(np.int32)
-    r = np.matmul(_operand_f32(x, xd), _operand_f32(y, yd))
+    if xd is FLOAT32 or yd is FLOAT32:
+        # full fp32: the exact-ish float64 sum, rounded once
+        r64 = np.matmul(x.astype(np.float64), y.astype(np.float64)) + acc.astype(np.float64)
+        return convert(r64, FLOAT64, accd)
+    r = np.matmul(x.astype(np.float32), y.astype(np.float32))
     r = r + acc.astype(np.float32)
     return convert(np.asarray(r, np.float32), FLOAT32, accd)
 
@@ -96,8 +127,9 @@ def mma(x, y, /, acc, *, use_fast_acc=False):
         raise compile_error(f"mma: {e}") from None
     xv = np.broadcast_to(tx._v, xs)
     yv = np.broadcast_to(ty._v, ys)
-    _count(xs, ys)
-    return make(_product(xv, tx._dt, yv, ty._dt, tacc._v, tacc._dt), tacc._dt)
+    _count(xs, ys, tx._m, ty._m)
+    valid = _result_valid(tx._m, ty._m, xs, ys, tacc._m, out_shape)
+    return make(_product(xv, tx._dt, yv, ty._dt, tacc._v, tacc._dt), tacc._dt, valid=valid)
 
 
 def matmul(x, y, /):
@@ -116,10 +148,16 @@ def matmul(x, y, /):
     xv = np.broadcast_to(xv.reshape(1, -1) if tx.ndim == 1 else xv, xs)
     yv = convert(ty._v, ty._dt, common)
     yv = np.broadcast_to(yv.reshape(-1, 1) if ty.ndim == 1 else yv, ys)
-    _count(xs, ys)
+    xm = None if tx._m is None else np.broadcast_to(
+        tx._m.reshape(1, -1) if tx.ndim == 1 else tx._m, xs)
+    ym = None if ty._m is None else np.broadcast_to(
+        ty._m.reshape(-1, 1) if ty.ndim == 1 else ty._m, ys)
+    _count(xs, ys, xm, ym)
     zero = np.zeros(accs, dtype=accd.storage)
     r = _product(xv, common, yv, common, zero, accd)
-    return make(convert(r, accd, common).reshape(out_shape), common)
+    valid = _result_valid(xm, ym, xs, ys, None, accs)
+    return make(convert(r, accd, common).reshape(out_shape), common,
+                valid=None if valid is None else valid.reshape(out_shape))
 
 
 def mma_scaled(x, x_scale, y, y_scale, /, acc):
@@ -160,6 +198,7 @@ def mma_scaled(x, x_scale, y, y_scale, /, acc):
     xf = tx._v.astype(np.float32) * np.repeat(tsx._v.astype(np.float32), blocks[0], axis=-1)
     yf = ty._v.astype(np.float32) * np.repeat(tsy._v.astype(np.float32), blocks[1], axis=-2)
     xf, yf = np.broadcast_to(xf, xs), np.broadcast_to(yf, ys)
-    _count(xs, ys)
+    _count(xs, ys, tx._m, ty._m)
     r = np.matmul(xf, yf) + tacc._v.astype(np.float32)
-    return make(np.asarray(r, np.float32), tacc._dt)
+    return make(np.asarray(r, np.float32), tacc._dt,
+                valid=_result_valid(tx._m, ty._m, xs, ys, tacc._m, out_shape))

@@ -9,13 +9,14 @@ is recorded as a box of the argument when tracing is on.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
 from tilelab.interp.arrays import Array, TiledView
-from tilelab.interp.context import compile_error, launch_error
+from tilelab.interp.context import active, compile_error, launch_error
 from tilelab.interp.dtypes import INT32, check_implicit_cast
 from tilelab.interp.elementwise import const_array
 from tilelab.interp.memory_args import (as_array, as_flag, assign, axis_order, check_hints,
@@ -57,20 +58,26 @@ def clip_box(arr: Array, starts: list[int], sizes: tuple[int, ...], check_bounds
 
 def box_size(box: tuple) -> int:
     """Number of elements of a box ``((start, stop), ...)``."""
-    return int(np.prod([stop - start for start, stop in box]))
+    return math.prod(stop - start for start, stop in box)
 
 
 def _read_box(arr: Array, starts: list[int], sizes: tuple[int, ...], pad: np.ndarray,
-              check_bounds: bool, op: str) -> np.ndarray:
+              check_bounds: bool, op: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The values of a tile of ``arr`` and its useful-lane mask (None: all in bounds)."""
     box, clipped, inner, inside = clip_box(arr, starts, sizes, check_bounds, op)
     data = arr._data
+    valid = None
     if inside:
         out = np.array(data[clipped], dtype=data.dtype, copy=True)
     else:
         out = np.full(sizes, pad, dtype=data.dtype)
         out[inner] = data[clipped]
+        state = active()
+        if state is not None and state.tracer is not None:  # (only FLOP counts use it)
+            valid = np.zeros(sizes, bool)
+            valid[inner] = True
     arr.trace("read", op, box, box_size(box))
-    return out
+    return out, valid
 
 
 def _write_box(arr: Array, starts: list[int], values: np.ndarray, check_bounds: bool,
@@ -99,8 +106,10 @@ def _load(arr: Array, index: list[int], shape: tuple[int, ...], order: tuple[int
     steps = full if steps is None else steps
     starts, sizes = tile_origin(index, steps, order, full)
     pad = padding_fill(padding, arr.dtype, op)
-    values = _read_box(arr, starts, sizes, pad, check_bounds, op)
-    return Tile(np.transpose(values, order).reshape(shape), arr.dtype)
+    values, valid = _read_box(arr, starts, sizes, pad, check_bounds, op)
+    if valid is not None:
+        valid = np.transpose(valid, order).reshape(shape)
+    return Tile(np.transpose(values, order).reshape(shape), arr.dtype, False, valid)
 
 
 def _store(arr: Array, index: list[int], values: np.ndarray, order: tuple[int, ...],

@@ -22,7 +22,7 @@ from tilelab.interp import misc
 from tilelab.interp import reductions as red
 from tilelab.interp import shapes as sh
 from tilelab.interp import unary as un
-from tilelab.interp.arrays import Array, Slice, TiledView
+from tilelab.interp.arrays import Array, RawArrayMemory, Slice, TiledView
 from tilelab.interp.context import compile_error, unsupported
 from tilelab.interp.dtypes import DTYPES, TileDType
 from tilelab.interp.tile import Tile
@@ -55,6 +55,7 @@ def _not_in_kernel(name: str) -> Callable[..., Any]:
 IMPLEMENTATIONS: dict[str, Any] = {
     # types
     "Array": Array, "Tile": Tile, "TiledView": TiledView, "Slice": Slice, "DType": TileDType,
+    "RawArrayMemory": RawArrayMemory,
     # block ids
     "bid": misc.bid, "num_blocks": misc.num_blocks, "num_tiles": mem.num_tiles,
     # memory

@@ -7,13 +7,23 @@ through an alias). :class:`Rebuilder` re-creates those functions with the same c
 objects but with globals in which every cuTile object is replaced by its numpy
 implementation, recursively through helpers, closures and user modules, and with the
 builtins that have tile semantics (``range``, ``min``, ``max``, ``print``...). Python
-control flow then runs natively for each block.
+control flow then runs natively for each block. torch dtypes in kernel code
+(``torch.float16``, ``from torch import int32``) become the interpreter's dtypes, as
+cuTile maps them.
+
+:func:`rebuilt` caches the rebuild per kernel function object (a bounded LRU): every
+value the rebuild copied (globals, closure cells, module attributes, code objects,
+defaults) is recorded and compared by identity before the cached rebuild is reused, so
+a redefined helper, a rebound global or a replaced ``__code__`` is never run stale.
 """
 from __future__ import annotations
 
 import builtins
+import collections
 import sys
+import threading
 import types
+import weakref
 from typing import Any, Callable
 
 import cuda.tile as real_ct
@@ -21,7 +31,9 @@ from tilelab.interp._cutile import is_tile_function_wrapper
 from tilelab.interp.misc import BUILTINS
 from tilelab.interp.namespace import IMPLEMENTATIONS, SUBSTITUTES, module as ct_module
 
-__all__ = ["Rebuilder", "is_library_module"]
+__all__ = ["Rebuilder", "rebuilt", "is_library_module", "CACHE_SIZE"]
+
+_MISSING = object()
 
 _LIBRARY_ROOTS = frozenset({
     "builtins", "numpy", "ml_dtypes", "cuda", "torch", "cupy", "jax", "jaxlib", "scipy",
@@ -40,7 +52,8 @@ def is_library_module(name: str | None) -> bool:
     return root in _LIBRARY_ROOTS or root in sys.stdlib_module_names
 
 
-_names_cache: dict[types.CodeType, frozenset[str]] = {}
+_names_cache: "weakref.WeakKeyDictionary[types.CodeType, frozenset[str]]" = \
+    weakref.WeakKeyDictionary()
 
 
 def _code_names(code: types.CodeType) -> frozenset[str]:
@@ -77,9 +90,40 @@ class _ModuleProxy(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         real = self.__dict__["_proxy_real"]
-        value = self.__dict__["_proxy_rebuilder"].substitute(getattr(real, name))
+        rebuilder = self.__dict__["_proxy_rebuilder"]
+        original = getattr(real, name)
+        rebuilder.depend_attr(real, name, original)
+        value = rebuilder.substitute(original)
         self.__dict__[name] = value
         return value
+
+
+class _TorchModule(types.ModuleType):
+    """``torch`` as kernels see it: its dtypes are the interpreter's (constructors,
+    comparisons), everything else is torch's own."""
+
+    def __init__(self, real: types.ModuleType):
+        super().__init__(real.__name__, getattr(real, "__doc__", None))
+        self.__dict__["_proxy_real"] = real
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.__dict__["_proxy_real"], name)
+        return _torch_dtype(value) or value
+
+
+def _torch_dtype(value: Any) -> Any:
+    """The interpreter's dtype for a ``torch.dtype`` object (None otherwise)."""
+    t = type(value)
+    if t.__name__ == "dtype" and t.__module__ == "torch":
+        from tilelab.interp.dtypes import foreign
+        return foreign(value)
+    return None
+
+
+#: id(Python builtin) -> the interpreter's version of it (range, min, max, print...)
+_BUILTIN_SUBSTITUTES: dict[int, Any] = {
+    id(getattr(builtins, name)): impl for name, impl in BUILTINS.items()
+    if hasattr(builtins, name) and getattr(builtins, name) is not impl}
 
 
 class Rebuilder:
@@ -99,12 +143,42 @@ class Rebuilder:
         self.builtins = dict(builtins.__dict__)
         self.builtins.update(BUILTINS)
         self._cuda: types.ModuleType | None = None
+        self._torch: types.ModuleType | None = None
+        # what the rebuild copied: (kind, container, key, object), checked by identity
+        self._deps: list[tuple[str, Any, Any, Any]] = []
+
+    # ---- staleness --------------------------------------------------------------------
+    def depend_attr(self, obj: Any, name: str, value: Any) -> None:
+        self._deps.append(("attr", obj, name, value))
+
+    def is_current(self) -> bool:
+        """Whether every value the rebuild copied is still what the originals hold."""
+        for kind, obj, key, value in self._deps:
+            if kind == "global":
+                now = obj.get(key, _MISSING)
+            elif kind == "attr":
+                now = getattr(obj, key, _MISSING)
+            else:  # a closure cell
+                try:
+                    now = obj.cell_contents
+                except ValueError:
+                    now = _MISSING
+            if now is not value:
+                return False
+        return True
+
+    def globals_dicts(self) -> list[dict]:
+        """The rebuilt globals dicts (frames running with them are tile code)."""
+        return list(self._globals.values())
 
     def substitute(self, value: Any) -> Any:
         """The interpreter's counterpart of a value found in kernel globals or closures."""
         sub = SUBSTITUTES.get(id(value))
         if sub is not None:
             return sub
+        sub = _BUILTIN_SUBSTITUTES.get(id(value))
+        if sub is not None:   # a builtin bound by name in a namespace (tilelab's frozen
+            return sub        # kernels bind each builtin they use, and __tl_range)
         if value is real_ct:
             return ct_module
         if isinstance(value, types.ModuleType):
@@ -112,6 +186,13 @@ class Rebuilder:
                 if self._cuda is None:
                     self._cuda = _CudaPackage(value)
                 return self._cuda
+            if value.__name__ == "torch":
+                if self._torch is None:
+                    self._torch = _TorchModule(value)
+                return self._torch
+            if value.__name__.startswith("cuda.tile") and value is not real_ct and \
+                    type(value) is types.ModuleType and not hasattr(value, "__file__"):
+                return self.module(value)   # a stand-in of cuTile (tilelab's frozen code)
             if is_library_module(value.__name__):
                 return value
             return self.module(value)
@@ -121,7 +202,7 @@ class Rebuilder:
             if is_library_module(getattr(value, "__module__", None)):
                 return value
             return self.function(value)
-        return value
+        return _torch_dtype(value) or value
 
     def module(self, mod: types.ModuleType) -> Any:
         proxy = self._modules.get(id(mod))
@@ -156,6 +237,10 @@ class Rebuilder:
         new = types.FunctionType(fn.__code__, g, fn.__name__, defaults, cells)
         self._functions[id(fn)] = new
         self._keep.append(fn)
+        deps = self._deps
+        deps.append(("attr", fn, "__code__", fn.__code__))
+        deps.append(("attr", fn, "__defaults__", fn.__defaults__))
+        deps.append(("attr", fn, "__kwdefaults__", fn.__kwdefaults__))
         new.__kwdefaults__ = (None if fn.__kwdefaults__ is None else
                               {k: self.substitute(v) for k, v in fn.__kwdefaults__.items()})
         new.__qualname__ = fn.__qualname__
@@ -165,14 +250,20 @@ class Rebuilder:
         if cells:
             for old, cell in zip(fn.__closure__, cells):
                 try:
-                    cell.cell_contents = self.substitute(old.cell_contents)
+                    contents = old.cell_contents
                 except ValueError:  # an empty cell (variable not yet assigned)
-                    pass
+                    deps.append(("cell", old, None, _MISSING))
+                    continue
+                deps.append(("cell", old, None, contents))
+                cell.cell_contents = self.substitute(contents)
         done = self._done[id(fn.__globals__)]
+        original = fn.__globals__
         for name in _code_names(fn.__code__) - done:
             done.add(name)
-            if name in fn.__globals__:
-                g[name] = self.substitute(fn.__globals__[name])
+            value = original.get(name, _MISSING)
+            deps.append(("global", original, name, value))
+            if value is not _MISSING:
+                g[name] = self.substitute(value)
         return new
 
     def dispatch(self, stub: Any, args: tuple, kwargs: dict) -> Any:
@@ -189,3 +280,43 @@ class Rebuilder:
             raise unsupported(getattr(stub, "__qualname__", repr(stub)),
                               "this cuTile function is not implemented by the interpreter")
         return impl(*args, **kwargs)
+
+
+#: kernels whose rebuild is kept (least recently launched ones are dropped first)
+CACHE_SIZE = 64
+_CACHE: "collections.OrderedDict[types.FunctionType, Rebuilder]" = collections.OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def rebuilt(pyfunc: types.FunctionType,
+            on_globals: Callable[[dict], None] | None = None
+            ) -> tuple[Rebuilder, types.FunctionType]:
+    """The rebuilder of a kernel function and its rebuilt function, cached per function
+    object (identity) and reused only while everything it copied is unchanged.
+
+    ``on_globals`` (default: mark the globals as tile code of the running launch) is
+    called with every rebuilt globals dict, the cached ones included.
+    """
+    if on_globals is None:
+        from tilelab.interp.context import register_tile_globals as on_globals
+    with _CACHE_LOCK:
+        rb = _CACHE.get(pyfunc)
+        if rb is not None and rb.is_current():
+            _CACHE.move_to_end(pyfunc)
+            rb._on_globals = on_globals
+            for g in rb.globals_dicts():
+                on_globals(g)
+            return rb, rb.function(pyfunc)
+        rb = Rebuilder(on_globals)
+        fn = rb.function(pyfunc)
+        _CACHE[pyfunc] = rb
+        _CACHE.move_to_end(pyfunc)
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+        return rb, fn
+
+
+def clear_cache() -> None:
+    """Forget every cached rebuild."""
+    with _CACHE_LOCK:
+        _CACHE.clear()

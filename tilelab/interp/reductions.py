@@ -17,7 +17,7 @@ from tilelab.errors import CompileError
 from tilelab.interp.context import active, compile_error
 from tilelab.interp.dtypes import BOOL, INT32, TileDType, check_implicit_cast
 from tilelab.interp.elementwise import (check_rounding, float_binary, require_bool_flag,
-                                        broadcast_shape, coerce, make, operand)
+                                        broadcast_shape, coerce, make, operand, valid_of)
 from tilelab.interp.rounding import convert
 from tilelab.interp.shapes import constant_int, normalize_axis, to_tile
 from tilelab.interp.tile import Tile
@@ -26,10 +26,18 @@ __all__ = ["sum_", "prod", "max_", "min_", "argmax", "argmin", "reduce", "cumsum
            "cumprod", "scan"]
 
 
-def _count(n: int) -> None:
+def _count(n: int, useful: int | None = None) -> None:
     state = active()
     if state is not None and state.tracer is not None and n > 0:
-        state.tracer.count_flops(int(n))
+        state.tracer.count_flops(int(n), useful=useful)
+
+
+def _reduced_valid(t: Tile, axes: tuple[int, ...], keepdims: bool) -> np.ndarray | None:
+    """The result lanes of a reduction that combine at least one useful input lane."""
+    if t._m is None:
+        return None
+    m = np.broadcast_to(t._m, t.shape)
+    return np.any(m, axis=axes, keepdims=keepdims) if axes else m
 
 
 def _halves(v: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,15 +89,20 @@ def _simple(fn: str, x: Any, axis: Any, keepdims: Any, rounding_mode=None,
                             hint="convert with .astype(ct.float32) first")
     check_rounding(fn, rounding_mode, flush_to_zero, t._dt)
     if t._dt is BOOL:
-        t = Tile(convert(t._v, BOOL, INT32), INT32)
+        t = Tile(convert(t._v, BOOL, INT32), INT32, False, t._m)
     dt = t._dt
     axes = _parse_axes(axis, t.ndim)
     v = t._v
+    valid = _reduced_valid(t, axes, keepdims)
     if dt.kind == "f":
         def combine(lhs, rhs):
             return [float_binary(fn, lhs[0], rhs[0], dt, rounding_mode, flush_to_zero,
                                  propagate_nan)]
-        _count(v.size - v.size // max(1, int(np.prod([v.shape[a] for a in axes]))))
+        executed = v.size - v.size // max(1, int(np.prod([v.shape[a] for a in axes])))
+        # k useful inputs of one result take k - 1 useful combines
+        useful = None if valid is None else \
+            int(np.count_nonzero(np.broadcast_to(t._m, t.shape))) - int(np.count_nonzero(valid))
+        _count(executed, useful)
     else:
         f = _INT_COMBINE[fn]
 
@@ -97,7 +110,9 @@ def _simple(fn: str, x: Any, axis: Any, keepdims: Any, rounding_mode=None,
             return [f(lhs[0], rhs[0])]
     for i, a in enumerate(axes):
         [v] = _tree([v], a - i, combine)
-    return make(v.reshape(_result_shape(t.shape, axes, keepdims)), dt)
+    out_shape = _result_shape(t.shape, axes, keepdims)
+    return make(v.reshape(out_shape), dt, False,
+                None if valid is None else valid.reshape(out_shape))
 
 
 def sum_(x, /, axis=None, *, keepdims=False, rounding_mode=None, flush_to_zero=False):
@@ -165,7 +180,12 @@ def _arg(fn: str, x: Any, axis: Any, keepdims: Any, propagate_nan: Any) -> Tile:
         result = np.expand_dims(result, ax)
     if final_shape is not None:
         result = result.reshape(final_shape)
-    return make(result, INT32)
+    valid = None
+    if t._m is not None:
+        m = np.broadcast_to(t._m, t.shape)
+        valid = np.any(m.reshape(-1) if axis is None else m, axis=ax,
+                       keepdims=keepdims).reshape(result.shape)
+    return make(result, INT32, False, valid)
 
 
 def argmax(x, /, axis=None, *, keepdims=False, propagate_nan=False):
@@ -185,12 +205,21 @@ def _constant_scalar(v: Any, what: str) -> Any:
     return v
 
 
-def _body(func: Callable, dtypes: list[TileDType], tuple_mode: bool, op_name: str
-          ) -> Callable[[list, list], list]:
-    """Call the user's combine function on half tiles, checking what it returns."""
+def _body(func: Callable, dtypes: list[TileDType], tuple_mode: bool, op_name: str,
+          masked: bool = False) -> Callable[[list, list], list]:
+    """Call the user's combine function on half tiles, checking what it returns.
+
+    With ``masked`` the last array of ``lhs``/``rhs`` is the useful-lane mask: the body's
+    tiles carry it (so its FLOPs count where both sides are useful) and the combined
+    lanes are useful where either side was.
+    """
     def combine(lhs: list, rhs: list) -> list:
-        args = [Tile(a, d) for a, d in zip(lhs, dtypes)] + \
-               [Tile(b, d) for b, d in zip(rhs, dtypes)]
+        lm = rm = None
+        if masked:
+            lhs, lm = lhs[:-1], lhs[-1]
+            rhs, rm = rhs[:-1], rhs[-1]
+        args = [Tile(a, d, False, lm) for a, d in zip(lhs, dtypes)] + \
+               [Tile(b, d, False, rm) for b, d in zip(rhs, dtypes)]
         try:
             res = func(*args)
         except CompileError as e:
@@ -225,6 +254,8 @@ def _body(func: Callable, dtypes: list[TileDType], tuple_mode: bool, op_name: st
                 raise compile_error(f"{op_name} function returned a tile of non-scalar "
                                     f"shape{where}")
             out.append(np.broadcast_to(vals, shape))
+        if masked:
+            out.append(lm | rm)
         return out
     return combine
 
@@ -244,7 +275,8 @@ def _inputs(x: Any, identity: Any, op: str) -> tuple[list[Tile], tuple, bool]:
     else:
         ids = (_constant_scalar(identity, "identity"),)
     shape = broadcast_shape(*[t.shape for t in xs])
-    xs = [Tile(np.broadcast_to(t._v, shape), t._dt) for t in xs]
+    xs = [Tile(np.broadcast_to(t._v, shape), t._dt, False,
+               None if t._m is None else np.broadcast_to(t._m, shape)) for t in xs]
     return xs, ids, tuple_mode
 
 
@@ -257,10 +289,13 @@ def reduce(x, /, axis, func, identity, *, keepdims=False):
                             f"{type(func).__name__}")
     ax = normalize_axis(constant_int(axis, "axis"), xs[0].ndim)
     dtypes = [t._dt for t in xs]
-    results = _tree([t._v for t in xs], ax, _body(func, dtypes, tuple_mode, "Reduction"))
+    mask = valid_of(*xs)
+    arrays = [t._v for t in xs] + ([] if mask is None else [np.broadcast_to(mask, xs[0].shape)])
+    results = _tree(arrays, ax, _body(func, dtypes, tuple_mode, "Reduction", mask is not None))
     if keepdims:
         results = [np.expand_dims(r, ax) for r in results]
-    tiles = tuple(make(r, d) for r, d in zip(results, dtypes))
+    valid = results.pop() if mask is not None else None
+    tiles = tuple(make(r, d, False, valid) for r, d in zip(results, dtypes))
     return tiles if tuple_mode else tiles[0]
 
 
@@ -297,7 +332,7 @@ def _simple_scan(fn: str, x: Any, axis: Any, reverse: Any, rounding_mode: Any,
         raise compile_error(f"Non-arithmetic dtype {t._dt} is unsupported for prefix scans")
     check_rounding(fn, rounding_mode, flush_to_zero, t._dt)
     if t._dt is BOOL:
-        t = Tile(convert(t._v, BOOL, INT32), INT32)
+        t = Tile(convert(t._v, BOOL, INT32), INT32, False, t._m)
     dt = t._dt
     if t.ndim == 0:
         raise compile_error("Axis 0 is out of range for rank 0")
@@ -305,14 +340,15 @@ def _simple_scan(fn: str, x: Any, axis: Any, reverse: Any, rounding_mode: Any,
     if dt.kind == "f":
         def combine(lhs, rhs):
             return [float_binary(fn, lhs[0], rhs[0], dt, rounding_mode, flush_to_zero, False)]
-        _count(t._v.size)
+        _count(t._v.size, None if t._m is None else
+               int(np.count_nonzero(np.broadcast_to(t._m, t.shape))))
     else:
         f = _INT_COMBINE[fn]
 
         def combine(lhs, rhs):
             return [f(lhs[0], rhs[0])]
     [v] = _hillis_steele([t._v], ax, reverse, combine)
-    return make(v, dt)
+    return make(v, dt, False, t._m)
 
 
 def cumsum(x, /, axis=0, *, reverse=False, rounding_mode=None, flush_to_zero=False):
@@ -334,7 +370,11 @@ def scan(x, /, axis, func, identity, *, reverse=False):
                             f"{type(func).__name__}")
     ax = normalize_axis(constant_int(axis, "axis"), xs[0].ndim)
     dtypes = [t._dt for t in xs]
-    results = _hillis_steele([t._v for t in xs], ax, reverse,
-                             _body(func, dtypes, tuple_mode, "Scan"))
-    tiles = tuple(make(r, d) for r, d in zip(results, dtypes))
+    mask = valid_of(*xs)
+    arrays = [t._v for t in xs] + ([] if mask is None else [np.broadcast_to(mask, xs[0].shape)])
+    results = _hillis_steele(arrays, ax, reverse,
+                             _body(func, dtypes, tuple_mode, "Scan", mask is not None))
+    if mask is not None:
+        results.pop()
+    tiles = tuple(make(r, d, False, mask) for r, d in zip(results, dtypes))
     return tiles if tuple_mode else tiles[0]

@@ -11,8 +11,10 @@ picks the one the rounding mode asks for.
 Conventions of the GPU that we follow:
   * float -> int truncates toward zero, saturates at the integer range, NaN -> 0;
   * float -> fp8/fp4 saturates to the largest finite value (``.satfinite``);
-  * float32 operands of ``mma`` are rounded to tf32 to nearest, ties away from zero
-    (``cvt.rna.tf32.f32``), as compilers emit before tensor-core MMAs.
+  * ``astype(ct.tfloat32)`` keeps 10 mantissa bits (to nearest even unless a rounding
+    mode says otherwise); ``mma`` of float32 operands does not round them (full fp32),
+    only tiles cast to ``ct.tfloat32`` are tf32. :func:`round_to_tf32_rna` is the
+    ties-away rounding of ``cvt.rna.tf32.f32``, for tools that model it.
 """
 from __future__ import annotations
 
@@ -124,7 +126,7 @@ def _round_bracket(x: np.ndarray, dtype: TileDType, mode: RoundingMode | None) -
         c = np.where(np.isinf(x32), x32, c).astype(np.float32)
     else:
         c = x.astype(storage)
-    c = np.ascontiguousarray(c)
+    c = np.asarray(c, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     c64 = c.astype(np.float64)
     up = _neighbours(c, spec, up=True)
     down = _neighbours(c, spec, up=False)

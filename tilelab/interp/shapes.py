@@ -33,6 +33,16 @@ def to_tile(x: Any, what: str = "x") -> Tile:
     return Tile(v, d)
 
 
+def _map_valid(t: Tile, fn: Any) -> np.ndarray | None:
+    """A shape op applied to a tile's useful-lane mask (None stays None)."""
+    m = t._m
+    if m is None:
+        return None
+    if m.shape != t._v.shape:
+        m = np.broadcast_to(m, t._v.shape)
+    return fn(m)
+
+
 def is_pow2(n: int) -> bool:
     """Whether ``n`` is a positive power of two."""
     return n > 0 and n & (n - 1) == 0
@@ -109,7 +119,7 @@ def reshape(x: Any, /, shape: Any) -> Tile:
         new[neg[0]] = numel // known
     elif known != numel:
         raise compile_error(f"Cannot reshape {t.shape} to {tuple(new)}")
-    return Tile(t._v.reshape(new), t._dt)
+    return Tile(t._v.reshape(new), t._dt, False, _map_valid(t, lambda m: m.reshape(new)))
 
 
 def broadcast_to(x: Any, /, shape: Any) -> Tile:
@@ -121,7 +131,8 @@ def broadcast_to(x: Any, /, shape: Any) -> Tile:
     ok = len(src) <= len(target) and all(s in (d, 1) for s, d in pairs)
     if not ok:
         raise compile_error(f"Shape {src} is not broadcastable to {target}")
-    return Tile(np.broadcast_to(t._v, target), t._dt)
+    return Tile(np.broadcast_to(t._v, target), t._dt, False,
+                _map_valid(t, lambda m: np.broadcast_to(m, target)))
 
 
 def permute(x: Any, /, axes: Any) -> Tile:
@@ -136,7 +147,8 @@ def permute(x: Any, /, axes: Any) -> Tile:
             raise compile_error(f"Repeated axis #{i}: {a}")
         seen.add(a)
     norm = tuple(normalize_axis(a, t.ndim) for a in ax)
-    return Tile(np.transpose(t._v, norm), t._dt)
+    return Tile(np.transpose(t._v, norm), t._dt, False,
+                _map_valid(t, lambda m: np.transpose(m, norm)))
 
 
 def transpose(x: Any, /, axis0: Any = None, axis1: Any = None) -> Tile:
@@ -157,14 +169,16 @@ def transpose(x: Any, /, axis0: Any = None, axis1: Any = None) -> Tile:
         a1 = normalize_axis(constant_int(axis1, "axis1"), t.ndim)
     order = list(range(t.ndim))
     order[a0], order[a1] = order[a1], order[a0]
-    return Tile(np.transpose(t._v, order), t._dt)
+    return Tile(np.transpose(t._v, order), t._dt, False,
+                _map_valid(t, lambda m: np.transpose(m, order)))
 
 
 def expand_dims(x: Any, /, axis: Any) -> Tile:
     """Insert an axis of size 1 (``x[:, None]`` is the same)."""
     t = to_tile(x)
     a = normalize_axis(constant_int(axis, "axis"), t.ndim + 1)
-    return Tile(np.expand_dims(t._v, a), t._dt)
+    return Tile(np.expand_dims(t._v, a), t._dt, False,
+                _map_valid(t, lambda m: np.expand_dims(m, a)))
 
 
 def getitem_expand(t: Tile, key: Any) -> Tile:
@@ -181,7 +195,7 @@ def getitem_expand(t: Tile, key: Any) -> Tile:
         raise compile_error(f"Tile is {t.ndim}-dimensional, but {slices} were indexed")
     if sum(1 for idx in items if idx is Ellipsis) > 1:
         raise compile_error("Only one ellipsis is allowed")
-    return Tile(t._v[key], t._dt)
+    return Tile(t._v[key], t._dt, False, _map_valid(t, lambda m: m[key]))
 
 
 def cat(tiles: Any, /, axis: Any) -> Tile:
@@ -208,7 +222,10 @@ def cat(tiles: Any, /, axis: Any) -> Tile:
     out = np.concatenate([a._v, b._v], axis=ax)
     if not all(is_pow2(d) for d in out.shape):
         raise compile_error(f"Result tile shape must be power of 2, got: {list(out.shape)}")
-    return Tile(out, a._dt)
+    valid = None
+    if a._m is not None or b._m is not None:
+        valid = np.concatenate([a.valid, b.valid], axis=ax)
+    return Tile(out, a._dt, False, valid)
 
 
 def _subtile_index(x: Tile, shape: tuple[int, ...], index: Any, noun: str) -> list[int]:
@@ -250,7 +267,7 @@ def extract(x: Any, /, index: Any, shape: Any) -> Tile:
     full_shape = sh if sh else (1,) * t.ndim
     idx = _subtile_index(t, full_shape, index, "result")
     sl = tuple(slice(i * s, (i + 1) * s) for i, s in zip(idx, full_shape))
-    return Tile(t._v[sl].reshape(sh), t._dt)
+    return Tile(t._v[sl].reshape(sh), t._dt, False, _map_valid(t, lambda m: m[sl].reshape(sh)))
 
 
 def insert(x: Any, /, index: Any, value: Any) -> Tile:
@@ -270,7 +287,11 @@ def insert(x: Any, /, index: Any, value: Any) -> Tile:
     out = np.array(t._v, copy=True)
     sl = tuple(slice(i * s, (i + 1) * s) for i, s in zip(idx, shape))
     out[sl] = v._v.reshape(shape)
-    return Tile(out, t._dt)
+    valid = None
+    if t._m is not None or v._m is not None:
+        valid = t.valid
+        valid[sl] = v.valid.reshape(shape)
+    return Tile(out, t._dt, False, valid)
 
 
 def _numeric_dtype(dtype: Any) -> TileDType:

@@ -35,16 +35,21 @@ class Tile:
         ((4,), <DType 'int32'>, '[0, 1, 2, 3]')
     """
 
-    __slots__ = ("_v", "_dt", "_c")
+    __slots__ = ("_v", "_dt", "_c", "_m")
     __array_ufunc__ = None  # numpy must defer to our reflected operators
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, values: np.ndarray, dtype: TileDType, const: bool = False):
+    def __init__(self, values: np.ndarray, dtype: TileDType, const: bool = False,
+                 valid: np.ndarray | None = None):
         self._v = values
         self._dt = dtype
         # True when the value is a compile-time constant in cuTile (built only from
         # constants, e.g. ``ct.int16(2) + 5``); ``ct.bid(0)`` or a load is not.
         self._c = const
+        # Which lanes carry useful work: None (all of them) or a bool array of the tile's
+        # shape, False where the lane derives only from padding (the part of a partial
+        # tile outside its array, a masked-off gather lane). FLOP counts use it.
+        self._m = valid
 
     # ---- attributes -------------------------------------------------------------------
     @property
@@ -61,6 +66,13 @@ class Tile:
     def ndim(self) -> int:
         """Number of dimensions (a compile-time constant)."""
         return self._v.ndim
+
+    @property
+    def valid(self) -> np.ndarray:
+        """Bool mask of the lanes that derive from in-bounds data (all True for a full tile)."""
+        if self._m is None:
+            return np.ones(self._v.shape, bool)
+        return np.array(np.broadcast_to(self._m, self._v.shape), copy=True)
 
     @property
     def is_constant(self) -> bool:

@@ -2,9 +2,11 @@
 
 A :class:`Trace` holds one :class:`BlockRecord` per executed block. Each record lists the
 accesses (:class:`Access`) of that block (a tile load/store is a box of the array, a
-gather/scatter/atomic is a set of elements), the bytes it moved (in-bounds elements only)
-and the FLOPs it executed (MMA separately from element-wise math). The lab draws ownership
-diagrams from :meth:`Trace.regions`, :meth:`Trace.footprint` and :meth:`Trace.owners`.
+gather/scatter/atomic/raw-memory access is a set of elements), the bytes it moved
+(in-bounds elements only) and its FLOPs (MMA separately from element-wise math): the
+useful ones, on lanes that derive from in-bounds data, and the executed ones, on every
+lane of the tiles (padding of partial tiles included). The lab draws ownership diagrams
+from :meth:`Trace.regions`, :meth:`Trace.footprint` and :meth:`Trace.owners`.
 """
 from __future__ import annotations
 
@@ -32,9 +34,13 @@ class Access:
         box: per-dimension ``(start, stop)`` of a tile access, clipped to the array;
             None for element-wise accesses.
         indices: flat (C-order) indices of the elements of a gather/scatter/atomic; None
-            for box accesses.
+            for box accesses. For a raw-memory access (``RawArrayMemory.*_offset``), the
+            elements of the array hit by the offsets (an offset may also reach memory of
+            the allocation outside the array's view).
         count: number of in-bounds elements accessed.
         location: the kernel line of the access.
+        offsets: for raw-memory accesses, the element offsets from the array's base
+            pointer (None otherwise).
 
     Example:
         >>> a = Access("x", "read", "ct.load", ((0, 2), (4, 8)), None, 8, None)
@@ -49,6 +55,7 @@ class Access:
     indices: np.ndarray | None
     count: int
     location: SourceLocation | None
+    offsets: np.ndarray | None = None
 
     def mask(self, shape: tuple[int, ...]) -> np.ndarray:
         """Boolean mask over the array (of ``shape``) of the elements accessed."""
@@ -88,9 +95,13 @@ class BlockRecord:
         linear: its linear id ``x + gx * (y + gy * z)``.
         accesses: the block's accesses in program order.
         bytes_read / bytes_written: bytes moved (atomics count as both).
-        flops_mma: ``2*M*N*K`` per MMA.
-        flops_elementwise: one per element of each float arithmetic/math op and per
-            element combined by float reductions and scans.
+        flops_mma: useful MMA FLOPs: ``2*M*N*K`` per MMA over the rows, columns and ``K``
+            lanes that hold in-bounds data.
+        flops_elementwise: useful element-wise FLOPs: one per in-bounds lane of each
+            float arithmetic/math op and per in-bounds element combined by float
+            reductions and scans.
+        flops_mma_executed / flops_elementwise_executed: the same counted over every lane
+            of the tiles, padding of partial tiles included.
     """
 
     index: BlockIndex
@@ -100,6 +111,8 @@ class BlockRecord:
     bytes_written: int = 0
     flops_mma: int = 0
     flops_elementwise: int = 0
+    flops_mma_executed: int = 0
+    flops_elementwise_executed: int = 0
 
     def _by_arg(self, kinds: Iterable[str]) -> dict[str, list[Access]]:
         out: dict[str, list[Access]] = {}
@@ -125,7 +138,13 @@ class BlockRecord:
 
     @property
     def flops(self) -> int:
+        """Useful FLOPs (in-bounds lanes)."""
         return self.flops_mma + self.flops_elementwise
+
+    @property
+    def flops_executed(self) -> int:
+        """FLOPs over every executed lane, padding included."""
+        return self.flops_mma_executed + self.flops_elementwise_executed
 
 
 @dataclass(frozen=True)
@@ -152,35 +171,49 @@ class Tracer:
         gx, gy, _gz = self.grid
         return (linear % gx, (linear // gx) % gy, linear // (gx * gy))
 
-    def add_arg(self, info: ArgInfo) -> None:
+    def add_arg(self, info: ArgInfo, data: np.ndarray | None = None) -> None:
+        """Register an array argument (``data``: its numpy view, which places it in memory
+        for the race detector)."""
         self.args[info.name] = info
+        if data is not None and self.detector is not None:
+            self.detector.add_arg(info.name, data)
 
     def begin_block(self, index: BlockIndex, linear: int) -> None:
         self.current = BlockRecord(index, linear)
+        if self.detector is not None:
+            self.detector.begin_block(linear)
 
     def end_block(self) -> None:
         if self.current is not None:
             self.blocks.append(self.current)
         self.current = None
 
-    def count_flops(self, n: int, *, mma: bool = False) -> None:
+    def count_flops(self, n: int, *, mma: bool = False, useful: int | None = None) -> None:
+        """Add ``n`` executed FLOPs, ``useful`` of them on in-bounds lanes (all when None)."""
         rec = self.current
         if rec is None:
             return
+        u = n if useful is None else useful
         if mma:
-            rec.flops_mma += n
+            rec.flops_mma += u
+            rec.flops_mma_executed += n
         else:
-            rec.flops_elementwise += n
+            rec.flops_elementwise += u
+            rec.flops_elementwise_executed += n
 
     def record(self, arg: str, shape: tuple[int, ...], itemsize: int, kind: str, op: str,
-               region: Any, count: int, location: SourceLocation | None) -> None:
-        """Record an access: ``region`` is a box tuple or a flat index array."""
+               region: Any, count: int, location: SourceLocation | None,
+               offsets: np.ndarray | None = None) -> None:
+        """Record an access: ``region`` is a box tuple or a flat index array; for a
+        raw-memory access ``offsets`` are the element offsets from the array's base and
+        ``region`` the flat indices of the array elements they hit."""
         rec = self.current
         if rec is None or count == 0:
             return
         box = region if isinstance(region, tuple) else None
         indices = None if box is not None else np.asarray(region, dtype=np.int64)
-        rec.accesses.append(Access(arg, kind, op, box, indices, int(count), location))
+        rec.accesses.append(Access(arg, kind, op, box, indices, int(count), location,
+                                   None if offsets is None else np.asarray(offsets, np.int64)))
         nbytes = int(count) * itemsize
         if kind == "read":
             rec.bytes_read += nbytes
@@ -190,7 +223,23 @@ class Tracer:
             rec.bytes_read += nbytes
             rec.bytes_written += nbytes
         if self.detector is not None and kind != "atomic":
-            self.detector.check(arg, shape, kind, region, rec.linear, location)
+            if offsets is None:
+                self.detector.check(arg, shape, kind, region, rec.linear, location)
+            else:
+                self.detector.check_raw(arg, kind, offsets, rec.linear, location)
+
+    def sync(self, arg: str, kind: str, region: Any = None,
+             offsets: np.ndarray | None = None) -> None:
+        """A lock event of the running block: ``"acquire"`` (a successful ``atomic_cas``)
+        or ``"release"`` (an ``atomic_xchg``) of the words of ``region`` (flat indices of
+        the argument) or of raw ``offsets``."""
+        rec = self.current
+        if rec is None or self.detector is None:
+            return
+        if kind == "acquire":
+            self.detector.acquire(arg, rec.linear, region=region, offsets=offsets)
+        else:
+            self.detector.release(arg, rec.linear, region=region, offsets=offsets)
 
 
 class Trace:
@@ -271,11 +320,27 @@ class Trace:
 
     @property
     def flops(self) -> int:
+        """Useful FLOPs: MMA plus element-wise work on in-bounds lanes (the roofline's)."""
         return self.flops_mma + self.flops_elementwise
 
     @property
+    def flops_mma_executed(self) -> int:
+        """MMA FLOPs over every lane of the operand tiles, padding included."""
+        return self._total("flops_mma_executed")
+
+    @property
+    def flops_elementwise_executed(self) -> int:
+        """Element-wise FLOPs over every lane, padding of partial tiles included."""
+        return self._total("flops_elementwise_executed")
+
+    @property
+    def flops_executed(self) -> int:
+        """FLOPs over every executed lane (>= ``flops``; equal without partial tiles)."""
+        return self.flops_mma_executed + self.flops_elementwise_executed
+
+    @property
     def arithmetic_intensity(self) -> float:
-        """FLOPs per byte moved (0 when nothing moved)."""
+        """Useful FLOPs per byte moved (0 when nothing moved)."""
         return self.flops / self.bytes if self.bytes else 0.0
 
     # ---- races -----------------------------------------------------------------------------
@@ -366,7 +431,8 @@ class Trace:
         """One row per executed block (for pandas or display)."""
         return [dict(block=b.index, linear=b.linear, bytes_read=b.bytes_read,
                      bytes_written=b.bytes_written, flops_mma=b.flops_mma,
-                     flops_elementwise=b.flops_elementwise, accesses=len(b.accesses))
+                     flops_elementwise=b.flops_elementwise,
+                     flops_executed=b.flops_executed, accesses=len(b.accesses))
                 for b in self.blocks]
 
     def summary(self) -> str:
@@ -380,8 +446,11 @@ class Trace:
         est = " (extrapolated from the sampled blocks)" if self.sampled else ""
         lines.append(f"bytes read {_fmt(self.bytes_read)}, written "
                      f"{_fmt(self.bytes_written)}{est}")
+        executed = self.flops_executed
+        padded = (f" ({_fmt(executed)} executed, padding lanes included)"
+                  if executed != self.flops else "")
         lines.append(f"FLOPs: mma {_fmt(self.flops_mma)}, element-wise "
-                     f"{_fmt(self.flops_elementwise)}; intensity "
+                     f"{_fmt(self.flops_elementwise)}{padded}; intensity "
                      f"{self.arithmetic_intensity:.2f} FLOP/byte")
         if self.sampled:
             lines.append("race detection covered only the sampled blocks")

@@ -20,6 +20,7 @@ from tilelab.interp.dtypes import BOOL, FLOAT32, FLOAT64, INT32, RESTRICTED
 from tilelab.interp.elementwise import (check_rounding, count_flops, directed_f64, is_const,
                                         make, operand, require_bool_flag)
 from tilelab.interp.rounding import DIRECTED_MODES, convert, flush_subnormals
+from tilelab.interp.tile import Tile
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "sinh",
            "cosh", "tanh", "floor", "ceil", "abs_", "negative", "positive", "bitwise_not",
@@ -75,12 +76,13 @@ def _unary(fn: str, behavior: str, x: Any, *, rounding_mode: RoundingMode | None
                                 hint="convert with .astype(ct.float32) first")
     check_rounding(fn, rounding_mode, flush_to_zero, xd)
     c = is_const(x)
+    m = x._m if isinstance(x, Tile) else None
     if fn == "neg":
-        return make(np.negative(xv), xd, c)
+        return make(np.negative(xv), xd, c, m)
     if fn == "abs":
-        return make(np.abs(xv) if xd.kind != "b" else xv, xd, c)
+        return make(np.abs(xv) if xd.kind != "b" else xv, xd, c, m)
     if fn == "bitwise_not":
-        return make(np.logical_not(xv) if xd.kind == "b" else np.invert(xv), xd, c)
+        return make(np.logical_not(xv) if xd.kind == "b" else np.invert(xv), xd, c, m)
     f = _NP_UNARY[fn]
     if xd is FLOAT64:
         if fn == "sqrt" and rounding_mode in DIRECTED_MODES:
@@ -98,8 +100,8 @@ def _unary(fn: str, behavior: str, x: Any, *, rounding_mode: RoundingMode | None
             out = convert(np.asarray(f(a), dtype=np.float32), FLOAT32, xd)
         if flush_to_zero:
             out = flush_subnormals(out)
-    count_flops(np.size(out))
-    return make(out, xd, c)
+    count_flops(np.size(out), m)
+    return make(out, xd, c, m)
 
 
 def exp(x, /, *, rounding_mode=None):
@@ -214,4 +216,4 @@ def isnan(x, /):
     if xd.kind != "f":
         raise compile_error(f"isnan: Unexpected input type {xd}")
     return make(np.isnan(xv.astype(np.float32) if xd.storage.itemsize < 4 else xv), BOOL,
-                is_const(x))
+                is_const(x), x._m if isinstance(x, Tile) else None)
