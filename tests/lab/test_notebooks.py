@@ -234,7 +234,7 @@ def test_01_hello_tiles_outputs(run):
     assert "load_view_tko" in page and "addf" in page and "store_view_tko" in page
     assert "array([1., 2., 3., 4.], dtype=float32)" in r.text("def add(z: tl.Out")
     lowered = r.text("art = add.compile(")
-    assert "for sm_90" in lowered and "ct.store(z, index=(ct.bid(0),)" in lowered
+    assert "for sm_90" in lowered and "__tl_ct.store(z, index=(__tl_ct.bid(0),)" in lowered
     ops = r.text("the heart of the Tile IR")
     assert ops.count("load_view_tko") == 2 and "addf" in ops and "store_view_tko" in ops
     assert r.data("ownership_figure(p", "image/png")
