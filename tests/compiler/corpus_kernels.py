@@ -8,8 +8,12 @@ a few accepted ones are decorated with ``@tl.kernel`` right here, as users write
 Rejected kernels mark the offending line with ``# REJECT: <id>``, optionally followed by
 ``@ <anchor>`` (or ``@last <anchor>``): the error's column is that of the first (last)
 occurrence of ``<anchor>`` in the code of that line (default: its first non-blank
-character). One line may carry several ids, separated by commas. Rejected kernels only
-need to be rejected, but they are written as the real kernels someone would try.
+character). One line may carry several ids, separated by commas. Each rejected case names
+the rule it breaks (``rule=``, an id of ``tilelab.compiler.safety.RULES``), which the
+error's ``.rule`` must equal. Rejected kernels only need to be rejected, but they are
+written as the real kernels someone would try.
+
+The adversarial counterpart of this corpus is tests/compiler/soundness_cases.py.
 """
 from __future__ import annotations
 
@@ -51,6 +55,8 @@ class RejectCase:
     when: str = "define"
     examples: Callable[[], tuple] | None = None
     xfail: str | None = None        # a checker bug: why this verdict is wrong today
+    #: the id of the rule (tilelab.compiler.safety.RULES) the error must carry
+    rule: str | None = None
 
     def build(self):
         if isinstance(self.target, BaseException):
@@ -73,10 +79,11 @@ def accepted(case_id: str, examples: Callable[[], tuple], xfail: str | None = No
     return deco
 
 
-def rejected(case_id: str, *phrases: str, xfail: str | None = None, **options):
+def rejected(case_id: str, *phrases: str, rule: str, xfail: str | None = None,
+             **options):
     def deco(fn):
         assert case_id not in REJECT, case_id
-        REJECT[case_id] = RejectCase(case_id, fn, phrases, options, xfail=xfail)
+        REJECT[case_id] = RejectCase(case_id, fn, phrases, options, xfail=xfail, rule=rule)
         return fn
     return deco
 
@@ -146,9 +153,12 @@ def add_unchecked(z: tl.Out, x: tl.In, y: tl.In):
     z.store(tl.load_like(x, z) + tl.load_like(y, z))
 
 
-@accepted("check_bounds_false", lambda: (S(4096).partition(512), S(4096), S(4096)),
-          check_bounds=False)
-def add_unchecked_explicit(z: tl.Out, x: tl.In, y: tl.In):
+# A check_bounds=False the user writes on ct.load is not one the launch can prove (the
+# index is the kernel's own choice): a safe kernel is refused (see the REJECTED cases,
+# check_bounds_false_explicit_load); with unsafe=True the author answers for it.
+@accepted("check_bounds_false_explicit_unsafe",
+          lambda: (S(4096).partition(512), S(4096), S(4096)), check_bounds=False, unsafe=True)
+def add_unchecked_explicit_unsafe(z: tl.Out, x: tl.In, y: tl.In):
     (i,) = z.tile_index
     (bs,) = z.tile_shape
     a = ct.load(x, index=(i,), shape=(bs,), check_bounds=False)
@@ -401,7 +411,10 @@ def embedding(z: tl.Out, ids: tl.In, table: tl.In):
     z.store(ct.gather(table, (ct.reshape(rows, (bt, 1)), ct.reshape(cols, (1, d)))))
 
 
-@accepted("read_through_views", lambda: (S(256).partition(64), S((4, 256))))
+# Views (x.slice, x.tiled_view) have bounds the checker cannot prove: only unsafe kernels
+# read through them (the safe version is rejected: read_through_views_safe).
+@accepted("read_through_views_unsafe", lambda: (S(256).partition(64), S((4, 256))),
+          unsafe=True)
 def views(z: tl.Out, x: tl.In):
     (i,) = z.tile_index
     (bs,) = z.tile_shape
@@ -515,126 +528,131 @@ FIXED = ("the destination of every safe store is fixed by the partition", "canno
 MINTED = ("is not a tile minted by an enclosing 'for t in p.tiles()' loop",
           "p.store(tile, at=t)")
 ESCAPE = ("renaming it, putting it in a tuple or returning it would escape the ownership check",)
-CLOSURE = ("a nested function or lambda captures partition", "closure")
 UNSAFE_ONLY = ("unsafe=True",)
 
 # ---- writes to tl.In ---------------------------------------------------------------
 
 
-@rejected("in_ct_store", "ct.store()", "'x'", *IN_WRITE)
+@rejected("in_ct_store", "ct.store()", "'x'", *IN_WRITE, rule="write-input")
 def in_store(z: tl.Out, x: tl.In):
     t = tl.load_like(x, z)
     ct.store(x, index=(ct.bid(0),), tile=t + 1)  # REJECT: in_ct_store
     z.store(t)
 
 
-@rejected("in_scatter", "ct.scatter()", "'x'", *IN_WRITE)
+@rejected("in_scatter", "ct.scatter()", "'x'", *IN_WRITE, rule="write-input")
 def in_scatter(z: tl.Out, x: tl.In, idx: tl.In):
     t = tl.load_like(x, z)
     ct.scatter(x, tl.load_like(idx, z), t)  # REJECT: in_scatter
     z.store(t)
 
 
-@rejected("in_atomic_add", "ct.atomic_add()", *IN_WRITE)
+@rejected("in_atomic_add", "ct.atomic_add()", *IN_WRITE, rule="write-input")
 def in_atomic_add(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.atomic_add(x, ct.arange(16, dtype=ct.int32), v)  # REJECT: in_atomic_add
     z.store(v)
 
 
-@rejected("in_atomic_and", "ct.atomic_and()", *IN_WRITE)
+@rejected("in_atomic_and", "ct.atomic_and()", *IN_WRITE, rule="write-input")
 def in_atomic_and(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     z.store(ct.atomic_and(x, ct.arange(16, dtype=ct.int32), v))  # REJECT: in_atomic_and @ ct.atomic_and
 
 
-@rejected("in_atomic_cas", "ct.atomic_cas()", *IN_WRITE)
+@rejected("in_atomic_cas", "ct.atomic_cas()", *IN_WRITE, rule="write-input")
 def in_atomic_cas(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     old = ct.atomic_cas(x, ct.arange(16, dtype=ct.int32), v, v + 1)  # REJECT: in_atomic_cas @ ct.atomic_cas
     z.store(old)
 
 
-@rejected("in_atomic_max", "ct.atomic_max()", *IN_WRITE)
+@rejected("in_atomic_max", "ct.atomic_max()", *IN_WRITE, rule="write-input")
 def in_atomic_max(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.atomic_max(x, ct.arange(16, dtype=ct.int32), v)  # REJECT: in_atomic_max
     z.store(v)
 
 
-@rejected("in_atomic_min", "ct.atomic_min()", *IN_WRITE)
+@rejected("in_atomic_min", "ct.atomic_min()", *IN_WRITE, rule="write-input")
 def in_atomic_min(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.atomic_min(x, ct.arange(16, dtype=ct.int32), v)  # REJECT: in_atomic_min
     z.store(v)
 
 
-@rejected("in_atomic_or", "ct.atomic_or()", *IN_WRITE)
+@rejected("in_atomic_or", "ct.atomic_or()", *IN_WRITE, rule="write-input")
 def in_atomic_or(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.atomic_or(x, ct.arange(16, dtype=ct.int32), v)  # REJECT: in_atomic_or
     z.store(v)
 
 
-@rejected("in_atomic_xchg", "ct.atomic_xchg()", *IN_WRITE)
+@rejected("in_atomic_xchg", "ct.atomic_xchg()", *IN_WRITE, rule="write-input")
 def in_atomic_xchg(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.atomic_xchg(x, ct.arange(16, dtype=ct.int32), v)  # REJECT: in_atomic_xchg
     z.store(v)
 
 
-@rejected("in_atomic_xor", "ct.atomic_xor()", *IN_WRITE)
+@rejected("in_atomic_xor", "ct.atomic_xor()", *IN_WRITE, rule="write-input")
 def in_atomic_xor(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.atomic_xor(x, ct.arange(16, dtype=ct.int32), v)  # REJECT: in_atomic_xor
     z.store(v)
 
 
-@rejected("in_store_advanced_indexing", "ct.store_advanced_indexing()", *IN_WRITE)
+@rejected("in_store_advanced_indexing", "ct.store_advanced_indexing()", *IN_WRITE,
+          rule="write-input")
 def in_store_adv(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.store_advanced_indexing(x, (ct.arange(16, dtype=ct.int32),), v)  # REJECT: in_store_advanced_indexing
     z.store(v)
 
 
-@rejected("in_tiled_view_store", ".store()", "'x'", *IN_WRITE)
+# the view is refused before the store through it is judged (view-op)
+@rejected("in_tiled_view_store", "x.tiled_view()", "view whose bounds the checker cannot "
+          "prove", *UNSAFE_ONLY, rule="view-op")
 def in_tiled_view_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
-    view = x.tiled_view((16,))
-    view.store((ct.bid(0),), v)  # REJECT: in_tiled_view_store
+    view = x.tiled_view((16,))  # REJECT: in_tiled_view_store @ x.tiled_view
+    view.store((ct.bid(0),), v)
     z.store(v)
 
 
-@rejected("in_tiled_view_store_chained", "'x'", *IN_WRITE)
+@rejected("in_tiled_view_store_chained", "'x'", *IN_WRITE, rule="write-input")
 def in_tiled_view_store_chained(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     x.tiled_view((16,)).store((ct.bid(0),), v)  # REJECT: in_tiled_view_store_chained
     z.store(v)
 
 
-@rejected("in_tiled_view_atomic_store_add", ".atomic_store_add()", *IN_WRITE)
+@rejected("in_tiled_view_atomic_store_add", ".atomic_store_add()", *IN_WRITE, rule="write-input")
 def in_tiled_view_atomic(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     x.tiled_view((16,)).atomic_store_add((ct.bid(0),), v)  # REJECT: in_tiled_view_atomic_store_add
     z.store(v)
 
 
-@rejected("in_raw_memory_store_offset", ".store_offset()", "'x'", *IN_WRITE)
+# get_raw_memory is refused at the attribute (raw-op), before its write method is reached
+@rejected("in_raw_memory_store_offset", "x.get_raw_memory reaches raw memory or pointers",
+          *UNSAFE_ONLY, rule="raw-op")
 def in_raw_memory(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     x.get_raw_memory().store_offset(ct.arange(16, dtype=ct.int32), v)  # REJECT: in_raw_memory_store_offset
     z.store(v)
 
 
-@rejected("in_raw_memory_atomic_add_offset", ".atomic_add_offset()", *IN_WRITE)
+@rejected("in_raw_memory_atomic_add_offset", "x.get_raw_memory reaches raw memory",
+          *UNSAFE_ONLY, rule="raw-op")
 def in_raw_memory_atomic(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
-    mem = x.get_raw_memory()
-    mem.atomic_add_offset(ct.arange(16, dtype=ct.int32), v)  # REJECT: in_raw_memory_atomic_add_offset
+    mem = x.get_raw_memory()  # REJECT: in_raw_memory_atomic_add_offset @ x.get_raw_memory
+    mem.atomic_add_offset(ct.arange(16, dtype=ct.int32), v)
     z.store(v)
 
 
-@rejected("in_slice_store", "ct.store()", *IN_WRITE)
+@rejected("in_slice_store", "ct.store()", *IN_WRITE, rule="write-input")
 def in_slice_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.store(x.slice(axis=0, start=0, stop=16), index=(0,), tile=v)  # REJECT: in_slice_store
@@ -642,30 +660,30 @@ def in_slice_store(z: tl.Out, x: tl.In):
 
 
 @rejected("unannotated_param_written", "'x'", "an input (unannotated arrays are tl.In)",
-          "kernels may not write their inputs")
+          "kernels may not write their inputs", rule="write-input")
 def unannotated_written(z: tl.Out, x):
     v = tl.load_like(x, z)
     ct.store(x, index=(ct.bid(0),), tile=v * 2)  # REJECT: unannotated_param_written
     z.store(v)
 
 
-@rejected("local_alias_of_in", "ct.store()", "'x'", *IN_WRITE)
+@rejected("local_alias_of_in", "ct.store()", "'x'", *IN_WRITE, rule="write-input")
 def local_alias_store(z: tl.Out, x: tl.In):
     a = x
-    v = tl.load_like(a, z)
+    v = tl.load_like(x, z)
     ct.store(a, index=(ct.bid(0),), tile=v)  # REJECT: local_alias_of_in
     z.store(v)
 
 
-@rejected("tuple_alias_of_in", "'x'", *IN_WRITE)
+@rejected("tuple_alias_of_in", "'x'", *IN_WRITE, rule="write-input")
 def tuple_alias_store(z: tl.Out, x: tl.In, y: tl.In):
     first, second = y, x
-    v = tl.load_like(first, z)
+    v = tl.load_like(y, z)
     ct.store(second, index=(ct.bid(0),), tile=v)  # REJECT: tuple_alias_of_in
     z.store(v)
 
 
-@rejected("loop_alias_of_in", "'x'", *IN_WRITE)
+@rejected("loop_alias_of_in", "'x'", *IN_WRITE, rule="write-input")
 def loop_alias_store(z: tl.Out, x: tl.In, y: tl.In):
     v = tl.load_like(x, z)
     for dst in (x, y):
@@ -673,25 +691,27 @@ def loop_alias_store(z: tl.Out, x: tl.In, y: tl.In):
     z.store(v)
 
 
-@rejected("walrus_alias_of_in", "'x'", *IN_WRITE)
+@rejected("walrus_alias_of_in", "'x'", *IN_WRITE, rule="write-input")
 def walrus_alias_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.store((a := x), index=(ct.bid(0),), tile=v)  # REJECT: walrus_alias_of_in
     z.store(ct.load(a, index=(ct.bid(0),), shape=(16,)))
 
 
-@rejected("starred_args_of_in", "'x'", *IN_WRITE)
+@rejected("starred_args_of_in", "ct.store() with *args or **kwargs", "the checker must see every argument of a memory op",
+          "write the arguments out", rule="call-star")
 def starred_store(z: tl.Out, x: tl.In):
     args = (x, (ct.bid(0),), ct.zeros((16,), ct.float32))
-    ct.store(*args)  # REJECT: starred_args_of_in
+    ct.store(*args)  # REJECT: starred_args_of_in @ *args
     z.store(tl.load_like(x, z))
 
 
-@rejected("starred_args_with_loaded_tile", "'x'", *IN_WRITE)
+@rejected("starred_args_with_loaded_tile", "ct.store() with *args or **kwargs", "the checker must see every argument of a memory op",
+          "write the arguments out", rule="call-star")
 def starred_store_loaded(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     args = (x, (ct.bid(0),), v)
-    ct.store(*args)  # REJECT: starred_args_with_loaded_tile
+    ct.store(*args)  # REJECT: starred_args_with_loaded_tile @ *args
     z.store(v)
 
 
@@ -699,7 +719,7 @@ def _identity(a):
     return a
 
 
-@rejected("in_through_helper_result", "'x'", *IN_WRITE)
+@rejected("in_through_helper_result", "'x'", *IN_WRITE, rule="write-input")
 def helper_result_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.store(_identity(x), index=(ct.bid(0),), tile=v)  # REJECT: in_through_helper_result
@@ -719,14 +739,15 @@ def _accumulate_into(dst, tile):
 
 
 @rejected("helper_writes_in", "'dst', which is tl.In",
-          "in helper '_store_tile', called from kernel 'helper_writes'")
+          "in helper '_store_tile', called from kernel 'helper_writes'", rule="write-input")
 def helper_writes(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     _store_tile(x, v)
     z.store(v)
 
 
-@rejected("nested_helper_writes_in", "'dst', which is tl.In", "helper '_atomic_into'")
+@rejected("nested_helper_writes_in", "'dst', which is tl.In", "helper '_atomic_into'",
+          rule="write-input")
 def nested_helper_writes(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     _accumulate_into(x, v)
@@ -734,21 +755,21 @@ def nested_helper_writes(z: tl.Out, x: tl.In):
 
 
 @rejected("unsafe_helper_writes_in", "'dst', which is tl.In", "helper '_store_tile'",
-          unsafe=True)
+          unsafe=True, rule="write-input")
 def unsafe_helper_writes(r: tl.Raw, x: tl.In):
     v = ct.load(x, index=(ct.bid(0),), shape=(16,))
     _store_tile(r, v)           # fine: r is tl.Raw
     _store_tile(x, v)           # not fine: x is tl.In, even in an unsafe kernel
 
 
-@rejected("in_store_via_imported_name", "tile_store()", *IN_WRITE)
+@rejected("in_store_via_imported_name", "tile_store()", *IN_WRITE, rule="write-input")
 def imported_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     tile_store(x, index=(ct.bid(0),), tile=v)  # REJECT: in_store_via_imported_name
     z.store(v)
 
 
-@rejected("in_atomic_via_module_path", "cuda.tile.atomic_add()", *IN_WRITE)
+@rejected("in_atomic_via_module_path", "cuda.tile.atomic_add()", *IN_WRITE, rule="write-input")
 def module_path_atomic(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     cuda.tile.atomic_add(x, ct.arange(16, dtype=ct.int32), v)  # REJECT: in_atomic_via_module_path
@@ -758,20 +779,23 @@ def module_path_atomic(z: tl.Out, x: tl.In):
 class _Writers:
     @staticmethod
     def put(dst, tile):
-        ct.store(dst, index=(ct.bid(0),), tile=tile)  # REJECT: staticmethod_helper_writes_in
+        ct.store(dst, index=(ct.bid(0),), tile=tile)
 
 
-@rejected("staticmethod_helper_writes_in", "'dst', which is tl.In", "helper 'put'")
+# a static method is reached through a class, and dotted names go through modules only
+@rejected("staticmethod_helper_writes_in", "_Writers.put", "dotted names in a kernel go "
+          "through modules only", rule="global-attribute")
 def staticmethod_helper(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
-    _Writers.put(x, v)
+    _Writers.put(x, v)  # REJECT: staticmethod_helper_writes_in
     z.store(v)
 
 
-@rejected("nested_def_writes_in", "'x'", *IN_WRITE)
+@rejected("nested_def_writes_in", "nested functions are not allowed inside a kernel",
+          "define helpers with 'def' at module level", rule="statement")
 def nested_def_writer(z: tl.Out, x: tl.In):
-    def spill(tile):
-        ct.store(x, index=(ct.bid(0),), tile=tile)  # REJECT: nested_def_writes_in
+    def spill(tile):  # REJECT: nested_def_writes_in
+        ct.store(x, index=(ct.bid(0),), tile=tile)
         return tile
     z.store(spill(tl.load_like(x, z)))
 
@@ -782,7 +806,7 @@ def _ct_function_writer(dst, tile):
 
 
 @rejected("ct_function_helper_writes_in", "'dst', which is tl.In",
-          "helper '_ct_function_writer'")
+          "helper '_ct_function_writer'", rule="write-input")
 def ct_function_helper(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     _ct_function_writer(x, v)
@@ -792,7 +816,7 @@ def ct_function_helper(z: tl.Out, x: tl.In):
 _WRITE_LAMBDA = lambda dst, tile: ct.store(dst, index=(0,), tile=tile)  # noqa: E731
 
 
-@rejected("helper_is_lambda", "_WRITE_LAMBDA", "lambda", "'def'")
+@rejected("helper_is_lambda", "_WRITE_LAMBDA", "lambda", "'def'", rule="helper-lambda")
 def lambda_helper(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     _WRITE_LAMBDA(x, v)  # REJECT: helper_is_lambda
@@ -803,21 +827,22 @@ exec("def _exec_helper(dst, tile):\n    ct.store(dst, index=(0,), tile=tile)\n",
 
 
 @rejected("helper_without_source", "cannot check helper '_exec_helper'",
-          "its source is not available", "define helpers in a .py file")
+          "its source is not available", "define helpers in a .py file", rule="helper-source")
 def exec_helper(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     _exec_helper(x, v)  # REJECT: helper_without_source
     z.store(v)
 
 
-@rejected("getattr_lookup", "getattr(ct", "computed callee")
+@rejected("getattr_lookup", "getattr(ct", "computed callee", rule="call-computed")
 def getattr_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     getattr(ct, "store")(x, index=(ct.bid(0),), tile=v)  # REJECT: getattr_lookup
     z.store(v)
 
 
-@rejected("globals_lookup", "globals()", "looks names up at run time")
+@rejected("globals_lookup", "globals()", "looks names up or runs code at run time",
+          rule="call-dynamic")
 def globals_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ops = globals()["ct"]  # REJECT: globals_lookup @ globals()
@@ -825,15 +850,15 @@ def globals_store(z: tl.Out, x: tl.In):
     z.store(v)
 
 
-@rejected("in_write_through_dynamic_module", "writes memory directly")
+@rejected("in_write_through_dynamic_module", "writes memory directly", rule="write-safe")
 def globals_store_inline(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     globals()["ct"].store(x, index=(ct.bid(0),), tile=v)  # REJECT: in_write_through_dynamic_module
     z.store(v)
 
 
-@rejected("call_through_local", "call through the local variable 'st'",
-          "call functions by their global name")
+@rejected("call_through_local", "call through 'st', which this function binds",
+          "call them by their global name", rule="call-local")
 def local_callable(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     st = ct.store
@@ -841,20 +866,21 @@ def local_callable(z: tl.Out, x: tl.In):
     z.store(v)
 
 
-@rejected("from_foreign_in_safe_kernel", "ct.Array.from_foreign", "raw pointers",
-          *UNSAFE_ONLY)
+@rejected("from_foreign_in_safe_kernel", "ct.Array.from_foreign", "raw memory or pointers",
+          *UNSAFE_ONLY, rule="raw-op")
 def foreign_view(z: tl.Out, x: tl.In):
     view = ct.Array.from_foreign(x.foreign_pointer, x.shape, x.strides)  # REJECT: from_foreign_in_safe_kernel @ ct.Array
-    z.store(tl.load_like(view, z))
+    z.store(tl.load_like(x, z) + ct.load(view, index=(0,), shape=(16,)))
 
 
-@rejected("foreign_pointer_in_safe_kernel", "foreign_pointer", *UNSAFE_ONLY)
+@rejected("foreign_pointer_in_safe_kernel", "x.foreign_pointer reaches raw memory or pointers",
+          *UNSAFE_ONLY, rule="raw-op")
 def foreign_pointer(z: tl.Out, x: tl.In):
     ptr = x.foreign_pointer  # REJECT: foreign_pointer_in_safe_kernel @ x.foreign_pointer
     z.store(tl.load_like(x, z))
 
 
-@rejected("static_eval_callee", "ct.static_eval(ct.store)")
+@rejected("static_eval_callee", "ct.static_eval(ct.store)", rule="call-computed")
 def static_eval_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     ct.static_eval(ct.store)(x, index=(ct.bid(0),), tile=v)  # REJECT: static_eval_callee
@@ -864,7 +890,7 @@ def static_eval_store(z: tl.Out, x: tl.In):
 _OPS = (ct.store, ct.load)
 
 
-@rejected("subscript_callee", "_OPS[0]")
+@rejected("subscript_callee", "_OPS[0]", rule="call-computed")
 def subscript_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     _OPS[0](x, index=(ct.bid(0),), tile=v)  # REJECT: subscript_callee
@@ -874,14 +900,14 @@ def subscript_store(z: tl.Out, x: tl.In):
 _STORE_FIRST = True
 
 
-@rejected("conditional_callee", "ct.store if _STORE_FIRST else ct.load")
+@rejected("conditional_callee", "ct.store if _STORE_FIRST else ct.load", rule="call-computed")
 def conditional_store(z: tl.Out, x: tl.In):
     v = tl.load_like(x, z)
     (ct.store if _STORE_FIRST else ct.load)(x, index=(ct.bid(0),), tile=v)  # REJECT: conditional_callee
     z.store(v)
 
 
-@rejected("import_in_kernel", "import")
+@rejected("import_in_kernel", "import", rule="statement")
 def import_inside(z: tl.Out, x: tl.In):
     import cuda.tile as c2  # REJECT: import_in_kernel
     v = tl.load_like(x, z)
@@ -892,33 +918,35 @@ def import_inside(z: tl.Out, x: tl.In):
 # ---- unsafe kernels: still no writes to tl.In, nothing untraceable ----------------
 
 
-@rejected("unsafe_atomic_on_in", "ct.atomic_add()", "'x', which is tl.In", unsafe=True)
+@rejected("unsafe_atomic_on_in", "ct.atomic_add()", "'x', which is tl.In", unsafe=True,
+          rule="write-input")
 def unsafe_histogram_wrong_target(h: tl.Raw, x: tl.In):
     v = ct.load(x, index=(ct.bid(0),), shape=(256,))
     ct.atomic_add(x, v, 1)  # REJECT: unsafe_atomic_on_in
 
 
 @rejected("unsafe_scatter_on_unannotated", "'idx'", "unannotated arrays are tl.In",
-          unsafe=True)
+          unsafe=True, rule="write-input")
 def unsafe_scatter_unannotated(out: tl.Raw, idx, x: tl.In):
     i = ct.load(idx, index=(ct.bid(0),), shape=(128,))
     ct.scatter(idx, i, ct.load(x, index=(ct.bid(0),), shape=(128,)))  # REJECT: unsafe_scatter_on_unannotated
 
 
-@rejected("unsafe_alias_raw_or_in", "'x', which is tl.In", unsafe=True)
+@rejected("unsafe_alias_raw_or_in", "'x', which is tl.In", unsafe=True, rule="write-input")
 def unsafe_maybe_in(r: tl.Raw, x: tl.In, flag: int):
     dst = r if flag > 0 else x
     ct.store(dst, index=(ct.bid(0),), tile=ct.zeros((16,), ct.float32))  # REJECT: unsafe_alias_raw_or_in
 
 
 @rejected("unsafe_untraceable_write", "cannot trace back to a tl.Raw parameter",
-          "write through the tl.Raw parameter itself", unsafe=True)
+          "write through the tl.Raw parameter itself", unsafe=True, rule="write-untraced")
 def unsafe_foreign_write(r: tl.Raw, x: tl.In):
     view = ct.Array.from_foreign(x.foreign_pointer, x.shape, x.strides)
     ct.store(view, index=(ct.bid(0),), tile=ct.zeros((16,), ct.float32))  # REJECT: unsafe_untraceable_write
 
 
-@rejected("unsafe_partition_ct_store", "ct.store()", "'z'", *PART_WRITE, unsafe=True)
+@rejected("unsafe_partition_ct_store", "ct.store()", "'z'", *PART_WRITE, unsafe=True,
+          rule="write-partition")
 def unsafe_out_raw_store(z: tl.Out, r: tl.Raw, x: tl.In):
     ct.store(z, index=(ct.bid(0),), tile=tl.load_like(x, z))  # REJECT: unsafe_partition_ct_store
 
@@ -927,13 +955,14 @@ def _pick_index(i, buf):
     return i
 
 
-@rejected("unsafe_chained_store_on_in", "'x', which is tl.In", unsafe=True)
+@rejected("unsafe_chained_store_on_in", "'x', which is tl.In", unsafe=True, rule="write-input")
 def unsafe_chained_in(r: tl.Raw, x: tl.In):
     t = ct.load(x, index=(ct.bid(0),), shape=(16,))
     x.tiled_view((16,)).store((_pick_index(ct.bid(0), r),), t + 1)  # REJECT: unsafe_chained_store_on_in
 
 
-@rejected("unsafe_static_eval_on_in", "ct.static_eval(ct.atomic_add)", unsafe=True)
+@rejected("unsafe_static_eval_on_in", "ct.static_eval(ct.atomic_add)", unsafe=True,
+          rule="call-computed")
 def unsafe_static_eval(h: tl.Raw, x: tl.In):
     v = ct.load(x, index=(ct.bid(0),), shape=(16,))
     ct.static_eval(ct.atomic_add)(x, ct.arange(16, dtype=ct.int32), v)  # REJECT: unsafe_static_eval_on_in
@@ -942,23 +971,24 @@ def unsafe_static_eval(h: tl.Raw, x: tl.In):
 # ---- raw writes to partitions ------------------------------------------------------
 
 
-@rejected("out_ct_store", "ct.store()", "'z'", *PART_WRITE, "z.store(tile)")
+@rejected("out_ct_store", "ct.store()", "'z'", *PART_WRITE, "z.store(tile)", rule="write-partition")
 def out_raw_store(z: tl.Out, x: tl.In):
     t = tl.load_like(x, z)
     ct.store(z, index=(ct.bid(0),), tile=t)  # REJECT: out_ct_store
 
 
-@rejected("out_scatter", "ct.scatter()", "'z'", *PART_WRITE)
+@rejected("out_scatter", "ct.scatter()", "'z'", *PART_WRITE, rule="write-partition")
 def out_scatter(z: tl.Out, x: tl.In, idx: tl.In):
     ct.scatter(z, tl.load_like(idx, z), tl.load_like(x, z))  # REJECT: out_scatter
 
 
-@rejected("inout_atomic_add", "ct.atomic_add()", "'p'", *PART_WRITE, "p.store(tile)")
+@rejected("inout_atomic_add", "ct.atomic_add()", "'p'", *PART_WRITE, "p.store(tile)",
+          rule="write-partition")
 def inout_atomic(p: tl.InOut, x: tl.In):
     ct.atomic_add(p, ct.arange(16, dtype=ct.int32), tl.load_like(x, p))  # REJECT: inout_atomic_add
 
 
-@rejected("inout_store_advanced_indexing", "'p'", *PART_WRITE)
+@rejected("inout_store_advanced_indexing", "'p'", *PART_WRITE, rule="write-partition")
 def inout_adv(p: tl.InOut):
     v = p.load()
     ct.store_advanced_indexing(p, (ct.arange(16, dtype=ct.int32),), v)  # REJECT: inout_store_advanced_indexing
@@ -967,30 +997,32 @@ def inout_adv(p: tl.InOut):
 # ---- reading a tl.Out ----------------------------------------------------------------
 
 
-@rejected("out_load_method", "z.load", "a kernel may not read its outputs", *WRITE_ONLY)
+@rejected("out_load_method", "z.load", "a kernel may not read its outputs", *WRITE_ONLY,
+          rule="partition-read-out")
 def out_load(z: tl.Out, x: tl.In):
     z.store(z.load() + tl.load_like(x, z))  # REJECT: out_load_method @ z.load
 
 
-@rejected("out_ct_load", "ct.load()", "would read it", *WRITE_ONLY)
+@rejected("out_ct_load", "ct.load()", "would read it", *WRITE_ONLY, rule="partition-read-out")
 def out_ct_load(z: tl.Out, x: tl.In):
     prev = ct.load(z, index=(ct.bid(0),), shape=(16,))  # REJECT: out_ct_load @ ct.load
     z.store(prev + tl.load_like(x, z))
 
 
-@rejected("out_load_like", "tl.load_like(z, ...) would read an output", *WRITE_ONLY)
+@rejected("out_load_like", "tl.load_like(z, ...) would read an output", *WRITE_ONLY,
+          rule="partition-read-out")
 def out_load_like(z: tl.Out, q: tl.Out, x: tl.In):
     q.store(tl.load_like(x, q))
     z.store(tl.load_like(z, q))  # REJECT: out_load_like @ z, q
 
 
-@rejected("out_gather", "ct.gather()", *WRITE_ONLY)
+@rejected("out_gather", "ct.gather()", *WRITE_ONLY, rule="partition-read-out")
 def out_gather(z: tl.Out, idx: tl.In):
     z.store(ct.gather(z, tl.load_like(idx, z)))  # REJECT: out_gather @ ct.gather
 
 
 @rejected("inout_ct_load_other_tile", "ct.load() on partition 'p' could read tiles other "
-          "blocks write", "p.load()")
+          "blocks write", "p.load()", rule="partition-other-tile")
 def inout_neighbour(p: tl.InOut):
     (i,) = p.tile_index
     right = ct.load(p, index=(i + 1,), shape=p.tile_shape)  # REJECT: inout_ct_load_other_tile @ ct.load
@@ -998,12 +1030,13 @@ def inout_neighbour(p: tl.InOut):
 
 
 @rejected("inout_load_like_first", "tl.load_like(p, ...) would read a tile of the "
-          "partition p other than this block's own", "p.load()")
+          "partition p other than this block's own", "p.load()", rule="partition-other-tile")
 def inout_load_like(p: tl.InOut, q: tl.Out):
     q.store(tl.load_like(p, q))  # REJECT: inout_load_like_first @ p, q
 
 
-@rejected("inout_load_with_index", "p.load() reads this block's own tile and takes no index")
+@rejected("inout_load_with_index", "p.load() reads this block's own tile and takes no index",
+          rule="partition-load")
 def inout_load_index(p: tl.InOut):
     p.store(p.load((0,)) * 2)  # REJECT: inout_load_with_index @ p.load
 
@@ -1011,18 +1044,18 @@ def inout_load_index(p: tl.InOut):
 # ---- choosing the destination ----------------------------------------------------------
 
 
-@rejected("store_index_keyword", *FIXED, "index=", "tl.Raw")
+@rejected("store_index_keyword", *FIXED, "index=", "tl.Raw", rule="partition-store")
 def store_with_index(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z), index=(0,))  # REJECT: store_index_keyword @ index=
 
 
-@rejected("store_index_positional", *FIXED, "an index")
+@rejected("store_index_positional", *FIXED, "an index", rule="partition-store")
 def store_with_positional(z: tl.Out, x: tl.In):
     (i,) = z.tile_index
     z.store(tl.load_like(x, z), (i + 1,))  # REJECT: store_index_positional @ (i + 1,)
 
 
-@rejected("store_two_tiles", *FIXED)
+@rejected("store_two_tiles", *FIXED, rule="partition-store")
 def store_twice_in_one(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z), tl.load_like(x, z))  # REJECT: store_two_tiles @ tl.load_like(x, z))
 
@@ -1032,7 +1065,7 @@ def store_twice_in_one(z: tl.Out, x: tl.In):
 
 
 @rejected("head_permutation_raw_store_out", "ct.store()", "'out'", *PART_WRITE,
-          "out.store(tile)")
+          "out.store(tile)", rule="write-partition")
 def head_permute_raw_out(out: tl.Out, x: tl.In, BS: ct.Constant[int]):
     b, h, s = ct.bid(0), ct.bid(1), ct.bid(2)
     t = ct.load(x, index=(b, h, s, 0), shape=(1, 1, BS, 64))
@@ -1040,7 +1073,7 @@ def head_permute_raw_out(out: tl.Out, x: tl.In, BS: ct.Constant[int]):
 
 
 @rejected("head_permutation_raw_unannotated", "'out'", "unannotated arrays are tl.In",
-          "z: tl.Out")
+          "z: tl.Out", rule="write-input")
 def head_permute_port(out, x, BS: ct.Constant[int]):
     # a straight port of the @ct.kernel: both arrays unannotated, so both are tl.In
     b, h, s = ct.bid(0), ct.bid(1), ct.bid(2)
@@ -1048,7 +1081,7 @@ def head_permute_port(out, x, BS: ct.Constant[int]):
     ct.store(out, index=(b, h, s, 0), tile=ct.permute(t, (0, 2, 1, 3)))  # REJECT: head_permutation_raw_unannotated
 
 
-@rejected("head_permutation_store_swapped_index", *FIXED, "index=")
+@rejected("head_permutation_store_swapped_index", *FIXED, "index=", rule="partition-store")
 def head_permute_swapped(out: tl.Out, x: tl.In):
     b, s, h = out.tile_index
     _, bs, d = out.tile_shape
@@ -1056,7 +1089,7 @@ def head_permute_swapped(out: tl.Out, x: tl.In):
     out.store(ct.reshape(t, (1, bs, d)), index=(b, h, s))  # REJECT: head_permutation_store_swapped_index @ index=
 
 
-@rejected("head_permutation_raw_param_safe", "'out' is tl.Raw", *UNSAFE_ONLY)
+@rejected("head_permutation_raw_param_safe", "'out' is tl.Raw", *UNSAFE_ONLY, rule="raw-param")
 def head_permute_raw_safe(out: tl.Raw, x: tl.In, BS: ct.Constant[int]):  # REJECT: head_permutation_raw_param_safe @ out: tl.Raw
     b, h, s = ct.bid(0), ct.bid(1), ct.bid(2)
     t = ct.load(x, index=(b, h, s, 0), shape=(1, 1, BS, 64))
@@ -1066,13 +1099,13 @@ def head_permute_raw_safe(out: tl.Raw, x: tl.In, BS: ct.Constant[int]):  # REJEC
 # ---- persistent kernels: stores only at minted tiles --------------------------------
 
 
-@rejected("persistent_at_t_plus_one", "at=t + 1", *MINTED)
+@rejected("persistent_at_t_plus_one", "at=t + 1", *MINTED, rule="at-not-minted")
 def persistent_shifted(c: tl.Out, x: tl.In):
     for t in c.tiles():
         c.store(tl.load_like(x, c, at=t), at=t + 1)  # REJECT: persistent_at_t_plus_one @ t + 1
 
 
-@rejected("persistent_at_outside_loop", "at=t", *MINTED)
+@rejected("persistent_at_outside_loop", "at=t", *MINTED, rule="at-not-minted")
 def persistent_after_loop(c: tl.Out, x: tl.In):
     for t in c.tiles():
         c.store(tl.load_like(x, c, at=t), at=t)
@@ -1080,7 +1113,7 @@ def persistent_after_loop(c: tl.Out, x: tl.In):
 
 
 @rejected("persistent_loop_var_reassigned", "the tile variable 't' minted by c.tiles() is "
-          "reassigned inside the loop", "keep 't' as the loop gave it")
+          "reassigned inside the loop", "keep 't' as the loop gave it", rule="tile-reassigned")
 def persistent_reassigned(c: tl.Out, x: tl.In):
     for t in c.tiles():
         v = tl.load_like(x, c, at=t)
@@ -1088,7 +1121,7 @@ def persistent_reassigned(c: tl.Out, x: tl.In):
         c.store(v, at=t)
 
 
-@rejected("persistent_loop_var_augmented", "is reassigned inside the loop")
+@rejected("persistent_loop_var_augmented", "is reassigned inside the loop", rule="tile-reassigned")
 def persistent_augmented(c: tl.Out, x: tl.In):
     for t in c.tiles():
         v = tl.load_like(x, c, at=t)
@@ -1096,7 +1129,7 @@ def persistent_augmented(c: tl.Out, x: tl.In):
         c.store(v, at=t)
 
 
-@rejected("persistent_loop_var_shadowed", "is reassigned inside the loop")
+@rejected("persistent_loop_var_shadowed", "is reassigned inside the loop", rule="tile-reassigned")
 def persistent_shadowed(c: tl.Out, x: tl.In):
     for t in c.tiles():
         for t in range(2):  # REJECT: persistent_loop_var_shadowed @ t in range
@@ -1104,59 +1137,63 @@ def persistent_shadowed(c: tl.Out, x: tl.In):
 
 
 @rejected("persistent_missing_at", "c.store(v) has no tile",
-          "each access names the tile the loop minted", "at=t")
+          "each access names the tile the loop minted", "at=t", rule="missing-at")
 def persistent_no_at(c: tl.Out, x: tl.In):
     for t in c.tiles():
         v = tl.load_like(x, c, at=t)
         c.store(v)  # REJECT: persistent_missing_at
 
 
-@rejected("persistent_inout_load_missing_at", "p.load() has no tile", "at=t")
+@rejected("persistent_inout_load_missing_at", "p.load() has no tile", "at=t", rule="missing-at")
 def persistent_inout_no_at(p: tl.InOut):
     for t in p.tiles():
         p.store(p.load() + 1, at=t)  # REJECT: persistent_inout_load_missing_at @ p.load
 
 
-@rejected("persistent_load_like_missing_at", "tl.load_like(x, c) has no tile", "at=t")
+@rejected("persistent_load_like_missing_at", "tl.load_like(x, c) has no tile", "at=t",
+          rule="missing-at")
 def persistent_load_no_at(c: tl.Out, x: tl.In):
     for t in c.tiles():
         c.store(tl.load_like(x, c) * 2, at=t)  # REJECT: persistent_load_like_missing_at @ tl.load_like
 
 
-@rejected("persistent_nested_loops", "persistent tile loops cannot be nested")
+@rejected("persistent_nested_loops", "persistent tile loops cannot be nested", rule="tiles-loop")
 def persistent_nested(c: tl.Out, x: tl.In):
     for t in c.tiles():
         for u in c.tiles():  # REJECT: persistent_nested_loops
             c.store(tl.load_like(x, c, at=u), at=u)
 
 
-@rejected("persistent_tiles_not_in_for", "c.tiles() can only be the iterable of a for loop")
+@rejected("persistent_tiles_not_in_for", "c.tiles() can only be the iterable of a for loop",
+          rule="tiles-loop")
 def persistent_tiles_value(c: tl.Out, x: tl.In):
     tiles = c.tiles()  # REJECT: persistent_tiles_not_in_for @ c.tiles()
     for t in tiles:
         c.store(tl.load_like(x, c, at=t), at=t)
 
 
-@rejected("persistent_tiles_wrapped", "c.tiles() can only be the iterable of a for loop")
+@rejected("persistent_tiles_wrapped", "c.tiles() can only be the iterable of a for loop",
+          rule="tiles-loop")
 def persistent_tiles_list(c: tl.Out, x: tl.In):
     for t in list(c.tiles()):  # REJECT: persistent_tiles_wrapped @ c.tiles()
         c.store(tl.load_like(x, c, at=t), at=t)
 
 
 @rejected("persistent_tiles_with_args", "c.tiles() takes no arguments",
-          "the schedule decides which tiles each block gets")
+          "the schedule decides which tiles each block gets", rule="tiles-loop")
 def persistent_tiles_args(c: tl.Out, x: tl.In):
     for t in c.tiles(2):  # REJECT: persistent_tiles_with_args @ c.tiles(2)
         c.store(tl.load_like(x, c, at=t), at=t)
 
 
-@rejected("persistent_tiles_tuple_target", "the loop over c.tiles() must bind one name")
+@rejected("persistent_tiles_tuple_target", "the loop over c.tiles() must bind one name",
+          rule="tiles-loop")
 def persistent_unpack(c: tl.Out, x: tl.In):
     for m, n in c.tiles():  # REJECT: persistent_tiles_tuple_target @ m, n
         c.store(tl.load_like(x, c, at=m), at=m)
 
 
-@rejected("persistent_other_loop_var", "at=i", *MINTED)
+@rejected("persistent_other_loop_var", "at=i", *MINTED, rule="at-not-minted")
 def persistent_inner_index(c: tl.Out, x: tl.In):
     for t in c.tiles():
         v = tl.load_like(x, c, at=t)
@@ -1165,27 +1202,28 @@ def persistent_inner_index(c: tl.Out, x: tl.In):
 
 
 @rejected("persistent_tile_index", "c.tile_index is not defined in a persistent kernel",
-          "use c.tile_index_of(t)")
+          "use c.tile_index_of(t)", rule="tile-index-persistent")
 def persistent_tile_index(c: tl.Out, a: tl.In):
     for t in c.tiles():
         m, n = c.tile_index  # REJECT: persistent_tile_index @ c.tile_index
         c.store(ct.load(a, index=(m, n), shape=c.tile_shape), at=t)
 
 
-@rejected("persistent_load_like_at_not_minted", "at=t + 1", *MINTED)
+@rejected("persistent_load_like_at_not_minted", "at=t + 1", *MINTED, rule="at-not-minted")
 def persistent_load_shifted(c: tl.Out, x: tl.In):
     for t in c.tiles():
         c.store(tl.load_like(x, c, at=t + 1), at=t)  # REJECT: persistent_load_like_at_not_minted @ t + 1
 
 
-@rejected("tile_index_of_not_minted", "c.tile_index_of(t + 1)", "needs a tile minted")
+@rejected("tile_index_of_not_minted", "c.tile_index_of(t + 1)", "needs a tile minted",
+          rule="at-not-minted")
 def tile_index_of_shifted(c: tl.Out, a: tl.In):
     for t in c.tiles():
         m, n = c.tile_index_of(t + 1)  # REJECT: tile_index_of_not_minted @ t + 1
         c.store(ct.load(a, index=(m, n), shape=c.tile_shape), at=t)
 
 
-@rejected("tile_index_of_outside_loop", "needs a tile minted by an enclosing")
+@rejected("tile_index_of_outside_loop", "needs a tile minted by an enclosing", rule="at-not-minted")
 def tile_index_of_after(c: tl.Out, a: tl.In):
     for t in c.tiles():
         c.store(tl.load_like(a, c, at=t), at=t)
@@ -1193,7 +1231,7 @@ def tile_index_of_after(c: tl.Out, a: tl.In):
 
 
 @rejected("tile_index_of_without_tile", "c.tile_index_of(t) takes the tile t minted by "
-          "'for t in c.tiles()'")
+          "'for t in c.tiles()'", rule="partition-attribute")
 def tile_index_of_empty(c: tl.Out, a: tl.In):
     for t in c.tiles():
         m, n = c.tile_index_of()  # REJECT: tile_index_of_without_tile @ c.tile_index_of
@@ -1201,19 +1239,19 @@ def tile_index_of_empty(c: tl.Out, a: tl.In):
 
 
 @rejected("tile_index_of_in_row_major_kernel", "only for persistent kernels",
-          "use c.tile_index")
+          "use c.tile_index", rule="at-not-persistent")
 def tile_index_of_row_major(c: tl.Out, a: tl.In):
     m, n = c.tile_index_of(0)  # REJECT: tile_index_of_in_row_major_kernel @ 0)
     c.store(ct.load(a, index=(m, n), shape=c.tile_shape))
 
 
 @rejected("at_in_non_persistent_kernel", "at= is only for persistent kernels",
-          "remove at=")
+          "remove at=", rule="at-not-persistent")
 def row_major_with_at(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z), at=0)  # REJECT: at_in_non_persistent_kernel @ 0)
 
 
-@rejected("persistent_store_out_of_loop_no_at", "has no tile")
+@rejected("persistent_store_out_of_loop_no_at", "has no tile", rule="missing-at")
 def persistent_epilogue(c: tl.Out, x: tl.In):
     for t in c.tiles():
         c.store(tl.load_like(x, c, at=t), at=t)
@@ -1228,70 +1266,72 @@ def _scale_into(dst, tile):
 
 
 @rejected("partition_to_helper", "passing partition 'z' to _scale_into() is not allowed",
-          "the callee could write any tile of it", "return a tile and write z.store(tile)")
+          "the callee could write any tile of it", "return a tile and write z.store(tile)",
+          rule="partition-escape")
 def partition_to_helper(z: tl.Out, x: tl.In):
     _scale_into(z, tl.load_like(x, z))  # REJECT: partition_to_helper
 
 
-@rejected("partition_to_builtin", "passing partition 'z' to len()")
+@rejected("partition_to_builtin", "passing partition 'z' to len()", rule="partition-escape")
 def partition_to_builtin(z: tl.Out, x: tl.In):
     n = len(z)  # REJECT: partition_to_builtin @ len(z)
     z.store(tl.load_like(x, z) * n)
 
 
 @rejected("partition_to_ct_op", "partition 'z' cannot be passed to ct.num_tiles()",
-          "z.tile_shape")
+          "z.tile_shape", rule="partition-to-op")
 def partition_to_ct_op(z: tl.Out, x: tl.In):
     n = ct.num_tiles(z, axis=0, shape=(16,))  # REJECT: partition_to_ct_op @ ct.num_tiles
     z.store(tl.load_like(x, z) + n)
 
 
-@rejected("partition_keyword_to_helper", "passing partition 'z' to _scale_into()")
+@rejected("partition_keyword_to_helper", "passing partition 'z' to _scale_into()",
+          rule="partition-escape")
 def partition_kw_helper(z: tl.Out, x: tl.In):
     _scale_into(dst=z, tile=tl.load_like(x, z))  # REJECT: partition_keyword_to_helper
 
 
 @rejected("partition_alias_assign", "partition 'z' may only be used as z.store(tile)",
-          *ESCAPE)
+          *ESCAPE, rule="partition-escape")
 def partition_alias(z: tl.Out, x: tl.In):
     q = z  # REJECT: partition_alias_assign @ z
     q.store(tl.load_like(x, z))
 
 
-@rejected("partition_in_tuple", "partition 'w' may only be used", *ESCAPE)
+@rejected("partition_in_tuple", "partition 'w' may only be used", *ESCAPE, rule="partition-escape")
 def partition_tuple(z: tl.Out, w: tl.Out, x: tl.In):
     outs = (w, z)  # REJECT: partition_in_tuple @ w, z
     for o in outs:
         o.store(tl.load_like(x, z))
 
 
-@rejected("partition_returned", "partition 'z' may only be used", *ESCAPE)
+@rejected("partition_returned", "partition 'z' may only be used", *ESCAPE, rule="partition-escape")
 def partition_return(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z))
     return z  # REJECT: partition_returned @ z
 
 
-@rejected("partition_in_dict", "partition 'z' may only be used", *ESCAPE)
+@rejected("partition_in_dict", "partition 'z' may only be used", *ESCAPE, rule="partition-escape")
 def partition_dict(z: tl.Out, x: tl.In):
     outs = {"z": z}  # REJECT: partition_in_dict @ z}
     outs["z"].store(tl.load_like(x, z))
 
 
-@rejected("partition_closure_def", "partition 'z'", *CLOSURE, "return it")
+@rejected("partition_closure_def", "nested functions are not allowed", rule="statement")
 def partition_closure(z: tl.Out, x: tl.In):
-    def emit(tile):
-        z.store(tile)  # REJECT: partition_closure_def
+    def emit(tile):  # REJECT: partition_closure_def
+        z.store(tile)
     emit(tl.load_like(x, z))
 
 
-@rejected("partition_closure_lambda", "partition 'z'", *CLOSURE)
+@rejected("partition_closure_lambda", "lambdas are not allowed", rule="statement")
 def partition_lambda(z: tl.Out, x: tl.In):
-    emit = lambda tile: z.store(tile)  # noqa: E731  # REJECT: partition_closure_lambda @ z.store
+    emit = lambda tile: z.store(tile)  # noqa: E731  # REJECT: partition_closure_lambda @ lambda
     emit(tl.load_like(x, z))
 
 
 @rejected("partition_reassigned", "partition parameter 'z' is reassigned",
-          "must keep meaning the partition")
+          "must keep meaning the partition", rule="partition-reassigned")
 def partition_rebound(z: tl.Out, x: tl.In):
     t = tl.load_like(x, z)
     z = t * 2  # REJECT: partition_reassigned
@@ -1299,31 +1339,35 @@ def partition_rebound(z: tl.Out, x: tl.In):
 
 
 @rejected("partition_store_as_value", "z.store must be called directly",
-          "taking the method as a value")
+          "taking the method as a value", rule="partition-method-value")
 def store_as_value(z: tl.Out, x: tl.In):
     emit = z.store  # REJECT: partition_store_as_value @ z.store
     emit(tl.load_like(x, z))
 
 
 @rejected("partition_unknown_attribute", "partition 'z' has no attribute 'tiled_view'",
-          "tile_index")
+          "tile_index", rule="partition-attribute")
 def partition_tiled_view(z: tl.Out, x: tl.In):
     view = z.tiled_view((16,))  # REJECT: partition_unknown_attribute @ z.tiled_view
     view.store((ct.bid(0),), tl.load_like(x, z))
 
 
-@rejected("partition_raw_memory_attribute", "partition 'p' has no attribute 'get_raw_memory'")
+# refused at the attribute as raw (before the partition's attribute table is consulted)
+@rejected("partition_raw_memory_attribute", "p.get_raw_memory reaches raw memory or pointers",
+          *UNSAFE_ONLY, rule="raw-op")
 def partition_raw_memory(p: tl.InOut):
     p.get_raw_memory().store_offset(0, p.load())  # REJECT: partition_raw_memory_attribute @ p.get_raw_memory
 
 
-@rejected("partition_tile_index_called", "z.tile_index is a tuple, not a method")
+@rejected("partition_tile_index_called", "z.tile_index is a tuple, not a method",
+          rule="partition-attribute")
 def tile_index_called(z: tl.Out, x: tl.In):
     (i,) = z.tile_index()  # REJECT: partition_tile_index_called @ z.tile_index()
     z.store(tl.load_like(x, z) + i)
 
 
-@rejected("partition_via_locals", "locals()", "looks names up at run time")
+@rejected("partition_via_locals", "locals()", "looks names up or runs code at run time",
+          rule="call-dynamic")
 def partition_locals(z: tl.Out, x: tl.In):
     scope = locals()  # REJECT: partition_via_locals @ locals()
     scope["z"].store(tl.load_like(x, z))
@@ -1333,54 +1377,87 @@ def partition_locals(z: tl.Out, x: tl.In):
 
 
 @rejected("raw_in_safe_kernel", "parameter 'h' is tl.Raw, which only unsafe kernels may "
-          "have", "@tl.kernel(unsafe=True)")
+          "have", "@tl.kernel(unsafe=True)", rule="raw-param")
 def histogram_safe(h: tl.Raw, x: tl.In):  # REJECT: raw_in_safe_kernel @ h: tl.Raw
     v = ct.load(x, index=(ct.bid(0),), shape=(256,))
     ct.atomic_add(h, v, 1)
 
 
 @rejected("tl_schedule_inside_kernel", "tl.persistent() is not available inside a kernel",
-          "tl.load_like")
+          "tl.load_like", rule="call-host")
 def tl_object_inside(z: tl.Out, x: tl.In):
     sched = tl.persistent(4)  # REJECT: tl_schedule_inside_kernel @ tl.persistent
     z.store(tl.load_like(x, z))
 
 
-@rejected("tl_kind_inside_kernel", "tl.In is not available inside a kernel")
+@rejected("tl_kind_inside_kernel", "tl.In is class 'In'", "a kernel reads only numbers, "
+          "strings, tuples, dtypes", rule="global-value")
 def tl_kind_inside(z: tl.Out, x: tl.In):
     if tl.In is not None:  # REJECT: tl_kind_inside_kernel @ tl.In
         z.store(tl.load_like(x, z))
 
 
-@rejected("load_like_extra_argument", "tl.load_like takes an array and a partition")
+@rejected("load_like_extra_argument", "tl.load_like takes an array and a partition",
+          rule="load-like-form")
 def load_like_shape(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z, shape=(16,)))  # REJECT: load_like_extra_argument @ tl.load_like
 
 
 @rejected("load_like_not_a_partition", "the second argument of tl.load_like must be a "
-          "partition parameter", "got 'y'")
+          "partition parameter", "got 'y'", rule="load-like-form")
 def load_like_array(z: tl.Out, x: tl.In, y: tl.In):
     z.store(tl.load_like(x, y))  # REJECT: load_like_not_a_partition @ y)
 
 
-@rejected("varargs_parameter", "kernel parameters cannot be *args")
+@rejected("varargs_parameter", "kernel parameters cannot be *args", rule="param-form")
 def varargs_kernel(z: tl.Out, *xs):  # REJECT: varargs_parameter @ xs
     z.store(tl.load_like(xs[0], z))
 
 
-@rejected("keyword_only_parameter", "kernel parameters cannot be keyword-only")
+@rejected("keyword_only_parameter", "kernel parameters cannot be keyword-only", rule="param-form")
 def kwonly_kernel(z: tl.Out, *, x: tl.In):  # REJECT: keyword_only_parameter @ x: tl.In
     z.store(tl.load_like(x, z))
 
 
-@rejected("check_bounds_false_view_load_like",
-          "check_bounds=False needs tl.load_like to read a parameter directly",
-          check_bounds=False)
+# tl.load_like reads a parameter directly (so that the launch can prove its tiles meet
+# the array): a view, or a local alias (check_bounds_false_load_like_alias), is refused
+@rejected("check_bounds_false_view_load_like", "tl.load_like reads an array parameter of "
+          "the kernel directly", "got 'x.slice(axis=0, start=16, stop=32)'",
+          rule="load-like-form", check_bounds=False)
 def unchecked_view(z: tl.Out, x: tl.In):
-    z.store(tl.load_like(x.slice(axis=0, start=16, stop=32), z))  # REJECT: check_bounds_false_view_load_like @ tl.load_like
+    z.store(tl.load_like(x.slice(axis=0, start=16, stop=32), z))  # REJECT: check_bounds_false_view_load_like @ x.slice
 
 
-@rejected("unicode_column", "ct.store()", *IN_WRITE)
+@rejected("check_bounds_false_explicit_load", "ct.load(..., check_bounds=False) reads "
+          "without bounds checks", "this one it cannot prove", "unsafe=True",
+          rule="unchecked-read", check_bounds=False)
+def add_unchecked_explicit(z: tl.Out, x: tl.In, y: tl.In):
+    (i,) = z.tile_index
+    (bs,) = z.tile_shape
+    a = ct.load(x, index=(i,), shape=(bs,), check_bounds=False)  # REJECT: check_bounds_false_explicit_load @ check_bounds=False
+    z.store(a + ct.load(y, index=(i,), shape=(bs,), check_bounds=False))
+
+
+@rejected("read_through_views_safe", "x.slice()", "view whose bounds the checker cannot "
+          "prove", "unsafe=True", rule="view-op")
+def views_safe(z: tl.Out, x: tl.In):
+    (i,) = z.tile_index
+    (bs,) = z.tile_shape
+    row1 = x.slice(axis=0, start=1, stop=2)  # REJECT: read_through_views_safe @ x.slice
+    a = ct.load(row1, index=(0, i), shape=(1, bs))
+    b = x.tiled_view((1, bs)).load((2, i))
+    z.store(ct.reshape(a + b, (bs,)))
+
+
+@rejected("check_bounds_false_load_like_alias",
+          "tl.load_like reads an array parameter of the kernel directly", "got 'a'",
+          rule="load-like-form", check_bounds=False)
+def unchecked_alias(z: tl.Out, x: tl.In):
+    a = x
+    z.store(tl.load_like(a, z))  # REJECT: check_bounds_false_load_like_alias @ a, z
+
+
+@rejected("unicode_column", "ct.store()", *IN_WRITE, rule="write-input")
 def unicode_names(z: tl.Out, x: tl.In):
     ŧ = tl.load_like(x, z); ct.store(x, index=(ct.bid(0),), tile=ŧ)  # noqa: E702  # REJECT: unicode_column @ ct.store
     z.store(ŧ)
@@ -1404,7 +1481,7 @@ def _late_write_helper(dst, tile):
 
 REJECT["late_helper_writes_in"] = RejectCase(
     "late_helper_writes_in", late_writer, ("'dst', which is tl.In", "helper '_late_write_helper'"),
-    when="compile", examples=lambda: (S(256).partition(16), S(256)))
+    when="compile", examples=lambda: (S(256).partition(16), S(256)), rule="write-input")
 
 
 # ---- helpers rebound after the kernel was checked (used by the tests directly) --------

@@ -2,8 +2,9 @@
 
 * every accepted kernel is checked, lowered and compiled to a cubin for sm_90 (no GPU);
 * every rejected kernel raises ``tl.SafetyError`` at the file, line and column of the
-  offending construct (the ``# REJECT: <id>`` marker), with the rule's message and a hint
-  where one is promised.
+  offending construct (the ``# REJECT: <id>`` marker), carrying the id of the rule it
+  breaks (``err.rule``, a key of ``tilelab.compiler.safety.RULES``), with the rule's
+  message and a hint where one is promised.
 
 Known checker bugs are ``xfail(strict=True)`` cases whose reason says what is wrong; when a
 bug is fixed its case XPASSes and the mark must go.
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # corpus_kernels, under any impo
 import corpus_kernels as corpus  # noqa: E402
 
 import tilelab as tl  # noqa: E402
+from tilelab.compiler.safety import RULES  # noqa: E402
 from tilelab.errors import SourceLocation  # noqa: E402
 
 CORPUS_FILE = Path(corpus.__file__).resolve()
@@ -85,8 +87,10 @@ def test_corpus_size_and_markers():
                     "row_softmax", "head_permutation_partition"):
         assert case_id in corpus.ACCEPT
     assert "head_permutation_raw_store_out" in corpus.REJECT
-    # every rejection asserts at least one phrase of its message
+    # every rejection asserts at least one phrase of its message, and names a real rule
     assert all(case.phrases for case in corpus.REJECT.values())
+    unknown = {c.id: c.rule for c in corpus.REJECT.values() if c.rule not in RULES}
+    assert not unknown, unknown
 
 
 # ---- accepted kernels ---------------------------------------------------------------
@@ -130,7 +134,9 @@ def test_head_permutation_destination_is_fixed_by_the_partition():
     lowered = kernel.lowered_source(*case.examples())
     stores = [ln.strip() for ln in lowered.splitlines() if "ct.store(" in ln]
     assert len(stores) == 1
-    assert stores[0].startswith("ct.store(out, index=(ct.bid(2), ct.bid(1), ct.bid(0)), ")
+    # generated code reaches cuTile through the reserved name __tl_ct (hygienic lowering)
+    assert stores[0].startswith("__tl_ct.store(out, index=(__tl_ct.bid(2), __tl_ct.bid(1), "
+                                "__tl_ct.bid(0)), ")
     # and the raw versions, which pick the destination themselves, are all rejected
     for case_id in ("head_permutation_raw_store_out", "head_permutation_raw_unannotated",
                     "head_permutation_store_swapped_index", "head_permutation_raw_param_safe"):
@@ -168,6 +174,8 @@ def _reject(case):
 def test_rejected_kernel(case_id):
     case = corpus.REJECT[case_id]
     err = _reject(case)
+    assert getattr(err, "rule", None) == case.rule, (
+        f"expected rule {case.rule!r}, got {getattr(err, 'rule', None)!r}\n{err}")
     line, col = MARKERS[case_id]
     loc = err.location
     assert isinstance(loc, SourceLocation), f"no location: {err}"
@@ -218,8 +226,9 @@ def _rebind_args():
 def test_helper_rebound_after_definition_is_rechecked(monkeypatch):
     kernel = tl.kernel(corpus.rebind_victim)          # _rebindable_helper only reads
     monkeypatch.setattr(corpus, "_rebindable_helper", corpus._rebound_writer)
-    with pytest.raises(tl.SafetyError, match="which is tl.In"):
+    with pytest.raises(tl.SafetyError, match="which is tl.In") as ei:
         kernel.compile(*_rebind_args(), arch="sm_90", cache=False)
+    assert ei.value.rule == "write-input"
 
 
 def test_helper_rebound_misses_the_cache(monkeypatch):

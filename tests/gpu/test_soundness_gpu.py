@@ -63,10 +63,10 @@ def test_a_swapped_helper_code_never_reaches_the_gpu():
     np.testing.assert_array_equal(z.numpy(), x.numpy() * 2)
     original = _double.__code__
     try:
-        _double.__code__ = _writes_its_argument.__code__.replace(co_name="_double")
+        _double.__code__ = _writes_its_argument.__code__   # checked from the writer's text
         with pytest.raises(tl.SafetyError) as info:
             scaled(z.partition(T), x)            # the same shape: the prepared launch
-        assert info.value.rule in ("write-input", "write-safe", "unresolved-name")
+        assert info.value.rule == "write-input", info.value
         z2 = tl.empty(8 * T, dtype="float32", device="cuda")
         with pytest.raises(tl.SafetyError):
             scaled(z2.partition(T), _gpu(np.zeros(8 * T, np.float32)))   # a new shape

@@ -514,15 +514,15 @@ class Ledger:
                     extra = (" (its future was dropped before anyone waited on it)"
                              if rec.orphaned else "")
                     if rec.running:
-                        raise BorrowError(
+                        raise locate(BorrowError(
                             f"{what} touches memory that the {rec.describe()} {action} "
-                            f"(as {rparam!r}) on another thread", hint=_RUNNING_HINT)
-                    raise BorrowError(
+                            f"(as {rparam!r}) on another thread", hint=_RUNNING_HINT))
+                    raise locate(BorrowError(
                         f"{what} touches memory that the {rec.describe()} "
                         f"{action} (as {rparam!r}){extra}",
                         hint="call .wait() on the launch's future first (or "
                              "tl.synchronize()); a pending launch keeps its borrows until "
-                             "its completion is observed")
+                             "its completion is observed"))
 
     # ---- CPU work: borrows held while it runs -----------------------------------------
     def begin(self, rec: LaunchRecord, claims: list[tuple[Any, int, int, bool, str]],

@@ -142,9 +142,12 @@ class Partition:
             (4,)
         """
         s = self._spec
-        if s is None:
-            s = self._spec = PartitionSpec(self.tensor.__tilelab_spec__(), self.tile_shape,
-                                           self.schedule)
+        array = self.tensor.__tilelab_spec__()
+        # identity compares: a spec describes exactly this tensor, tile shape and
+        # schedule, even if the slots were rewritten behind __setattr__'s back
+        if s is None or s.array is not array or s.tile_shape is not self.tile_shape \
+                or s.schedule is not self.schedule:
+            s = self._spec = PartitionSpec(array, self.tile_shape, self.schedule)
         return s
 
     # ---- geometry ---------------------------------------------------------------

@@ -8,6 +8,7 @@ classifies it (DESIGN §2).
 from __future__ import annotations
 
 import builtins
+import sys
 import types
 from typing import Any
 
@@ -135,17 +136,33 @@ def is_allowed_value(obj: Any) -> bool:
     import cuda.tile as ct
     if t is ct.DType or (isinstance(obj, enum.Enum) and id(t) in _ct_value_ids()):
         return True
-    import numpy as np
-    mod = t.__module__ or ""
-    if isinstance(obj, (np.generic, np.dtype)) and mod.split(".")[0] in ("numpy",
-                                                                         "ml_dtypes"):
+    numpy_types, dtype_types = _numpy_types()
+    if t in numpy_types or t in dtype_types or any(obj is c for c in numpy_types):
         return True
-    if isinstance(obj, type) and issubclass(obj, np.generic) and \
-            (obj.__module__ or "").split(".")[0] in ("numpy", "ml_dtypes"):
-        return True
-    if t.__name__ == "dtype" and mod == "torch":
+    torch = sys.modules.get("torch")
+    if torch is not None and t is getattr(torch, "dtype", None):
         return True
     return False
+
+
+_NUMPY_TYPES: tuple | None = None
+
+
+def _numpy_types() -> tuple[frozenset, frozenset]:
+    """(numpy's and ml_dtypes' scalar types, their dtype classes), compared by identity:
+    a look-alike class that only claims their module is none of them."""
+    global _NUMPY_TYPES
+    if _NUMPY_TYPES is None:
+        import ml_dtypes
+        import numpy as np
+
+        scalars = {v for v in np.sctypeDict.values() if isinstance(v, type)}
+        scalars |= {getattr(ml_dtypes, n) for n in dir(ml_dtypes)
+                    if isinstance(getattr(ml_dtypes, n), type)
+                    and issubclass(getattr(ml_dtypes, n), np.generic)}
+        dtypes = {type(np.dtype(t)) for t in scalars if t is not np.generic}
+        _NUMPY_TYPES = (frozenset(scalars), frozenset(dtypes))
+    return _NUMPY_TYPES
 
 
 _VALUE_IDS: frozenset | None = None
