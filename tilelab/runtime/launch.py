@@ -623,7 +623,8 @@ class _GpuLaunch:
     argument objects (tensors and partitions are immutable) only re-checks that they are
     those objects and unfreed, checks the borrow ledger, and calls the driver."""
 
-    __slots__ = ("launcher", "definition", "helpers", "name", "match", "storages", "claims",
+    __slots__ = ("launcher", "definition", "helpers", "changed", "name", "match", "storages",
+                 "claims",
                  "words", "config", "kernel", "epoch", "free_epoch", "fault", "params",
                  "grid", "handle", "gpu", "tls", "argv", "info", "pin", "caller", "native")
 
@@ -636,6 +637,7 @@ class _GpuLaunch:
         self.launcher = launcher
         self.definition = launcher.definition
         self.helpers = launcher.definition.analysis.helpers
+        self.changed = self.helpers.changed
         self.name = launcher.definition.name
         #: None: made for one launch only (not in the kernel's cache of prepared launches)
         self.match = _match_of(args) if cache else None
@@ -704,8 +706,9 @@ class _GpuLaunch:
             except ReferenceError:       # an argument it was made for is gone
                 return _STALE
             if (self.epoch != self.definition.helper_epoch or _SPECIAL_MODES[0]
-                    or self.free_epoch != _FREE_EPOCH[0] or self.helpers.bindings) \
-                    and not self.valid():
+                    or self.free_epoch != _FREE_EPOCH[0]) and not self.valid():
+                return _STALE
+            if self.changed():   # the check's snapshot: one identity compare per binding
                 return _STALE
         if stream is None:
             g = self.gpu

@@ -60,12 +60,14 @@ class Program:
     bindings: list = field(default_factory=list, repr=False)
 
     def changed(self) -> bool:
-        """Whether anything the check resolved has changed since (identity compares)."""
+        """Whether anything the check resolved has changed since (identity compares).
+        Rebound to the snapshot's own method by :meth:`seal` (the launch path calls it)."""
         return self.snapshot.changed()
 
     def seal(self) -> None:
         """End of the check: fix the snapshot's lists (see :attr:`bindings`)."""
         self.snapshot.seal()
+        self.changed = self.snapshot.changed
         #: (dict, name, object) triples the native launch path compares; never empty,
         #: so the Python launch path always asks :meth:`changed` as well
         self.bindings = self.snapshot.bindings or [({"": None}, "", None)]
