@@ -62,7 +62,7 @@ class KernelDefinition:
         >>> def add(z: tl.Out, x: tl.In, y: tl.In):
         ...     z.store(tl.load_like(x, z) + tl.load_like(y, z))
         >>> d = KernelDefinition(add)
-        >>> [p.kind for p in d.analysis.params]
+        >>> [str(p.kind) for p in d.analysis.params]
         ['Out', 'In', 'In']
     """
 

@@ -215,8 +215,10 @@ def build_kernel_function(lowered: Any, program: Any, kernel_fn: types.FunctionT
     """The lowered kernel as a function, in a namespace built from the checked program,
     and the synthetic files of its frozen helpers (-> the user's files)."""
     freezer = _Freezer(program)
-    ns = freezer.base_namespace(kernel_fn.__module__ or "__main__")
-    cf = program.functions[id(kernel_fn)]
+    cf = program.functions.get(id(kernel_fn)) if kernel_fn is not None else None
+    if cf is None:
+        cf = next(c for c in program.functions.values() if c.is_kernel)
+    ns = freezer.base_namespace(cf.fn.__module__ or "__main__")
     freezer.fill(ns, cf)
     freezer.finish()
     code = compile(lowered.text, lowered.filename, "exec", dont_inherit=True)

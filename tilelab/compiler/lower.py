@@ -157,7 +157,7 @@ class LoweredKernel:
 
 
 class _Lowerer:
-    def __init__(self, analysis: KernelAnalysis, plan: LoweringPlan, fn_globals: dict):
+    def __init__(self, analysis: KernelAnalysis, plan: LoweringPlan):
         self.a = analysis
         self.plan = plan
         src = analysis.source
@@ -421,7 +421,7 @@ class _Lowerer:
 
 
 def lower_kernel(analysis: KernelAnalysis, plan: LoweringPlan,
-                 fn_globals: dict | None = None, kernel_fn=None) -> LoweredKernel:
+                 kernel_fn=None) -> LoweredKernel:
     """Lower a checked kernel for one plan (schedule and partition ranks).
 
     Example:
@@ -438,6 +438,6 @@ def lower_kernel(analysis: KernelAnalysis, plan: LoweringPlan,
     if missing or set(dict(plan.ranks)) - names:
         raise ValueError(f"plan ranks {plan.ranks} do not match the partitions "
                          f"{analysis.partitions}")
-    lowerer = _Lowerer(analysis, plan, fn_globals or {})
+    lowerer = _Lowerer(analysis, plan)
     lowerer.kernel_fn = kernel_fn
     return lowerer.lower()

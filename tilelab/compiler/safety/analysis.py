@@ -67,10 +67,6 @@ class KernelAnalysis:
         """The checked program (kept under its former name for callers)."""
         return self.program
 
-    @property
-    def ct_aliases(self) -> list[str]:
-        return []
-
     def param(self, name: str) -> ParamInfo:
         for p in self.params:
             if p.name == name:
