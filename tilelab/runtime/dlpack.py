@@ -21,6 +21,9 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from tilelab.dlpack_abi import (DLManagedTensor as _DLManagedTensor,
+                                  DLManagedTensorVersioned as _DLManagedTensorVersioned)
+
 from tilelab.errors import LaunchError
 from tilelab.runtime import device as _dev
 from tilelab.runtime.ledger import LEDGER
@@ -39,39 +42,8 @@ _FLAG_READ_ONLY, _FLAG_IS_COPIED = 1 << 0, 1 << 1
 DLPACK_VERSION = (1, 0)
 
 
-# ---- C structures -----------------------------------------------------------------
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
+# ---- C structures: tilelab.dlpack_abi ------------------------------------------------
 _Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p)]
-
-
-class _DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class _DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [("version", _DLPackVersion), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64),
-                ("dl_tensor", _DLTensor)]
 
 
 # ---- dtypes -----------------------------------------------------------------------
