@@ -103,9 +103,6 @@ class KernelDefinition:
         self.helper_epoch += 1
         self._needs_check = False
 
-    #: the former name of :meth:`ensure_checked`
-    ensure_helpers_checked = ensure_checked
-
     def lowered(self, plan: LoweringPlan) -> LoweredKernel:
         """The lowered kernel for a plan (made once per check, then reused)."""
         self.ensure_checked()

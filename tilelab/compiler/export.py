@@ -154,12 +154,6 @@ def _constraints(spec: Specialization, lowered: LoweredKernel) -> list:
     return out
 
 
-def _cutile_function(fn: types.FunctionType, lowered: LoweredKernel) -> types.FunctionType:
-    """The lowered kernel as a function built from the checked text only (see
-    :mod:`tilelab.compiler.frozen`); ``fn`` is the user's original, for identity."""
-    return lowered.function()
-
-
 def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> CompileError:
     frames = []
     loc = getattr(e, "loc", None)
@@ -288,7 +282,7 @@ def export_tileir(fn: types.FunctionType, lowered: LoweredKernel, spec: Speciali
     opt_level = int(options.pop("opt_level", 3))
     hints = {k: v for k, v in options.items() if v is not None}
     if pyfn is None:
-        pyfn = _cutile_function(fn, lowered)
+        pyfn = lowered.function()
     bytecode, _symbol = _export(pyfn, lowered, spec, check_arch(arch), toolchain, hints,
                                 opt_level)
     text, why = _disassemble(toolchain, bytecode, debug)
@@ -382,8 +376,8 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
                                  layouts, key, location_mapper(lowered))
 
     t0 = time.perf_counter()
-    bytecode, symbol = _export(_cutile_function(fn, lowered), lowered, spec, arch, toolchain,
-                               hints, opt_level)
+    bytecode, symbol = _export(lowered.function(), lowered, spec, arch, toolchain, hints,
+                               opt_level)
     timings["frontend"] = time.perf_counter() - t0
 
     # a tile past Tile IR's limit: a located error now (tileiras would fail unlocated)

@@ -25,6 +25,8 @@ from typing import Any
 
 from tilelab.compiler import device as device_module
 from tilelab.compiler.capture import CapturedSource
+from tilelab.compiler.safety.calls import unwrap_ct_function
+from tilelab.compiler.safety.program import follow
 
 __all__ = ["FROZEN_FILES", "build_kernel_function", "frozen_text", "reserved",
            "pristine_cutile", "frozen_device", "device_text",
@@ -143,10 +145,7 @@ class _Freezer:
         as tl.load_like, which the lowering rewrote away)."""
         if id(obj) in self.ct_ids:
             return obj  # a cuTile op: the object itself, as the check saw it
-        wrapped = getattr(obj, "__wrapped__", None)
-        if getattr(obj, "_cutile_function_wrapper", False) and \
-                isinstance(wrapped, types.FunctionType):
-            obj = wrapped  # @ct.function: the helper behind it
+        obj = unwrap_ct_function(obj)  # @ct.function: the helper behind it
         if isinstance(obj, types.FunctionType):
             if id(obj) not in self.program.functions:
                 return _OMIT
@@ -167,9 +166,7 @@ class _Freezer:
             if path:
                 heads.setdefault(path[0], set()).add(path[1:])
         for attr, rest in heads.items():
-            obj = vars(mod).get(attr)
-            if obj is None:
-                obj = sys.modules.get(f"{mod.__name__}.{attr}")
+            obj = follow(mod, (attr,))
             frozen = self.value(obj, {r for r in rest if r})
             if frozen is not _OMIT:
                 setattr(stand_in, attr, frozen)

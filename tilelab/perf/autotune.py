@@ -173,7 +173,7 @@ def _kernel_fingerprint(obj: Any) -> str | None:
     if not isinstance(fp, str):
         return None
     try:
-        helpers = definition.analysis.helpers.fingerprint()
+        helpers = definition.analysis.program.fingerprint()
     except Exception:
         helpers = ""
     return fp + helpers

@@ -26,7 +26,6 @@ import numpy as np
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition
 from tilelab.compiler.dtypes import to_numpy_dtype
-from tilelab.compiler.export import _cutile_function
 from tilelab.compiler.signature import ArraySpec, PartitionSpec, describe_arg
 from tilelab.compiler.specialize import Specialization
 from tilelab.errors import AliasError, BorrowError, LaunchError, SourceLocation
@@ -143,7 +142,7 @@ class Launcher:
 
     def plan(self, args: list[Any], device: str) -> LaunchPlan:
         d = self.definition
-        d.ensure_helpers_checked()
+        d.ensure_checked()
         if self._epoch != d.helper_epoch:  # a helper was redefined: rebuild every plan
             self.plans.clear()
             self._fast.clear()
@@ -181,7 +180,7 @@ class Launcher:
             return LaunchPlan(spec, art, "gpu", cu_kernel=cu_kernel, writable=writable,
                               arrays=arrays, scalar_types=scalars)
         lowered = d.lowered(spec.plan)
-        fn = _cutile_function(d.fn, lowered)
+        fn = lowered.function()   # the checked text, never the user's live code
         from tilelab.interp import register_location_map
 
         # race reports and errors of the interpreter then point at the user's source
@@ -636,7 +635,7 @@ class _GpuLaunch:
 
         self.launcher = launcher
         self.definition = launcher.definition
-        self.helpers = launcher.definition.analysis.helpers
+        self.helpers = launcher.definition.analysis.program
         self.changed = self.helpers.changed
         self.name = launcher.definition.name
         #: None: made for one launch only (not in the kernel's cache of prepared launches)

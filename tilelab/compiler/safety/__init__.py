@@ -9,11 +9,11 @@ allowlists), :mod:`scope` (name resolution), :mod:`snapshot` (what the check res
 :mod:`analysis` (the entry points).
 """
 from tilelab.compiler.safety.analysis import (KernelAnalysis, ParamInfo, analyze_kernel,
-                                              recheck, recheck_calls)
+                                              recheck)
 from tilelab.compiler.safety.kinds import OpKind, ParamKind
 from tilelab.compiler.safety.partitions import Site
 from tilelab.compiler.safety.program import Program
 from tilelab.compiler.safety.rules import RULES, Rule
 
 __all__ = ["KernelAnalysis", "ParamInfo", "Site", "Program", "ParamKind", "OpKind",
-           "RULES", "Rule", "analyze_kernel", "recheck", "recheck_calls"]
+           "RULES", "Rule", "analyze_kernel", "recheck"]

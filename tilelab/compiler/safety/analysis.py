@@ -62,11 +62,6 @@ class KernelAnalysis:
     def partitions(self) -> list[str]:
         return [p.name for p in self.params if p.is_partition]
 
-    @property
-    def helpers(self) -> Program:
-        """The checked program (kept under its former name for callers)."""
-        return self.program
-
     def param(self, name: str) -> ParamInfo:
         for p in self.params:
             if p.name == name:
@@ -181,6 +176,3 @@ def recheck(fn: types.FunctionType, analysis: KernelAnalysis) -> None:
     analysis.deferred_calls = []
     analysis.program = program
 
-
-#: the former name of :func:`recheck`
-recheck_calls = recheck

@@ -22,8 +22,9 @@ from tilelab.compiler.safety.optable import (BUILTIN_CALLS, CT_OPS, DYNAMIC_BUIL
                                              TILE_METHODS, VIEW_METHODS, WRITE_METHODS,
                                              builtin_name, is_allowed_value)
 from tilelab.compiler.safety.scope import UNRESOLVED
+from tilelab.errors import SafetyError
 
-__all__ = ["CallRules", "ct_names"]
+__all__ = ["CallRules", "ct_names", "unwrap_ct_function"]
 
 _CT_NAMES: dict[int, str] | None = None
 
@@ -103,18 +104,10 @@ class CallRules:
         return obj
 
     def ct_op_name(self, func: ast.AST) -> str | None:
-        """The cuda.tile name a call target resolves to, if any (no recording)."""
-        names = self.chain(func)
-        if names is None or names[0] in self.bound:
+        """The cuda.tile name a call target resolves to, if any."""
+        if self.chain(func) is None:
             return None
-        obj = self.scope.lookup(names[0])
-        for attr in names[1:]:
-            if isinstance(obj, types.ModuleType) or (
-                    isinstance(obj, type) and (obj.__module__ or "").startswith("cuda.tile")):
-                obj = getattr(obj, attr, UNRESOLVED)
-            else:
-                return None
-        return ct_names().get(id(obj))
+        return ct_names().get(id(self.resolve(func)))
 
     def is_load_like(self, call: ast.Call) -> bool:
         names = self.chain(call.func)
@@ -122,7 +115,7 @@ class CallRules:
             return False
         try:
             return self.resolve(call.func) is language.load_like
-        except Exception:
+        except SafetyError:   # a dotted name that does not resolve: judged as a call
             return False
 
     # ---- the pass ------------------------------------------------------------------
@@ -230,7 +223,7 @@ class CallRules:
             self.fail("call-host", call, f"{callee}() is not available inside a kernel: "
                                          "kernels use cuda.tile ops, partitions and "
                                          "tl.load_like")
-        fn = _unwrap_ct_function(target)
+        fn = unwrap_ct_function(target)
         if isinstance(fn, types.FunctionType):
             self.check_helper_call(call, fn)
             return
@@ -282,7 +275,7 @@ class CallRules:
         if target is UNRESOLVED:
             self.unresolved(arg)
             return
-        fn = _unwrap_ct_function(target)
+        fn = unwrap_ct_function(target)
         if not isinstance(fn, types.FunctionType) or id(target) in ct_names() or \
                 (fn.__module__ or "").startswith("cuda.tile"):
             self.fail("func-argument", arg, f"the function given to ct.{op} must be a "
@@ -438,7 +431,7 @@ class CallRules:
         return kinds
 
 
-def _unwrap_ct_function(obj: Any) -> Any:
+def unwrap_ct_function(obj: Any) -> Any:
     """The user function behind ``@ct.function`` (cuTile's device-function wrapper)."""
     while getattr(obj, "_cutile_function_wrapper", False) and hasattr(obj, "__wrapped__"):
         obj = obj.__wrapped__

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from tilelab.compiler.safety.kinds import ParamKind
+from tilelab.compiler.safety.kinds import OpKind, ParamKind
+from tilelab.compiler.safety.optable import CT_OPS
 
 __all__ = ["Site", "PartitionRules", "PARTITION_ATTRS"]
 
@@ -243,7 +244,6 @@ class PartitionRules:
             return
         callee = self.text(call.func)
         op = self.ct_op_name(call.func)
-        from tilelab.compiler.safety.optable import CT_OPS, OpKind
         kind_of = CT_OPS.get(op) if op else None
         if kind_of == OpKind.WRITE:
             self.fail("write-partition", call,
