@@ -172,6 +172,7 @@ def assert_only_partition_stores(art, kernel) -> None:
     partitions = set(kernel.definition.analysis.partitions)
     bad = [(op, t) for op, t in writes if op != "store_view_tko" or t not in partitions]
     assert not bad, f"writes other than partition stores: {bad}\n{art.tileir}"
-    emitted = art.lowered_source.count("__tl_ct.store(")
+    emitted = art.lowered_source.count("__tl_ct.store(") + \
+        art.lowered_source.count("__tl_dev.sub_tile_store(")  # p.store(tile, offset=...)
     assert len(writes) == emitted, (
         f"{len(writes)} tile stores in the Tile IR, {emitted} partition stores lowered")

@@ -2925,6 +2925,52 @@ def o_persistent_store_missing_at(z: tl.Out, x: tl.In):
         z.store(tl.load_like(x, z, at=t))  # AT: o_persistent_store_missing_at
 
 
+# ---- p.store(tile, offset=...): a sub-tile of the own tile, never a destination --------
+
+
+@refused("o_offset_store_not_tuple", "other", "offset-store", "takes a tuple literal", "got 'o'")
+def o_offset_store_not_tuple(z: tl.Out, x: tl.In):
+    o = (z.tile_index[0] + 1,)
+    z.store(tl.load_like(x, z), offset=o)  # AT: o_offset_store_not_tuple @ o)
+
+
+@refused("o_offset_store_starred", "other", "offset-store", "with a starred element")
+def o_offset_store_starred(z: tl.Out, x: tl.In):
+    o = (1,)
+    z.store(tl.load_like(x, z), offset=(*o,))  # AT: o_offset_store_starred @ *o
+
+
+@refused_at_compile("o_offset_store_rank", "other", "offset-store",
+                    "gives 1 offset for partition 'z' of rank 2",
+                    examples=lambda: (S((4, 8)).partition((1, 8)), S((4, 8))))
+def o_offset_store_rank(z: tl.Out, x: tl.In):
+    z.store(ct.load(x, index=(0, 0), shape=(1, 4)), offset=(1,))  # AT: o_offset_store_rank @ 1,)
+
+
+@refused("o_offset_store_on_input", "other", "write-input", "writes to 'x', which is tl.In")
+def o_offset_store_on_input(z: tl.Out, x: tl.In):
+    x.store(tl.load_like(x, z), offset=(0,))  # AT: o_offset_store_on_input @ x.store
+
+
+@refused("o_offset_store_and_index", "other", "partition-store", "index= cannot be chosen")
+def o_offset_store_and_index(z: tl.Out, x: tl.In):
+    z.store(tl.load_like(x, z), offset=(0,), index=(2,))  # AT: o_offset_store_and_index @ index=
+
+
+@refused("o_offset_store_device_helper", "other", "partition-escape",
+         "passing partition 'z' to tl_device.sub_tile_store()")
+def o_offset_store_device_helper(z: tl.Out, x: tl.In):
+    # the lowering's helper, called by hand with another block's tile index
+    tl_device.sub_tile_store(z, (z.tile_index[0] + 1,), (64,), tl.load_like(x, z), (0,))  # AT: o_offset_store_device_helper @ tl_device
+
+
+@refused("o_offset_store_method_value", "other", "partition-method-value",
+         "z.store must be called directly")
+def o_offset_store_method_value(z: tl.Out, x: tl.In):
+    put = z.store  # AT: o_offset_store_method_value @ z.store
+    put(tl.load_like(x, z), offset=(1,))
+
+
 # ---- tl.Raw, and unsafe kernels writing inputs through aliases -----------------------
 
 
@@ -3653,6 +3699,50 @@ def a_unsafe_reads_through_views(z: tl.Out, x: tl.In):
     z.store(v + ct.load(x.slice(0, 0, x.shape[0]), index=(i,), shape=(bs,)))
 
 
+#: per-block sub-tile numbers chosen to reach other blocks' tiles, wrap, or stay inside
+_HOSTILE_OFFSETS = (-1, 4, 3, -2**31, 2**31 - 1, 0, 5, -4)
+
+
+def _hostile_offsets():
+    """(launch args, output, expected, inputs): z of 8 tiles of 64, sub-tiles of 16;
+    only the offsets inside [0, 4) write, and only inside their own block's tile."""
+    x = np.arange(512, dtype=np.float32) + 1
+    offs = np.array(_HOSTILE_OFFSETS, dtype=np.int32)
+    want = np.zeros(512, np.float32)
+    for b, o in enumerate(_HOSTILE_OFFSETS):
+        if 0 <= o < 4:
+            want[64 * b + 16 * o:64 * b + 16 * o + 16] = x[:16] + b
+    ts = [cpu(x), cpu(offs)]
+    z = zeros(512)
+    return (z.partition(64), *ts), z, want, list(zip(ts, [x.copy(), offs.copy()]))
+
+
+@accepted("a_offset_store_hostile_offsets_write_nothing_outside", _hostile_offsets)
+def a_offset_store_hostile(z: tl.Out, x: tl.In, offs: tl.In):
+    (b,) = z.tile_index
+    o = ct.load(offs, index=(b,), shape=(1,)).item()
+    z.store(ct.load(x, index=(0,), shape=(16,)) + b, offset=(o,))
+
+
+def _kv_cache():
+    k_new = (np.arange(32, dtype=np.float32) + 1).reshape(4, 8)
+    want = np.zeros((4, 16, 8), np.float32)
+    want[:, 9] = k_new
+    ts = [cpu(k_new), cpu(np.array([9], np.int32))]
+    cache = zeros((4, 16, 8))
+    return (cache.partition((1, 16, 8)), *ts, 8), cache, want, \
+        list(zip(ts, [k_new.copy(), np.array([9], np.int32)]))
+
+
+@accepted("a_offset_store_kv_cache", _kv_cache)
+def a_offset_store_kv_cache(k_cache: tl.Out, k_new: tl.In, position: tl.In,
+                            D: ct.Constant[int]):
+    h = k_cache.tile_index[0]
+    pos = ct.load(position, index=(0,), shape=(1,)).item()
+    row = ct.reshape(ct.load(k_new, index=(h, 0), shape=(1, D)), (1, 1, D))
+    k_cache.store(row, offset=(0, pos, 0))
+
+
 # ======================================================================================
 # COMPILE_ERRORS: cuTile's own refusals, for the error-quality test (each compiled for
 # sm_90 and launched on the CPU; both errors must point at the marked line)
@@ -3705,3 +3795,9 @@ def e_star_unpack_syntax(z: tl.Out, x: tl.In):
 @compile_error("e_inout_dtype", lambda: (cpu(np.arange(256, dtype=np.int32)).partition(64),))
 def e_inout_dtype(p: tl.InOut):
     p.store(ct.exp(p.load()))  # AT: e_inout_dtype
+
+
+@compile_error("e_offset_store_not_dividing",
+               lambda: (zeros(64).partition(16), cpu(arange(64))))
+def e_offset_store_not_dividing(z: tl.Out, x: tl.In):
+    z.store(ct.load(x, index=(0,), shape=(32,)), offset=(0,))  # AT: e_offset_store_not_dividing

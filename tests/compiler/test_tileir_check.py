@@ -573,9 +573,9 @@ def _library_launches():
             S((512, 1024), "bfloat16"), 64)),
     }
     calls = {
-        "binary": ew._binary_call("add", x, w, act="gelu_erf", block_m=4, block_n=16),
+        "binary": ew._binary_call("add", x, w, activation="gelu_erf", block_m=4, block_n=16),
         "binary_column": ew._binary_call("div", x, c, block_m=4, block_n=16),
-        "binary_scalar": ew._binary_call("sub", 2.0, x, act="silu", block_m=4, block_n=16),
+        "binary_scalar": ew._binary_call("sub", 2.0, x, activation="silu", block_m=4, block_n=16),
         "unary": ew._unary_call(x, "sigmoid", "sigmoid", block_n=64),
         "softmax_rows": sm._softmax_call(x, block_m=4),
         "softmax_online": sm._softmax_call(x, block_m=2, block_n=16),
@@ -736,3 +736,125 @@ def test_bytecode_tile_shapes_reads_the_type_table():
     assert any(kind == "tile" and dims == (256,) for _i, kind, dims, _o in shapes)
     assert any(kind == "partition_view" and dims == (256,) for _i, kind, dims, _o in shapes)
     assert tc.bytecode_tile_shapes(b"\x7fTileIR\x00" + bytes(8)) == []
+
+
+# ---- the guarded sub-tile store: p.store(tile, offset=...) ----------------------------------
+
+
+@tl.kernel
+def kv_write(k_cache: tl.Out, k_new: tl.In, position: tl.In, D: ct.Constant[int]):
+    h = k_cache.tile_index[0]
+    pos = ct.load(position, index=(0,), shape=(1,)).item()
+    row = ct.reshape(ct.load(k_new, index=(h, 0), shape=(1, D)), (1, 1, D))
+    k_cache.store(row, offset=(0, pos, 0))
+
+
+KV = (S((4, 16, 8)).partition((1, 16, 8)), S((4, 8)), S(1, "int32"), 8)
+
+
+def _kv_row(k_new, position, D):
+    pos = ct.load(position, index=(0,), shape=(1,)).item()
+    return pos, ct.reshape(ct.load(k_new, index=(ct.bid(0), 0), shape=(1, D)), (1, 1, D))
+
+
+def broken_sub_tile_unguarded(k_cache, k_new, position, D: ct.Constant[int],
+                              T0: ct.Constant[int], T1: ct.Constant[int],
+                              T2: ct.Constant[int]):
+    pos, row = _kv_row(k_new, position, D)
+    ct.store(k_cache, index=(ct.bid(0), pos, 0), tile=row)  # MARK: sub-unguarded
+
+
+def broken_sub_tile_own_guard(k_cache, k_new, position, D: ct.Constant[int],
+                              T0: ct.Constant[int], T1: ct.Constant[int],
+                              T2: ct.Constant[int]):
+    pos, row = _kv_row(k_new, position, D)
+    if (pos >= 0) & (pos < T1):
+        ct.store(k_cache, index=(ct.bid(0), pos, 0), tile=row)  # MARK: sub-own-guard
+
+
+def broken_sub_tile_not_dividing(k_cache, k_new, position, D: ct.Constant[int],
+                                 T0: ct.Constant[int], T1: ct.Constant[int],
+                                 T2: ct.Constant[int]):
+    t = ct.full((1, 32, 8), 1.0, dtype=ct.float32)
+    ct.store(k_cache, index=(ct.bid(0), 0, 0), tile=t)  # MARK: sub-not-dividing
+
+
+def broken_sub_tile_helper_elsewhere(k_cache, k_new, position, D: ct.Constant[int],
+                                     T0: ct.Constant[int], T1: ct.Constant[int],
+                                     T2: ct.Constant[int]):
+    pos, row = _kv_row(k_new, position, D)
+    idx, shape = (ct.bid(0), 0, 0), (T0, T1, T2)
+    _FROZEN_DEV.sub_tile_store(k_cache, idx, shape, row, (0, pos, 0))  # MARK: sub-helper-elsewhere
+
+
+def _frozen_dev():
+    from tilelab.compiler.frozen import frozen_device
+
+    return frozen_device()
+
+
+_FROZEN_DEV = _frozen_dev()
+
+
+def test_the_lowerings_sub_tile_store_passes():
+    text, lk, sp = ir_of(kv_write, KV)
+    assert lk.offset_store_params == {"k_cache"} and lk.store_params == {"k_cache"}
+    report = check_tileir(text, lk, sp)
+    assert report.partition_stores == 1 and report.sub_tile_stores == 1
+
+
+SUB_TILE_BROKEN = {
+    "unguarded": (broken_sub_tile_unguarded, "sub-unguarded",
+                  "stores tiles of shape (1, 1, 8) into partition 'k_cache', whose tiles are "
+                  "(1, 16, 8) (a sub-tile store comes only from the guarded store of "
+                  "tilelab's sub_tile_store helper, inside its 'if')"),
+    "own_guard": (broken_sub_tile_own_guard, "sub-own-guard",
+                  "(a sub-tile store comes only from the guarded store of tilelab's "
+                  "sub_tile_store helper"),
+    "not_dividing": (broken_sub_tile_not_dividing, "sub-not-dividing",
+                     "stores tiles of shape (1, 32, 8) into partition 'k_cache', whose tiles "
+                     "are (1, 16, 8) (a sub-tile store's shape must divide the partition's "
+                     "on every axis)"),
+    "helper_elsewhere": (broken_sub_tile_helper_elsewhere, "sub-helper-elsewhere",
+                         "(a sub-tile store comes only from the guarded store"),
+}
+
+
+@pytest.mark.parametrize("name", list(SUB_TILE_BROKEN))
+def test_sub_tile_stores_not_the_lowerings_are_refused(name):
+    pyfn, marker, phrase = SUB_TILE_BROKEN[name]
+    text, lk, sp = ir_of(kv_write, KV, pyfn=pyfn)
+    with pytest.raises(InternalSafetyError) as ei:
+        check_tileir(text, lk, sp)
+    assert phrase in str(ei.value), str(ei.value)
+    assert ei.value.location.line == line_of(f"MARK: {marker}")
+    assert Path(ei.value.location.filename).resolve() == THIS
+
+
+def test_a_sub_tile_store_into_a_partition_without_offset_stores_is_refused():
+    text, lk, sp = ir_of(kv_write, KV)
+    plain = dataclasses.replace(lk, offset_store_params=frozenset())
+    with pytest.raises(InternalSafetyError) as ei:
+        check_tileir(text, plain, sp)
+    msg = str(ei.value)
+    assert "stores tiles of shape (1, 1, 8) into partition 'k_cache', whose tiles are " \
+           "(1, 16, 8)" in msg and "sub_tile_store helper" not in msg
+    # located at the user's store line, not inside tilelab's helper
+    src = inspect.getsource(kv_write.__wrapped__).splitlines()
+    first = kv_write.definition.analysis.source.first_line
+    assert ei.value.location.line == first + next(
+        i for i, ln in enumerate(src) if "k_cache.store(" in ln)
+
+
+def test_the_helpers_store_taken_out_of_its_if_is_refused():
+    text, lk, sp = ir_of(kv_write, KV)
+    lines = text.splitlines()
+    store = next(i for i, ln in enumerate(lines) if "store_view_tko" in ln)
+    opening = max(i for i in range(store) if lines[i].lstrip().startswith("if %"))
+    closing = [i for i in range(store, len(lines)) if lines[i].strip() in ("} else {", "}")]
+    drop = {opening, *closing[:2]}
+    flat = "\n".join(ln for i, ln in enumerate(lines) if i not in drop)
+    assert "if %" not in flat.splitlines()[opening]
+    with pytest.raises(InternalSafetyError, match=r"\(a sub-tile store comes only from the "
+                                                  r"guarded store"):
+        check_tileir(flat, lk, sp)

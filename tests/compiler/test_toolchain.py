@@ -76,12 +76,14 @@ def test_missing_toolchain_says_what_to_install(fresh_toolchain, monkeypatch):
 
 def test_mismatched_pip_releases_are_reported(fresh_toolchain, monkeypatch):
     monkeypatch.delenv("TILELAB_TILEIRAS", raising=False)
-    real = tc_mod.importlib.metadata.version
+    from tilelab.compiler import versions
+
+    real = versions.package_version
 
     def fake(pkg):
         return "13.2.51" if pkg == "nvidia-nvvm" else real(pkg)
 
-    monkeypatch.setattr(tc_mod.importlib.metadata, "version", fake)
+    monkeypatch.setattr(versions, "package_version", fake)
     monkeypatch.setattr(tc_mod.shutil, "which", lambda name: None)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     with pytest.raises(tl.ToolchainError, match="different releases.*nvidia-nvvm==13.2.51"):

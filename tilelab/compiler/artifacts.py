@@ -12,6 +12,9 @@ from typing import Any
 
 __all__ = ["ParamLayout", "Artifacts"]
 
+#: the cache entry's file of ``ptxas -v`` numbers (see Artifacts._ptxas_info)
+PTXAS_INFO = "ptxas-info.json"
+
 
 @dataclass(frozen=True)
 class ParamLayout:
@@ -68,6 +71,9 @@ class Artifacts:
     key: str
     #: maps (file, line, col) of the lowered source to the user's; set by the compiler
     location_map: Any = field(default=None, repr=False, compare=False)
+    #: the disk cache entry these artifacts are stored in (None: not cached), where
+    #: what is derived from them later (the ``ptxas -v`` numbers) is kept beside them
+    cache_entry: Any = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def _cubin_info(self):
@@ -92,6 +98,20 @@ class Artifacts:
         return res.with_ptxas_info(info) if info else res
 
     def _ptxas_info(self) -> dict | None:
+        """This kernel's ``ptxas -v`` numbers: kept in the cache entry beside the cubin
+        once computed (a cache hit then runs no tool), else computed and kept."""
+        from tilelab.compiler.cache import read_sidecar, write_sidecar
+
+        if self.cache_entry is not None:
+            kept = read_sidecar(self.cache_entry, PTXAS_INFO)
+            if isinstance(kept, dict) and self.symbol in kept:
+                return kept[self.symbol]
+        info = self._run_ptxas()
+        if self.cache_entry is not None:
+            write_sidecar(self.cache_entry, PTXAS_INFO, {self.symbol: info})
+        return info
+
+    def _run_ptxas(self) -> dict | None:
         import tempfile
         from pathlib import Path
 

@@ -24,8 +24,9 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["DiskCache", "default_cache", "CacheStats"]
+__all__ = ["DiskCache", "default_cache", "CacheStats", "read_sidecar", "write_sidecar"]
 
 FORMAT = "v1"
 DEFAULT_MAX_BYTES = 1 << 30
@@ -56,9 +57,11 @@ def _warn_unwritable(root: Path, err: OSError) -> None:
 
 
 def _default_dir() -> Path:
-    env = os.environ.get("TILELAB_CACHE_DIR")
-    if env:
-        return Path(env)
+    from tilelab import config
+
+    env = config.cache_dir()
+    if env is not None:
+        return env
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tilelab"
 
@@ -74,7 +77,24 @@ class CacheStats:
 
     def __str__(self) -> str:
         return (f"tilelab cache at {self.path}: {self.entries} kernels, "
-                f"{self.bytes / 1e6:.1f} MB of {self.max_bytes / 1e6:.0f} MB")
+                f"{binary_size(self.bytes)} of {binary_size(self.max_bytes)}")
+
+
+def binary_size(n: int) -> str:
+    """``n`` bytes in binary units (KiB, MiB, GiB), as the README writes sizes.
+
+    Example:
+        >>> binary_size(1 << 30), binary_size(3 * 1024 * 1024 // 2), binary_size(512)
+        ('1.0 GiB', '1.5 MiB', '512 B')
+    """
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
 
 
 class DiskCache:
@@ -93,7 +113,9 @@ class DiskCache:
                  max_bytes: int | None = None):
         self.root = Path(root) if root is not None else _default_dir()
         if max_bytes is None:
-            max_bytes = int(os.environ.get("TILELAB_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+            from tilelab import config
+
+            max_bytes = config.cache_max_bytes() or DEFAULT_MAX_BYTES
         self.max_bytes = max_bytes
 
     @property
@@ -102,6 +124,16 @@ class DiskCache:
 
     def _entry(self, key: str) -> Path:
         return self.dir / key[:2] / key
+
+    def entry_dir(self, key: str) -> Path:
+        """The directory of entry ``key`` (where its sidecars go; see
+        :func:`write_sidecar`).
+
+        Example:
+            >>> DiskCache("/tmp/tlc").entry_dir("ab12").parts[-2:]
+            ('ab', 'ab12')
+        """
+        return self._entry(key)
 
     def load(self, key: str) -> tuple[dict[str, bytes], dict] | None:
         """(files, meta) of a valid entry, or None (missing or corrupt: then removed)."""
@@ -224,8 +256,45 @@ class DiskCache:
         return n
 
 
+def read_sidecar(entry: Path, name: str) -> Any:
+    """The JSON value of file ``name`` kept in cache entry ``entry`` beside its files
+    (derived data, computed after the entry was stored), or None when there is none
+    or it cannot be read.
+
+    Example:
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp())
+        >>> write_sidecar(d, "x.json", {"a": 1}), read_sidecar(d, "x.json")
+        (True, {'a': 1})
+    """
+    try:
+        return json.loads((Path(entry) / name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_sidecar(entry: Path, name: str, value: Any) -> bool:
+    """Keep ``value`` (JSON) as file ``name`` in the existing cache entry ``entry``,
+    atomically; False when the entry is gone or cannot be written. Sidecars are not
+    part of the entry's checksummed files: they hold only what can be recomputed.
+    """
+    entry = Path(entry)
+    if not (entry / "meta.json").is_file():
+        return False
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}-", dir=entry)
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, entry / name)
+        return True
+    except OSError:
+        return False
+
+
 def default_cache() -> DiskCache | None:
     """The cache the compiler uses, or None when ``TILELAB_CACHE=0`` disables it."""
-    if os.environ.get("TILELAB_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    from tilelab import config
+
+    if not config.cache_enabled():
         return None
     return DiskCache()

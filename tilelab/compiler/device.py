@@ -4,9 +4,16 @@ Lowering turns ``p.store(tile)`` into ``ct.store(p, index=<this block's tile>, .
 For the schedules whose tile index is more than a block id, the index math lives here,
 as plain scalar Python that cuTile compiles inline (and that the CPU interpreter runs
 as ordinary Python). Keep these functions free of ``cuda.tile`` calls: they take and
-return integers only.
+return integers only. The one exception is :func:`sub_tile_store`, the guarded store
+``p.store(tile, offset=...)`` lowers to; it reaches cuTile through ``ct``,
+``static_iter`` and ``static_assert``, which the frozen copy generated code calls
+(``__tl_dev``) binds to the pristine cuTile objects (cuTile recognizes the two static
+constructs by the identity of a bare name's value).
 """
 from __future__ import annotations
+
+import cuda.tile as ct
+from cuda.tile import static_assert, static_iter
 
 
 def grouped_tile_index(pid, num_m, num_n, group_m):
@@ -143,3 +150,42 @@ def grouped_tile_index_5d(t, num_1, num_2, num_m, num_n, group_m):
     b2 = b % num_2
     b = b // num_2
     return b // num_1, b % num_1, b2, m, n
+
+
+# ---- the sub-tile store: p.store(tile, offset=(o0, o1, ...)) ---------------------------
+
+
+def sub_tile_store(array, tile_index, tile_shape, tile, offset):
+    """Store ``tile`` (shape ``s``) as sub-tile number ``offset`` of the partition tile
+    ``tile_index`` (shape ``tile_shape``, ``T``) of ``array``, or write nothing.
+
+    The destination, in units of ``s``, is ``tile_index[d] * (T[d] // s[d]) +
+    offset[d]``. The store runs only when every ``offset[d]`` lies in ``[0, T[d] //
+    s[d])`` (so the written elements lie inside the block's own tile, whatever the
+    offset's value) and the sub-tile starts inside the array (cuTile leaves a tile
+    entirely outside its array undefined; a partial one is masked). ``s`` must divide
+    ``T`` on every axis, checked when cuTile compiles the kernel.
+
+    Example (what ``k_cache.store(row, offset=(0, pos, 0))`` lowers to; the arguments
+    are this block's tile index and the partition's tile-shape constants)::
+
+        __tl_dev.sub_tile_store(k_cache, (__tl_ct.bid(0), 0, 0),
+                                (__tl_k_cache_t0, __tl_k_cache_t1, __tl_k_cache_t2),
+                                row, (0, pos, 0))
+    """
+    s = tile.shape
+    static_assert(len(s) == len(tile_shape) and len(offset) == len(tile_shape),
+                  "p.store(tile, offset=...): the tile, the offset and the partition "
+                  "must have the same rank")
+    ok = True
+    index = ()
+    for d in static_iter(range(len(tile_shape))):
+        static_assert(tile_shape[d] % s[d] == 0,
+                      "p.store(tile, offset=...): the tile's shape must divide the "
+                      "partition's tile shape on every axis")
+        per = tile_shape[d] // s[d]
+        i = tile_index[d] * per + offset[d]
+        ok = ok & (offset[d] >= 0) & (offset[d] < per) & (i * s[d] < array.shape[d])
+        index = index + (i,)
+    if ok:
+        ct.store(array, index=index, tile=tile)  # the only write: guarded by ok

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-__all__ = ["DTYPE_NAMES", "to_numpy_dtype", "dtype_name", "to_cutile_dtype", "itemsize"]
+__all__ = ["DTYPE_NAMES", "ML_DTYPE_NAMES", "ml_dtype", "to_numpy_dtype", "dtype_name",
+           "to_cutile_dtype", "itemsize"]
 
 #: canonical name -> numpy dtype
 _CANONICAL: dict[str, np.dtype] = {
@@ -22,10 +22,10 @@ _CANONICAL: dict[str, np.dtype] = {
     "uint32": np.dtype(np.uint32), "uint64": np.dtype(np.uint64),
     "float16": np.dtype(np.float16), "float32": np.dtype(np.float32),
     "float64": np.dtype(np.float64),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
+#: the types numpy lacks, from ml_dtypes (imported at the first use of one of them:
+#: its import costs more than the rest of tilelab's)
+ML_DTYPE_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 _ALIASES = {
     "bool_": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
@@ -38,7 +38,26 @@ _ALIASES = {
 }
 
 #: the names tilelab accepts, for messages
-DTYPE_NAMES = tuple(_CANONICAL)
+DTYPE_NAMES = tuple(_CANONICAL) + ML_DTYPE_NAMES
+
+
+def ml_dtype(name: str) -> np.dtype:
+    """The numpy dtype of one of :data:`ML_DTYPE_NAMES`, importing ml_dtypes on first use.
+
+    Example:
+        >>> ml_dtype("bfloat16").itemsize
+        2
+    """
+    dt = _CANONICAL.get(name)
+    if dt is None:
+        if name not in ML_DTYPE_NAMES:
+            raise KeyError(name)
+        import ml_dtypes
+
+        for n in ML_DTYPE_NAMES:
+            _CANONICAL[n] = np.dtype(getattr(ml_dtypes, n))
+        dt = _CANONICAL[name]
+    return dt
 
 
 def to_numpy_dtype(dtype: Any) -> np.dtype:
@@ -68,6 +87,8 @@ def to_numpy_dtype(dtype: Any) -> np.dtype:
     name = _ALIASES.get(name, name)
     if name in _CANONICAL:
         return _CANONICAL[name]
+    if name in ML_DTYPE_NAMES:
+        return ml_dtype(name)
     raise TypeError(f"unsupported dtype {dtype!r}; tilelab supports: "
                     f"{', '.join(DTYPE_NAMES)} (aliases such as 'bf16', 'f32' work too)")
 

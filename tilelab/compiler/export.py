@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import io
 import json
 import re
@@ -64,13 +63,9 @@ def check_arch(arch: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("tilelab", "cuda-tile"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
+    from tilelab.compiler.versions import package_version
+
+    return {pkg: package_version(pkg) or "unknown" for pkg in ("tilelab", "cuda-tile")}
 
 
 @functools.lru_cache(maxsize=None)
@@ -164,6 +159,8 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
     message = getattr(e, "message", str(e)).strip()
     where, hint, chain = None, None, []
     for fr in frames:
+        if fr.filename.startswith("<tilelab-device "):
+            continue  # tilelab's device helpers: reported at the user's line calling them
         if fr.filename == lowered.filename:
             user = lowered.source_map.to_user(fr.line, fr.col)
             part = lowered.store_at(fr.line, fr.col)
@@ -172,6 +169,9 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
                 hint = (f"{part}.store(tile) needs a tile of {part}.tile_shape and "
                         f"{part}.dtype; convert with tile.astype({part}.dtype) and check "
                         "the tile shapes")
+                if part in getattr(lowered, "offset_store_params", ()):
+                    hint = (f"{part}.store(tile, offset=...) needs a tile of {part}.dtype "
+                            f"whose shape divides {part}.tile_shape on every axis")
         elif fr.filename in lowered.helper_files:  # a frozen helper: same lines, columns
             user = SourceLocation(lowered.helper_files[fr.filename], fr.line,
                                   (fr.col or 0) + 1)
@@ -373,7 +373,8 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
                                  files["bytecode"], files["tileir.txt"].decode(),
                                  files["remarks.yaml"].decode(), lowered.source,
                                  timings, f"cached: built by {meta['toolchain']}", True,
-                                 layouts, key, location_mapper(lowered))
+                                 layouts, key, location_mapper(lowered),
+                                 cache_entry=cache.entry_dir(key))
 
     t0 = time.perf_counter()
     bytecode, symbol = _export(lowered.function(), lowered, spec, arch, toolchain, hints,
@@ -418,6 +419,8 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
         if debug_text is not None:
             files[DEBUG_TILEIR] = debug_text.encode()
         # a cache that cannot be written warns (once) and the artifacts are kept
-        cache.store(key, files, {"symbol": symbol, "toolchain": toolchain.describe(),
-                                 "arch": arch, "kernel": lowered.name, "timings": timings})
+        if cache.store(key, files, {"symbol": symbol, "toolchain": toolchain.describe(),
+                                    "arch": arch, "kernel": lowered.name,
+                                    "timings": timings}):
+            art.cache_entry = cache.entry_dir(key)
     return art

@@ -78,6 +78,8 @@ def frozen_device() -> types.ModuleType:
         code = compile(text, filename, "exec", dont_inherit=True)
         exec(code, mod.__dict__)
         mod.__dict__["ct"] = pristine_cutile()
+        for name in ("static_assert", "static_iter"):  # sub_tile_store's static constructs
+            mod.__dict__[name] = getattr(pristine_cutile(), name)
         _PRISTINE["dev"] = mod
     return mod
 

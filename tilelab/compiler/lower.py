@@ -9,6 +9,10 @@ what a partition is:
             __tl_ct.load(x, index=(__tl_ct.bid(0),), shape=(__tl_z_t0,),
             padding_mode=__tl_ct.PaddingMode.ZERO) + 1, (__tl_z_t0,)))
 
+A sub-tile store ``p.store(t, offset=(o0, ...))`` becomes a call of the guarded
+``__tl_dev.sub_tile_store(p, <tile index>, <tile shape>, t, (o0, ...))``, which writes
+sub-tile ``o`` of the block's own tile or nothing (docs/safety.md, "Sub-tile stores").
+
 The lowering is hygienic: generated code reaches cuTile, the device index helpers and
 ``range`` only through reserved names (``__tl_ct``, ``__tl_dev``, ``__tl_range``,
 ``__tl_<p>_t<d>``), which user code may not bind or read (the checker's
@@ -132,6 +136,9 @@ class LoweredKernel:
     _function: object = field(default=None, repr=False, compare=False)
     #: synthetic filename of each frozen helper -> the user's file (same lines, columns)
     helper_files: dict = field(default_factory=dict, repr=False, compare=False)
+    #: partitions the lowering writes sub-tiles of (``p.store(tile, offset=...)``,
+    #: through the guarded ``sub_tile_store`` of the device helpers)
+    offset_store_params: frozenset = frozenset()
 
     def function(self):
         """The lowered kernel as a Python function built from the checked text only
@@ -178,6 +185,7 @@ class _Lowerer:
         self.grid_part = next((p for p, r in plan.ranks if r == plan.grid_rank), None)
         self.edits: list[tuple[int, int, object]] = []
         self.store_spans: list[tuple[int, int, str]] = []
+        self.offset_stores: set[str] = set()
 
     # ---- positions ------------------------------------------------------------
     def offset(self, line: int, byte_col: int) -> int:
@@ -304,7 +312,14 @@ class _Lowerer:
     def site_edit(self, site: Site) -> None:
         ct, p = self.ct, site.partition
         s, e = self.span(site.node)
-        if site.kind == "store":
+        if site.kind == "store" and site.offset is not None:
+            self.check_offset_rank(site)
+
+            def fn(site=site, s=s, e=e):
+                return self.sub_tile_store(site, s, e)
+            self.store_spans.append((s, e, p))
+            self.offset_stores.add(p)
+        elif site.kind == "store":
             def fn(site=site, s=s, e=e):
                 vs, ve = self.span(site.value)
                 head, gap = self.head(site.node, vs)
@@ -344,6 +359,43 @@ class _Lowerer:
         else:  # pragma: no cover - the checker produces no other kinds
             raise AssertionError(site.kind)
         self.add(s, e, fn)
+
+    def check_offset_rank(self, site: Site) -> None:
+        from tilelab.compiler.safety.rules import raise_rule
+
+        p, n, r = site.partition, len(site.offset), self.ranks[site.partition]
+        if n != r:
+            where = site.offset[r] if n > r else site.offset[-1]
+            raise_rule("offset-store",
+                       f"{p}.store(tile, offset=...) gives {n} offset"
+                       f"{'s' if n != 1 else ''} for partition {p!r} of rank {r}: the "
+                       "offset has one integer per axis",
+                       location=self.src.location(where),
+                       hint=f"write {r} entries, one per axis of {p}")
+
+    def sub_tile_store(self, site: Site, s: int, e: int) -> list[_Piece]:
+        """``p.store(tile, offset=o)`` -> the guarded store of the frozen device helper:
+        sub-tile ``o`` of this block's tile (or of ``at``), or nothing."""
+        p, dev = site.partition, self.dev
+        vs, ve = self.span(site.value)
+        first, last = site.offset[0], site.offset[-1]
+        os_, oe = self.span(first)[0], self.span(last)[1]
+        head, gap = self.head(site.node, vs)
+
+        def newlines(a: int, b: int) -> list[_Piece]:
+            n = self.orig[a:b].count("\n") if b > a else 0
+            return [self.gen("\n" * n, a)] if n else []
+        body = []
+        for i, elt in enumerate(site.offset):
+            if i:
+                es = self.span(elt)[0]
+                body += [self.gen(", ", es), *newlines(self.span(site.offset[i - 1])[1], es)]
+            body += self.render(*self.span(elt))
+        comma = "," if len(site.offset) == 1 else ""
+        return [self.gen(f"{dev}.sub_tile_store({p}, ", s), *self.index(p, site.at, s),
+                self.gen(f", {self.tshape(p)}, ", s), *gap, *self.render(vs, ve),
+                self.gen(", (", ve), *newlines(ve, os_), *body,
+                self.gen(f"{comma}))", oe), *newlines(oe, e)]
 
     def signature_edits(self) -> list[str]:
         func = self.src.tree
@@ -406,7 +458,8 @@ class _Lowerer:
                              dict(self.tile_params), self.group_param, tuple(extra), smap,
                              tuple(self.store_spans),
                              frozenset(p for _, _, p in self.store_spans),
-                             self.unchecked_params(), self.a.program, self.kernel_fn)
+                             self.unchecked_params(), self.a.program, self.kernel_fn,
+                             offset_store_params=frozenset(self.offset_stores))
 
     def unchecked_params(self) -> frozenset:
         if self.plan.check_bounds:

@@ -10,7 +10,11 @@ not. It reads the text ``tileirdisasm -g`` prints and checks, for every entry:
   partition view of a tensor view made from exactly one argument's pointer, shape and
   strides, where that argument is a partition in ``lowered.store_params`` with kind
   ``Out`` or ``InOut``, the view's tile shape is the partition's, and the view keeps the
-  array's dimension order. Pointer stores (``store_ptr_tko``: scatters), atomics
+  array's dimension order. A smaller tile shape is accepted only for the guarded sub-tile
+  store ``p.store(tile, offset=...)`` lowers to (:meth:`_Checker.is_sub_tile_store`): a
+  partition in ``lowered.offset_store_params``, a shape dividing the partition's, inside
+  a region, located at the one ``ct.store`` of the frozen ``sub_tile_store`` helper and
+  called from the kernel's lowered text. Pointer stores (``store_ptr_tko``: scatters), atomics
   (``atomic_rmw_tko``, ``atomic_cas_tko``, ``atomic_red_view_tko``) and the multicast
   ops are refused.
 * **unchecked accesses**: a view load marked ``inbounds`` (what ``check_bounds=False``
@@ -532,6 +536,8 @@ class CheckReport:
     entries: int = 0
     ops: int = 0
     partition_stores: int = 0
+    #: of the partition stores, the guarded sub-tile stores of p.store(tile, offset=...)
+    sub_tile_stores: int = 0
     unchecked_loads: int = 0
     gathers: int = 0
     seconds: float = 0.0
@@ -561,6 +567,7 @@ class _Checker:
         self.partitions = {n: s for n, s in self.specs.items() if isinstance(s, PartitionSpec)}
         self.store_params = frozenset(getattr(lowered, "store_params", frozenset()))
         self.unchecked = frozenset(getattr(lowered, "unchecked_params", frozenset()))
+        self.offset_params = frozenset(getattr(lowered, "offset_store_params", frozenset()))
         plan = getattr(spec, "plan", None)
         self.bounds_proven = plan is not None and not getattr(plan, "check_bounds", True)
         self.slots = arg_slots(spec.layouts)
@@ -727,9 +734,10 @@ class _Checker:
         want = tuple(self.partitions[p].tile_shape)
         tm = _PV_TILE.search(pvtype or "")
         got = tuple(int(t) for t in tm.group(1).split("x")) if tm and tm.group(1) else None
-        if got != want:
+        sub = got != want and self.is_sub_tile_store(op, p, got, want)
+        if got != want and not sub:
             self.fail(op, f"stores tiles of shape {got} into partition {p!r}, whose tiles "
-                          f"are {want}")
+                          f"are {want}" + self.sub_tile_problem(op, p, got, want))
             return
         dm = _DIM_MAP.search(pvtype or "")
         if dm and [int(x) for x in dm.group(1).split(",")] != list(range(len(want))):
@@ -741,6 +749,34 @@ class _Checker:
                           "launch proves its tiles whole only under check_bounds=False")
             return
         self.report.partition_stores += 1
+        self.report.sub_tile_stores += sub
+
+    # ---- the guarded sub-tile store (p.store(tile, offset=...)) ---------------------
+    def sub_tile_problem(self, op: Op, p: str, got, want) -> str:
+        """Why a store of another tile shape is not the lowering's sub-tile store."""
+        if p not in self.offset_params:
+            return ""
+        if got is None or len(got) != len(want) or any(
+                g <= 0 or w % g for g, w in zip(got, want)):
+            return " (a sub-tile store's shape must divide the partition's on every axis)"
+        return (" (a sub-tile store comes only from the guarded store of tilelab's "
+                "sub_tile_store helper, inside its 'if')")
+
+    def is_sub_tile_store(self, op: Op, p: str, got, want) -> bool:
+        """Whether op is the guarded store ``p.store(tile, offset=...)`` lowers to: a
+        partition the lowering writes sub-tiles of, a tile shape dividing the
+        partition's, inside a region (the helper's ``if``), located at the helper's one
+        ``ct.store`` line and called from this kernel's lowered text."""
+        if p not in self.offset_params or got is None or len(got) != len(want):
+            return False
+        if any(g <= 0 or w % g for g, w in zip(got, want)):
+            return False
+        if op.scope is None or op.scope.parent is None or op.entry is None:
+            return False
+        frames = self.m.frames(op)
+        helper = sub_tile_store_line()
+        return (len(frames) >= 2 and frames[0][:2] == helper
+                and frames[1][0] == getattr(self.lowered, "filename", None))
 
     def check_view_load(self, op: Op) -> None:
         if not self._inbounds(op):
@@ -882,11 +918,25 @@ def _location(module: TileIRModule, op: Op | None,
     # prefer a frame in the user's code over cuTile's own sources and tilelab's helpers
     def internal(loc: SourceLocation) -> bool:
         fn = loc.filename.replace("\\", "/")
-        return "/cuda/tile/" in fn or "/tilelab/compiler/" in fn
+        return "/cuda/tile/" in fn or "/tilelab/compiler/" in fn or \
+            fn.startswith("<tilelab-device ")
     user = [m for m in mapped if not internal(m)] or mapped
     where = user[0]
     chain = [str(m) for m in user[1:]]
     return where, chain
+
+
+def sub_tile_store_line() -> tuple[str, int]:
+    """(synthetic file, line) of the one ``ct.store`` of the frozen
+    ``sub_tile_store`` device helper: the only place a sub-tile store may come from."""
+    from tilelab.compiler.frozen import device_text, frozen_device
+
+    code = frozen_device().sub_tile_store.__code__
+    lines = device_text().splitlines()
+    for ln in range(code.co_firstlineno, len(lines) + 1):
+        if lines[ln - 1].strip().startswith("ct.store("):
+            return code.co_filename, ln
+    raise AssertionError("sub_tile_store has no ct.store line")  # pragma: no cover
 
 
 def check_tileir(text: str, lowered, spec, *, kernel_name: str | None = None,

@@ -13,7 +13,6 @@ Search order: ``$TILELAB_TILEIRAS`` (a path to tileiras), the pip packages
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 import re
 import shutil
@@ -122,12 +121,14 @@ def _version_of(tileiras: Path) -> str:
 
 def _pip_tileiras() -> tuple[Path | None, str | None]:
     """(path, problem): the pip tileiras if its three packages are one release."""
+    from tilelab.compiler.versions import package_version
+
     versions = {}
     for pkg in PIP_PACKAGES:
-        try:
-            versions[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
+        version = package_version(pkg)
+        if version is None:
             return None, None
+        versions[pkg] = version
     if len({".".join(v.split(".")[:2]) for v in versions.values()}) != 1:
         listed = ", ".join(f"{k}=={v}" for k, v in versions.items())
         return None, (f"the pip CUDA packages are of different releases ({listed}); "
@@ -156,7 +157,9 @@ def find_toolchain() -> Toolchain:
     """
     cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     problems: list[str] = []
-    explicit = os.environ.get("TILELAB_TILEIRAS")
+    from tilelab import config
+
+    explicit = config.tileiras()
     candidates: list[tuple[Path, str]] = []
     if explicit:
         p = Path(explicit)

@@ -114,14 +114,17 @@ def register_tile_globals(globals_dict: dict) -> None:
 
 
 def user_frame(start: FrameType | None = None) -> FrameType | None:
-    """The innermost frame that executes the user's kernel or one of its helpers."""
+    """The innermost frame that executes the user's kernel or one of its helpers (the
+    device helpers generated code calls, such as the guarded sub-tile store, report at
+    the user's line that called them)."""
     state = active()
     if state is None:
         return None
     frame = start if start is not None else sys._getframe(1)
     known = state.tile_globals
     while frame is not None:
-        if id(frame.f_globals) in known:
+        if id(frame.f_globals) in known and \
+                not frame.f_code.co_filename.startswith("<tilelab-device "):
             return frame
         frame = frame.f_back
     return None

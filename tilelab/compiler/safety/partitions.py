@@ -1,6 +1,7 @@
 """Partition rules: a block writes exactly its own tile of each tl.Out / tl.InOut.
 
-A partition parameter is used only as ``p.store(tile)``, ``p.load()`` (InOut),
+A partition parameter is used only as ``p.store(tile)`` (or ``p.store(sub_tile,
+offset=(o0, ...))``, a sub-tile of the own tile or nothing), ``p.load()`` (InOut),
 ``p.tile_shape``, ``p.tile_index``, ``p.shape``/``ndim``/``dtype``, in
 ``tl.load_like(x, p)`` or, in persistent kernels, ``for t in p.tiles()`` with
 ``at=t`` and ``p.tile_index_of(t)``. Anything else (renaming it, passing it on, taking a
@@ -28,7 +29,8 @@ class Site:
     ``kind``: ``store``, ``load``, ``load_like``, ``tile_shape``, ``tile_index``,
     ``tile_index_of`` (the coordinates of a minted tile) or ``tiles`` (the iterator of a
     persistent loop). ``node`` is the Call (or Attribute) to replace; ``value`` the
-    stored tile / loaded array expression; ``at`` the persistent tile expression.
+    stored tile / loaded array expression; ``at`` the persistent tile expression;
+    ``offset`` the sub-tile of a ``store`` inside the block's own tile.
     """
 
     kind: str
@@ -36,6 +38,9 @@ class Site:
     node: ast.AST = field(compare=False)
     value: ast.expr | None = field(default=None, compare=False)
     at: ast.expr | None = field(default=None, compare=False)
+    #: the per-axis sub-tile numbers of ``p.store(tile, offset=(o0, ...))`` (the tuple
+    #: literal's elements), None for a store of the whole tile
+    offset: tuple[ast.expr, ...] | None = field(default=None, compare=False)
     #: (constant parameter, taken when truthy) of each enclosing ``if C:`` / ``if not C:``
     #: on a ct.Constant parameter: the launch knows whether the site runs at all
     guards: tuple[tuple[str, bool], ...] = field(default=(), compare=False)
@@ -195,21 +200,47 @@ class PartitionRules:
                   f"offers {', '.join(PARTITION_ATTRS)}")
 
     def check_store(self, p: str, call: ast.Call) -> None:
-        extra_kw = [k for k in call.keywords if k.arg != "at"]
+        extra_kw = [k for k in call.keywords if k.arg not in ("at", "offset")]
         if len(call.args) != 1 or extra_kw or any(isinstance(a, ast.Starred)
                                                   for a in call.args):
             bad = extra_kw[0] if extra_kw else (call.args[1] if len(call.args) > 1
                                                 else call)
             what = f"{bad.arg}=" if isinstance(bad, ast.keyword) and bad.arg else "an index"
             self.fail("partition-store", bad,
-                      f"{p}.store() takes only the tile: the destination of every safe "
+                      f"{p}.store() takes only the tile (and offset= of a sub-tile "
+                      f"inside this block's own tile): the destination of every safe "
                       f"store is fixed by the partition, so {what} cannot be chosen",
-                      hint=f"write {p}.store(tile); to choose destinations yourself, use "
+                      hint=f"write {p}.store(tile) or {p}.store(sub_tile, offset=(o0, "
+                           "...)); to choose destinations yourself, use "
                            "@tl.kernel(unsafe=True) with a tl.Raw parameter")
         at = next((k.value for k in call.keywords if k.arg == "at"), None)
         if at is not None:
             self.minted_at(call, at, f"{p}.store")
-        self.sites.append(Site("store", p, call, value=call.args[0], at=at))
+        offset = next((k.value for k in call.keywords if k.arg == "offset"), None)
+        elts = self.store_offset(p, offset) if offset is not None else None
+        self.sites.append(Site("store", p, call, value=call.args[0], at=at, offset=elts))
+
+    def store_offset(self, p: str, offset: ast.expr) -> tuple[ast.expr, ...]:
+        """The elements of ``offset=``: a tuple literal of one expression per axis (its
+        length is checked against the partition's rank when the kernel is lowered)."""
+        if not isinstance(offset, ast.Tuple):
+            self.fail("offset-store", offset,
+                      f"{p}.store(tile, offset=...) takes a tuple literal of one integer "
+                      f"per axis, got {self.text(offset)!r}: the checker must see each "
+                      "axis's offset where the store is written",
+                      hint=f"write the tuple out, e.g. {p}.store(tile, offset=(0, pos, 0))")
+        star = next((e for e in offset.elts if isinstance(e, ast.Starred)), None)
+        if star is not None:
+            self.fail("offset-store", star,
+                      f"{p}.store(tile, offset=...) with a starred element: the checker "
+                      "must see one offset per axis",
+                      hint="write each axis's offset out")
+        if not offset.elts:
+            self.fail("offset-store", offset,
+                      f"{p}.store(tile, offset=()) names no axis; the offset has one "
+                      "integer per axis of the partition",
+                      hint=f"write {p}.store(tile) to store the whole tile")
+        return tuple(offset.elts)
 
     def check_load(self, p: str, kind: str, call: ast.Call) -> None:
         if kind == ParamKind.OUT:

@@ -114,6 +114,12 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("partition-store", "the destination of every safe store is fixed by the "
          "partition", "write p.store(tile); to choose destinations yourself, use "
          "@tl.kernel(unsafe=True) with a tl.Raw parameter"),
+    Rule("offset-store", "p.store(tile, offset=...) writes a sub-tile of the block's "
+         "own tile: offset is a tuple literal of one integer per axis of the partition "
+         "(in units of the tile's shape, which divides the partition's); an offset "
+         "outside the own tile writes nothing, so any value, data-dependent included, "
+         "stays inside it", "write p.store(sub_tile, offset=(o0, o1, ...)) with one "
+         "entry per axis of p"),
     Rule("partition-read-out", "tl.Out partitions are write-only",
          "declare it tl.InOut to read this block's tile with p.load()"),
     Rule("partition-load", "p.load() reads this block's own tile and takes no index"),
