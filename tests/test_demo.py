@@ -73,10 +73,10 @@ def test_summary_csv_has_the_four_kernels_with_correct_values(cpu_demo):
         assert r["precision"] == w.precision
         seconds = float(r["seconds"])
         bound = max(flops[name] / H200.peak(w.precision), w.bytes / H200.bandwidth)
-        assert seconds == pytest.approx(bound)
+        assert seconds > bound                 # the model's time, never the roofline bound
         assert float(r["gb_per_s"]) == pytest.approx(w.bytes / seconds / 1e9)
         assert float(r["tflop_per_s"]) == pytest.approx(flops[name] / seconds / 1e12)
-        assert float(r["fraction_of_ceiling"]) == pytest.approx(1.0)   # predicted: on the roof
+        assert float(r["fraction_of_ceiling"]) == pytest.approx(bound / seconds)  # below it
         assert int(r["blocks_counted"]) == int(r["blocks"]) > 0
     # the GEMM's tiles re-read A and B: the interpreter's traffic exceeds the compulsory bytes
     assert float(rows["GEMM"]["traffic_bytes"]) > float(rows["GEMM"]["bytes"])

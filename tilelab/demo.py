@@ -447,10 +447,12 @@ def run_demo(arch: str | None = None, out_dir: str = "tilelab-demo", *,
     current = _measured_ceilings(device)
     print_summary(results)
     if device != "gpu":
-        print("  (predicted times are roofline lower bounds for these small sizes: a real "
-              "launch also costs a few µs)")
+        print("  (predicted times come from the model of tilelab.perf.predict: launch floor, "
+              "waves, padding, tile reuse, with uncalibrated constants; the roofline bound "
+              "is drawn above each point)")
     csv_path = write_summary(results, out / "summary.csv")
     print(f"  summary written to {csv_path}")
     print(f"  {_roofline_png(results, out / 'roofline.png', current)}")
     print(f"  tour took {time.perf_counter() - t0:.1f} s")
+    print(f"demo files written to {out.resolve()}")
     return 0 if all(r.ok for r in results) else 1

@@ -266,8 +266,9 @@ def test_notebook_02_runs_in_jupyterlab_and_renders_the_view(lab, tmp_path):
             assert tracebacks.count() == 0, tracebacks.first.inner_text()[:2000]
 
             # the first %%tile view: a widget Tab (or, without widgets, the static tabs)
+            # (the static copy beside a rendered widget is hidden: take the visible one)
             view = page.locator(".jp-OutputArea-output").filter(
-                has=page.locator(".tilelab-view")).first
+                has=page.locator(".tilelab-view")).locator("visible=true").first
             expect(view).to_be_visible(timeout=30_000)
             widget_tabs = view.locator(".lm-TabBar-tab")
             if widget_tabs.count():
@@ -286,20 +287,37 @@ def test_notebook_02_runs_in_jupyterlab_and_renders_the_view(lab, tmp_path):
             expect(tileir).to_be_visible(timeout=30_000)
             _save(page, view, tmp_path, "notebook02-tileir.png")
 
-            # the roofline tab shows a loaded image
+            # the roofline tab shows its figure (inline SVG, or a loaded PNG)
             roofline_tab.click()
-            img = view.locator("img[alt*='FLOP/B']").locator("visible=true").first
+            img = view.locator("figure svg, img[alt*='FLOP/B']").locator("visible=true").first
             expect(img).to_be_visible(timeout=30_000)
-            page.wait_for_function("img => img.complete && img.naturalWidth > 0",
-                                   arg=img.element_handle(), timeout=30_000)
-            size = img.evaluate("img => [img.naturalWidth, img.naturalHeight]")
-            assert size[0] > 200 and size[1] > 100, size
+            box = img.bounding_box()
+            assert box and box["width"] > 200 and box["height"] > 100, box
             _save(page, img, tmp_path, "notebook02-roofline.png")
 
+            # at 1100 px every view fits: no output scrolls sideways, no tab label is cut
+            page.set_viewport_size({"width": 1100, "height": 1000})
+            page.keyboard.press("Control+b")            # the file browser open again
+            page.wait_for_timeout(1000)
+            fit = page.evaluate("""() => {
+              const wide = [...document.querySelectorAll('.jp-OutputArea-output')]
+                .filter(o => o.querySelector('.tilelab-view') && o.offsetParent !== null
+                        && o.scrollWidth > o.clientWidth + 1).map(o => o.scrollWidth);
+              const cut = [...document.querySelectorAll(
+                  '.tilelab-widget-tabs .lm-TabBar-tab, .tilelab-static .tl-tabs > label')]
+                .filter(t => t.offsetParent !== null && t.scrollWidth > t.clientWidth + 1)
+                .map(t => t.textContent);
+              return [wide, cut];
+            }""")
+            assert fit == [[], []], fit
+            _save(page, view, tmp_path, "notebook02-1100px.png")
+
             # the notebook's own figures (ownership, grid, roofline) rendered as images
-            pngs = page.locator(".jp-RenderedImage img")
+            pngs = page.locator(".jp-RenderedImage img, .jp-RenderedSVG img, "
+                                ".jp-RenderedSVG svg")
             assert pngs.count() >= 4, pngs.count()
-            widths = pngs.evaluate_all("els => els.map(e => e.naturalWidth)")
+            widths = pngs.evaluate_all("els => els.map(e => e.naturalWidth ?? "
+                                       "e.getBoundingClientRect().width)")
             assert all(w > 0 for w in widths), widths
             assert not errors, errors
         finally:

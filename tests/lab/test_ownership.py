@@ -5,48 +5,47 @@ from __future__ import annotations
 import doctest
 import time
 
-import matplotlib
 import numpy as np
 import pytest
-from matplotlib.colors import to_rgba
 
 import cuda.tile as ct
 import tilelab as tl
 import tilelab.compiler.device as device
 import tilelab.lab.ownership as ownership_module
+import tilelab.lab.ownership_data as ownership_data_module
+import tilelab.lab.ownership_launch as ownership_launch_module
+import tilelab.lab.ownership_race as ownership_race_module
+import tilelab.lab.ownership_svg as ownership_svg_module
 from tilelab.kernels.examples import gemm, persistent_gemm, vector_add
 from tilelab.lab.ownership import (ownership_data, ownership_figure, ownership_figures,
                                    race_data, race_figure, trace_args,
                                    trace_launch)
-from tilelab.lab.theme import DARK, owner_colors
+from tilelab.lab.svg import color, owner_fill
 from tilelab.runtime.events import subscribe
-
-matplotlib.use("Agg")   # tests draw off-screen (the lab itself never imports pyplot)
 
 
 # ---------------------------------------------------------------- helpers
 
 def artists(fig, prefix):
-    """Every artist in the figure whose gid starts with ``prefix``."""
-    return [a for a in fig.findobj() if (a.get_gid() or "").startswith(prefix)]
+    """Every record of the figure whose gid starts with ``prefix`` (what it drew)."""
+    return fig.find(prefix)
 
 
 def mesh_values(mesh):
-    """The 2-D array a QuadMesh draws (rows, cols)."""
-    coords = mesh.get_coordinates()
-    rows, cols = coords.shape[0] - 1, coords.shape[1] - 1
-    return np.ma.getdata(mesh.get_array()).reshape(rows, cols)
+    """The 2-D array a tile grid or element panel draws (rows, cols)."""
+    return np.asarray(mesh["owners"] if "owners" in mesh.data else mesh["values"])
 
 
 def mesh_edges(mesh):
-    coords = mesh.get_coordinates()
-    return coords[:, 0, 1].tolist(), coords[0, :, 0].tolist()   # row edges, column edges
+    return list(mesh["row_edges"]), list(mesh["col_edges"])
 
 
 def labels_at(fig):
-    """{(x, y): text} of the tile labels."""
-    return {tuple(np.round(t.get_position(), 3)): t.get_text()
-            for t in artists(fig, "tile-label")}
+    """{(x, y): text} of the tile labels, in element coordinates."""
+    out = {}
+    for rec in artists(fig, "tile-labels"):
+        out.update(rec["labels"])
+    return out
 
 
 def cpu(shape, dtype="float32", seed=0):
@@ -63,16 +62,19 @@ def test_row_major_grid_colored_by_owner_with_partial_edge_tiles_at_real_size():
     assert mesh_values(mesh).tolist() == p.owners().tolist()
     rows, cols = mesh_edges(mesh)
     assert rows == [0, 128, 256, 300] and cols == [0, 64, 128, 192, 200]
-    colors = owner_colors(p.num_tiles, "light")
-    drawn = mesh.to_rgba(mesh.get_array()).reshape(-1, 4)
     for k, owner in enumerate(p.owners().ravel()):
-        assert tuple(drawn[k]) == pytest.approx(colors[owner])
+        assert mesh["fills"][k] == owner_fill(owner, p.num_tiles)
     labels = labels_at(fig)
     assert len(labels) == 12
-    assert labels[(196.0, 278.0)] == "b11"           # the 8x44 corner tile, at its centre
+    # the 8x44 corner tile is too thin for its label: it sits on the whole (padded) tile
+    assert labels[(224.0, 320.0)] == "b11"
     assert labels[(32.0, 64.0)] == "b0"
     assert fig.tilelab["sections"][0]["schedule"] == "row-major"
-    caption = fig.subfigs[0]._suptitle.get_text().replace("\n", " ")
+    # the padding of the edge tiles is hatched: beyond column 200 and below row 300
+    (pad,) = artists(fig, "padding:c")
+    assert pad["boxes"] == [((0, 384), (200, 256)), ((300, 384), (0, 200))]
+    assert all(i["hatch"] for i in fig.items_of("padding:c"))
+    caption = fig.tilelab["sections"][0]["caption"]
     assert caption == "c: 300×200 in tiles of 128×64 → 12 tiles, 12 blocks, row-major (one " \
                       "tile per block)"
 
@@ -94,7 +96,7 @@ def test_grouped_labels_follow_the_device_swizzle(grid, group_m):
         assert labels[centre] == f"b{pid}"
         centres.append(centre)
     (path,) = artists(fig, "order-path")
-    assert list(zip(*path.get_data())) == centres     # the arrow walks the schedule's order
+    assert path["points"] == centres     # the path walks the schedule's order
 
 
 def test_persistent_block_owns_several_tiles_and_labels_say_which():
@@ -111,9 +113,9 @@ def test_persistent_block_owns_several_tiles_and_labels_say_which():
     m, n = order[5]
     assert labels[(n * 128 + 64.0, m * 128 + 64.0)] == "b1\n#2"
     boxes = artists(fig, "block-tiles")
-    got = sorted((int(b.get_y()) // 128, int(b.get_x()) // 128) for b in boxes)
+    got = sorted((int(b["y"]) // 128, int(b["x"]) // 128) for b in boxes)
     assert got == sorted(d.tiles_of(1))
-    caption = fig.subfigs[0]._suptitle.get_text().replace("\n", " ")
+    caption = fig.tilelab["sections"][0]["caption"]
     assert "tl.persistent(num_blocks=4, group_m=2)" in caption
     assert "block b owns tiles b, b+4, b+8" in caption
     assert fig.tilelab["sections"][0]["block_tiles"] == d.tiles_of(1)
@@ -144,16 +146,18 @@ def test_gemm_story_block_reads_row_panel_of_a_and_column_panel_of_b():
     assert set(sec) == {"c", "a", "b"}
     assert sec["a"]["description"] == f"a[{m * 64}:{m * 64 + 64}, 0:192]"
     assert sec["b"]["description"] == f"b[0:192, {n * 64}:{min(n * 64 + 64, 200)}]"
-    color = owner_colors(p.num_tiles, "light")[5]
+    fill = owner_fill(5, p.num_tiles)
     for arg in ("a", "b"):
         (mesh,) = artists(fig, f"reads:{arg}")
         drawn = mesh_values(mesh) == 1
         assert np.array_equal(drawn, trace.footprint(arg, block=5, kind="read"))
-        rgba = mesh.to_rgba(np.ma.masked_equal(mesh.get_array(), 0)).reshape(-1, 4)
-        hit = np.ma.getdata(mesh.get_array()).ravel() == 1
-        assert tuple(rgba[hit][0]) == pytest.approx(color)   # reads in the block's color
-    assert fig._suptitle.get_text() == (f"gemm: block 5 owns tile ({m}, {n}) of c and reads "
-                                        "the highlighted regions")
+        assert mesh["fills"][1] == fill                     # reads in the block's colour
+        assert {i["fill"] for i in fig.items_of(f"reads:{arg}")} == {fill}
+    # blocks by linear id (and bid x, y), tiles as [row, col]: the legend line says so
+    assert fig.suptitle == (f"gemm: block 5 (bid x=5, y=0) owns tile [{m}, {n}] of c and "
+                            "reads the highlighted regions") or \
+        fig.suptitle == f"gemm: block 5 owns tile [{m}, {n}] of c and reads the highlighted regions"
+    assert "[row, col]" in " ".join(i["s"] for i in fig.items_of("legend"))
 
 
 def test_one_dimensional_strip():
@@ -165,7 +169,7 @@ def test_one_dimensional_strip():
     assert cols[:3] == [0, 256, 512] and cols[-2:] == [4864, 5000]
     assert mesh_values(mesh).tolist() == [list(range(20))]
     (box,) = artists(fig, "block-tiles")
-    assert (box.get_x(), box.get_width()) == (768, 256)
+    assert (box["x"], box["width"]) == (768, 256)
 
 
 def test_three_dimensional_partition_is_faceted_by_leading_tile():
@@ -173,11 +177,11 @@ def test_three_dimensional_partition_is_faceted_by_leading_tile():
     p = z.partition((1, 32, 64), schedule=tl.grouped(2))
     fig = ownership_figure(p, name="z", theme="light")
     owners = p.owners()
-    meshes = sorted(artists(fig, "tiles:z:"), key=lambda m: m.get_gid())
-    assert [m.get_gid() for m in meshes] == [f"tiles:z:{i}" for i in range(4)]
+    meshes = sorted(artists(fig, "tiles:z:"), key=lambda m: m.gid)
+    assert [m.gid for m in meshes] == [f"tiles:z:{i}" for i in range(4)]
     for i, mesh in enumerate(meshes):
         assert mesh_values(mesh).tolist() == owners[i].tolist()
-    titles = {ax.get_title() for ax in fig.axes}
+    titles = {m["title"] for m in meshes}
     assert {"z[0, :, :]", "z[3, :, :]"} <= titles
     # grouped 3-D: block ids run batch by batch, swizzled within each batch
     for b in range(4):
@@ -193,11 +197,11 @@ def test_rank_4_partition_is_faceted_by_its_two_leading_tiles(schedule):
     p = out.partition((1, 8, 1, 8), schedule=schedule)
     fig = ownership_figure(p, name="out", theme="light", block=3)
     owners = p.owners()
-    meshes = {m.get_gid(): m for m in artists(fig, "tiles:out:")}
+    meshes = {m.gid: m for m in artists(fig, "tiles:out:")}
     assert sorted(meshes) == [f"tiles:out:{b},{s}" for b in range(2) for s in range(2)]
     for (b, s) in [(0, 0), (1, 1)]:
         assert mesh_values(meshes[f"tiles:out:{b},{s}"]).tolist() == owners[b, s].tolist()
-    titles = {ax.get_title() for ax in fig.axes}
+    titles = {m["title"] for m in meshes.values()}
     assert "out[0, 0:8, :, :]" in titles and "out[1, 8:12, :, :]" in titles
     section = fig.tilelab["sections"][0]
     assert section["block_tiles"] == p.tiles_of(3, p.num_blocks())
@@ -211,7 +215,7 @@ def test_rank_5_partition_samples_its_slabs():
     fig = ownership_figure(p, name="y", theme="light", max_panels=6, block=50)
     leads = [s["lead"] for s in fig.tilelab["sections"][0]["panels"]]
     assert len(leads) == 6 and p.tiles_of(50)[0][:3] in leads
-    assert "6 of 24 slabs shown" in fig.subfigs[0]._suptitle.get_text().replace("\n", " ")
+    assert "6 of 24 slabs shown" in fig.tilelab["sections"][0]["caption"]
 
 
 def test_many_slabs_are_sampled_and_said_so():
@@ -219,7 +223,7 @@ def test_many_slabs_are_sampled_and_said_so():
     fig = ownership_figure(p, name="z", theme="light", max_panels=6, block=13)
     leads = [s["lead"] for s in fig.tilelab["sections"][0]["panels"]]
     assert len(leads) == 6 and 13 in leads            # the chosen block's slab is shown
-    assert "6 of 20 slabs shown" in fig.subfigs[0]._suptitle.get_text()
+    assert "6 of 20 slabs shown" in fig.tilelab["sections"][0]["caption"]
 
 
 def test_large_grids_stay_readable_and_fast():
@@ -233,15 +237,18 @@ def test_large_grids_stay_readable_and_fast():
     assert panel["aggregated"] and panel["owners"].size <= 4096
     assert panel["row_edges"][-1] == 8192 and not artists(fig, "tile-label")
     assert panel["owners"][0, 1] == 4 * 1          # every 4th tile: tile (0, 4) = block 4
-    fig.savefig(__import__("io").BytesIO(), format="png", dpi=60)
+    assert len(fig.to_svg()) < 2_000_000
     assert time.perf_counter() - t0 < 8
 
 
 def test_dark_theme_colors():
     p = tl.zeros((64, 64), device="cpu").partition((32, 32))
     fig = ownership_figure(p, theme="dark")
-    assert fig.get_facecolor() == pytest.approx(to_rgba(DARK.background))
     assert fig.tilelab["theme"] == "dark"
+    svg = fig.to_svg()       # the page's variables, light fallbacks: follows the theme
+    assert "var(--tl-fg, #1a1a1a)" in svg and "var(--tl-c0, " in svg
+    assert "#e6e6e6" in fig.svg_for("dark") and "var(--tl-" not in fig.svg_for("dark")
+    assert fig._repr_png_()[:4] == b"\x89PNG"
 
 
 # ---------------------------------------------------------------- races
@@ -280,18 +287,18 @@ def test_race_figure_marks_exactly_the_racy_elements():
     fig = race_figure(trace, "out", theme="light", max_panels=B * S)
     drawn = np.zeros_like(expected)
     for mesh in artists(fig, "race:out:"):
-        b, s = map(int, mesh.get_gid().split(":")[-1].split(","))
+        b, s = map(int, mesh.gid.split(":")[-1].split(","))
         drawn[b, s] = mesh_values(mesh) == 3
     assert np.array_equal(drawn, expected)
     involved = {trace.block(i).index for i in fig.tilelab["blocks"]}
     for race in trace.races:
         assert set(race.blocks) <= involved
-    (red,) = {tuple(np.round(mesh.cmap(3), 3)) for mesh in artists(fig, "race:out:")}
-    assert red == tuple(np.round(to_rgba("#d62728"), 3))
-    title = fig._suptitle.get_text()
+    (red,) = {mesh["fills"][3] for mesh in artists(fig, "race:out:")}
+    assert red == color("race") == "var(--tl-race, #d62728)"
+    title = fig.suptitle
     assert f"{int(expected.sum())} elements of 'out' written by more than one block" in title
     assert "test_ownership.py, line" in title
-    assert any("race" in t.get_text() for t in fig.legends[0].get_texts())
+    assert any("race" in t for t in fig.tilelab["legend"])
 
 
 def test_race_figure_of_the_fixed_kernel_is_clean():
@@ -299,7 +306,7 @@ def test_race_figure_of_the_fixed_kernel_is_clean():
     assert not trace.has_races
     fig = race_figure(trace, "out", theme="light")
     assert fig.tilelab["write_write"] == 0 and fig.tilelab["blocks"] == []
-    assert "no block writes what another block touches" in fig._suptitle.get_text()
+    assert "no block writes what another block touches" in fig.suptitle
 
 
 def test_read_write_race_is_orange():
@@ -386,7 +393,8 @@ def test_vector_add_strips_with_reads():
     sec = fig.tilelab["sections"]
     assert [s["name"] for s in sec] == ["z", "x", "y"]
     assert sec[1]["description"] == "x[768:1000]"      # the partial last tile
-    assert fig.get_size_inches()[1] < 3.5              # strips make a low figure
+    # strips make low sections, stacked at full width
+    assert fig.get_size_inches()[1] < 1.3 * len(sec) + 1
 
 
 # ---------------------------------------------------------------- errors
@@ -407,9 +415,13 @@ def test_clear_errors():
         ownership_figure(z.partition(256), trace=trace, inputs=["w"])
 
 
-def test_doctests():
-    result = doctest.testmod(ownership_module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0 and result.attempted > 20
+@pytest.mark.parametrize("module", [ownership_module, ownership_data_module,
+                                    ownership_svg_module, ownership_launch_module,
+                                    ownership_race_module],
+                         ids=lambda m: m.__name__)
+def test_doctests(module):
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted >= 4
 
 
 def test_count_only_traces_persistent_launches_one_block_per_tile():

@@ -3,38 +3,39 @@ from __future__ import annotations
 
 import doctest
 
-import matplotlib
 import numpy as np
 import pytest
-from matplotlib.colors import to_rgba
 
 import tilelab as tl
 import tilelab.lab.roofline_plot as plot_module
+import tilelab.lab.roofline_svg as svg_module
 import tilelab.lab.theme as theme_module
 from tilelab.kernels.examples import gemm, vector_add
 from tilelab.lab.roofline_plot import (ceiling_label, infer_precision, point_from_trace,
                                        roofline_figure, save_png, short_gpu_name)
-from tilelab.lab.theme import DARK, LIGHT, detect_theme, get_theme
+from tilelab.lab.svg import color
+from tilelab.lab.theme import DARK, detect_theme, get_theme
 from tilelab.perf.ceilings import MeasuredCeilings
 from tilelab.perf.counting import elementwise, gemm as gemm_work, softmax
 from tilelab.perf.roofline import (RooflinePoint, attainable, predict, project,
                                    ridge_point)
 from tilelab.perf.specs import lookup_gpu
 
-matplotlib.use("Agg")   # tests draw off-screen (the lab itself never imports pyplot)
-
 GPUS = ("b200", "rtx5090", "h200")
 
 
 def by_gid(fig, gid):
-    found = [a for a in fig.findobj() if a.get_gid() == gid]
+    found = [r for r in fig.records if r.gid == gid]
     assert len(found) == 1, (gid, len(found))
     return found[0]
 
 
-def xy(line):
-    x, y = line.get_data()
-    return list(map(float, x)), list(map(float, y))
+def xy(rec):
+    """Data coordinates of a record: a ceiling's polyline or a marker's point."""
+    if "points" in rec.data:
+        line = rec["points"]
+        return list(map(float, line["intensity"])), list(map(float, line["performance"]))
+    return [float(rec["x"])], [float(rec["y"])]
 
 
 @pytest.fixture(scope="module")
@@ -59,22 +60,30 @@ def test_one_ceiling_per_gpu_and_precision_with_ridges(tour):
                 assert y == pytest.approx(attainable(spec, x, prec))
             (rx,), (ry,) = xy(by_gid(fig, f"ridge:{key}:{prec}"))
             assert rx == pytest.approx(ridge) and ry == pytest.approx(spec.peak(prec))
-            assert line.get_color() == LIGHT.gpu_color(key)
+            assert line["color"] == color(f"gpu:{key}")
     # H200 bf16: 989.5 TFLOP/s over 4.8 TB/s
     (rx,), _ = xy(by_gid(fig, "ridge:h200:bf16"))
     assert rx == pytest.approx(989.5e12 / 4.8e12)
-    assert fig.axes[0].get_xscale() == "log" and fig.axes[0].get_yscale() == "log"
+    titles = [i["s"] for i in fig.items_of("axis-title")]
+    assert titles == ["arithmetic intensity (FLOP/B, log scale)",
+                      "performance (FLOP/s, log scale)"]
 
 
 def test_legend_states_dense_and_accumulator(tour):
     fig, _, _ = tour
-    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert texts == fig.tilelab["legend"]
+    texts = fig.tilelab["legend"]
+    drawn = " ".join(i["s"] for i in fig.items_of("legend") if i["kind"] == "text")
+    assert all(t.split()[0] in drawn for t in texts)
+    # the legend's line samples are drawn exactly as the plot's lines
+    samples = [(i["stroke"], i["sw"], i["dash"]) for i in fig.items_of("legend-sample")
+               if i["kind"] == "line"]
+    for rec in fig.find("ceiling:"):
+        assert (rec["color"], rec["width"], rec["dash"]) in samples
     for want in ("H200 bf16 (fp32 acc, dense)", "B200 bf16 (fp32 acc, dense)",
                  "RTX 5090 bf16 (fp32 acc, dense)", "H200 fp32 (CUDA cores, dense)",
                  "H200 memory 4.8 TB/s", "B200 memory 8 TB/s", "measured on a GPU",
-                 "predicted (counted on the CPU; lower-bound time)",
-                 "projection onto another GPU (lower bound)"):
+                 "predicted (counted on the CPU; roofline bound time)",
+                 "projection onto another GPU, in its colour (roofline bound)"):
         assert want in texts
     ceilings = [t for t in texts if "(" in t and "acc" in t or "CUDA cores" in t]
     assert len(ceilings) == 6 and all("dense" in t for t in ceilings)
@@ -86,12 +95,12 @@ def test_points_filled_when_measured_hollow_when_predicted(tour):
     p = by_gid(fig, "point:softmax")
     (mx,), (my,) = xy(m)
     assert mx == pytest.approx(measured.intensity) and my == pytest.approx(measured.achieved_flops)
-    assert m.get_markerfacecolor() != "none"
-    assert to_rgba(m.get_markerfacecolor()) == to_rgba(m.get_markeredgecolor())
-    assert p.get_markerfacecolor() == "none"
+    assert m["filled"] and not p["filled"]
+    assert m["color"] != p["color"] and m["marker"] != p["marker"]   # told apart
     (px,), (py,) = xy(p)
     assert py == pytest.approx(attainable("h200", predicted.intensity, "fp32"))
-    assert by_gid(fig, "point-label:gemm").get_text() == "gemm"
+    labels = {d["text"] for d in fig.tilelab["labels"] if d["kind"] == "point-label"}
+    assert labels == {"#1 gemm", "#2 softmax"}
 
 
 def test_projections_onto_the_other_gpus(tour):
@@ -101,8 +110,8 @@ def test_projections_onto_the_other_gpus(tour):
             (x,), (y,) = xy(by_gid(fig, f"projection:{name}:{key}"))
             assert x == pytest.approx(point.intensity)
             assert y == pytest.approx(project(point, key).attainable_flops)
-            assert by_gid(fig, f"projection:{name}:{key}").get_alpha() < 0.5
-        assert not [a for a in fig.findobj() if a.get_gid() == f"projection:{name}:h200"]
+            assert by_gid(fig, f"projection:{name}:{key}")["opacity"] >= 0.8   # not faint
+        assert not fig.find(f"projection:{name}:h200")
 
 
 def test_current_device_measured_ceilings():
@@ -111,7 +120,7 @@ def test_current_device_measured_ceilings():
                           theme="light")
     line = by_gid(fig, "ceiling:current:bf16")
     assert max(xy(line)[1]) == pytest.approx(6.0e14)
-    assert line.get_linewidth() > by_gid(fig, "ceiling:h200:bf16").get_linewidth()
+    assert line["width"] > by_gid(fig, "ceiling:h200:bf16")["width"]
     (rx,), _ = xy(by_gid(fig, "ridge:current:bf16"))
     assert rx == pytest.approx(6.0e14 / 4.2e12)
     legend = fig.tilelab["legend"]
@@ -144,9 +153,8 @@ def test_sparse_and_labels():
 def test_themes(monkeypatch, tmp_path):
     light = roofline_figure([], ("h200",), theme="light")
     dark = roofline_figure([], ("h200",), theme="dark")
-    assert light.get_facecolor() == to_rgba(LIGHT.background)
-    assert dark.get_facecolor() == to_rgba(DARK.background)
-    assert to_rgba(dark.axes[0].xaxis.label.get_color()) == to_rgba(DARK.foreground)
+    assert light.to_svg().count("var(--tl-") > 5      # follows the page's theme
+    assert DARK.foreground in dark.svg_for() and "var(--tl-" not in dark.svg_for()
     monkeypatch.setenv("TILELAB_THEME", "dark")
     assert detect_theme() == "dark" and get_theme(None) is DARK
     monkeypatch.delenv("TILELAB_THEME")
@@ -178,10 +186,12 @@ def test_point_from_a_real_trace():
     trace = tl.interpret(vector_add, z.partition(1024), x, x)
     p = point_from_trace(trace)
     assert (p.name, p.flops, p.bytes, p.precision) == ("vector_add", n, 12 * n, "fp32")
-    assert not p.measured and p.seconds == pytest.approx(12 * n / 4.8e12)
+    # the model's time, above the roofline bound (which the point keeps)
+    assert not p.measured and p.prediction.bound_seconds == pytest.approx(12 * n / 4.8e12)
+    assert p.seconds > p.prediction.bound_seconds
     w = elementwise(n, name="add")
-    assert point_from_trace(trace, work=w, predict_on="b200").seconds == pytest.approx(
-        w.bytes / 8e12)
+    assert point_from_trace(trace, work=w, predict_on="b200").prediction.bound_seconds == \
+        pytest.approx(w.bytes / 8e12)
     m = point_from_trace(trace, seconds=1e-6, device="NVIDIA H200")
     assert m.measured and m.achieved_flops == pytest.approx(n / 1e-6)
     assert point_from_trace(trace, predict_on=None).seconds is None
@@ -205,6 +215,6 @@ def test_bad_points_are_refused():
 
 
 def test_doctests():
-    for mod in (plot_module, theme_module):
+    for mod in (plot_module, svg_module, theme_module):
         result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 5

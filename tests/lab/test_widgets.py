@@ -40,8 +40,8 @@ def test_first_run_draws_both_figures(add_panel):
     assert isinstance(ex, Explorer) and ex.runs == 1 and ex.error is None
     assert ex.point.name == "vector_add tile=128 n=1024"
     assert ex.point.flops == 1024 and not ex.point.measured
-    assert ex.roofline_image.value[:4] == b"\x89PNG"
-    assert ex.ownership_image.value[:4] == b"\x89PNG"
+    assert "<svg" in ex.roofline_view.value and "var(--tl-" in ex.roofline_view.value
+    assert "<svg" in ex.ownership_view.value
     assert ex.roofline_fig.tilelab["drawn"]["predicted"][0]["name"] == ex.point.name
     assert ex.ownership_fig.tilelab["sections"][0]["owners"].shape == (8,)
     assert "predicted" in ex.status.value
@@ -49,13 +49,13 @@ def test_first_run_draws_both_figures(add_panel):
 
 def test_moving_the_tile_slider_reruns_and_redraws(add_panel):
     ex = add_panel
-    before_png, before_own = ex.ownership_image.value, ex.ownership_fig
+    before_png, before_own = ex.ownership_view.value, ex.ownership_fig
     ex.tile_slider.value = 256
     assert ex.runs == 2
     assert ex.point.name == "vector_add tile=256 n=1024"
     assert ex.ownership_fig is not before_own
     assert ex.ownership_fig.tilelab["sections"][0]["owners"].shape == (4,)
-    assert ex.ownership_image.value != before_png
+    assert ex.ownership_view.value != before_png
     names = [p["name"] for p in ex.roofline_fig.tilelab["drawn"]["predicted"]]
     assert names == ["vector_add tile=128 n=1024", "vector_add tile=256 n=1024"]
 

@@ -21,7 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["load_ipython_extension", "unload_ipython_extension", "last_view"]
+from tilelab.lab.exercises import check
+from tilelab.lab.expect import expect
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "last_view", "check",
+           "expect"]
 
 
 def load_ipython_extension(ipython: Any) -> None:

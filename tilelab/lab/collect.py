@@ -136,10 +136,11 @@ def collect_report(rec: LaunchRecorder, cell_kernels: Mapping[str, Any], example
         predict_on = _predict_on(opts)
         drawn: set[tuple] = set()
         for g in groups:
-            m = measure_launch(g.event, bench=opts.bench, predict_on=predict_on,
-                               gpu_name=gpu_name)
-            notes.extend(m.notes)
             kidx = index.get(g.compile_key, -1)
+            art = report.kernels[kidx].artifacts if kidx >= 0 else None
+            m = measure_launch(g.event, bench=opts.bench, predict_on=predict_on,
+                               gpu_name=gpu_name, resources=getattr(art, "resources", None))
+            notes.extend(m.notes)
             report.launches.append(LaunchReport(
                 g.name, describe_launch(g.event.args, g.param_names), tuple(g.event.grid),
                 g.event.device, g.count, kidx, m))

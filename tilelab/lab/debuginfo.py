@@ -85,6 +85,19 @@ def _resolve(expr: str, aliases: dict[str, str], seen: frozenset = frozenset()
     return None
 
 
+def _positions(expr: str, aliases: dict[str, str], seen: frozenset = frozenset()
+               ) -> "list[tuple[str, int, int]]":
+    """Every file position of a loc expression, callee before caller."""
+    m = _FILE_LOC.search(expr)
+    if m:
+        return [(m.group(1), int(m.group(2)), int(m.group(3)))]
+    out = []
+    for ref in _ALIAS_REF.findall(expr):
+        if ref in aliases and ref not in seen:
+            out += _positions(aliases[ref], aliases, seen | {ref})
+    return out
+
+
 def parse_debug_tileir(text: str, location_map: LocationMap | None = None) -> list[IRLine]:
     """The ops of ``tileirdisasm -g`` output with their (mapped) source positions.
 
@@ -112,7 +125,12 @@ def parse_debug_tileir(text: str, location_map: LocationMap | None = None) -> li
         op, loc = _split_loc(raw)
         where = _resolve(loc, aliases) if loc else None
         if where is not None and location_map is not None:
-            where = location_map(*where) or where
+            # callsite(callee at caller): an op made inside cuTile (x.astype -> _stub.py)
+            # belongs to the user's line that called it: the first position the map
+            # translates (one in the lowered source), else the callee's
+            mapped = ((p, location_map(*p)) for p in _positions(loc, aliases))
+            where = next((m for p, m in mapped if m and m[0] != p[0]), None) or \
+                location_map(*where) or where
         if where is None:
             out.append(IRLine(op, None, None, None))
         else:

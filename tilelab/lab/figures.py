@@ -1,55 +1,73 @@
-"""Figures for the lab's tabs, as PNG bytes: ownership diagrams and the roofline.
+"""Figures for the lab's tabs: ownership diagrams and the roofline, as inline SVG.
 
-Why: the views are HTML (a static page and widget tabs built from the same content), so
-figures travel as PNG images. Drawing is done by :mod:`tilelab.lab.ownership` and
-:mod:`tilelab.lab.roofline_plot`; this module calls them, turns the figures into PNGs,
-and closes them so that matplotlib's inline backend does not draw them a second time under
-the cell.
+Why: the views are HTML (a static page and widget tabs built from the same content). The
+figures are drawn as SVG text (:mod:`tilelab.lab.ownership_svg`,
+:mod:`tilelab.lab.roofline_svg`) — no matplotlib in a warm cell, sharp at any size, and
+their colours are the page's theme variables, so they follow a theme switch without a
+re-run. A PNG is made only on demand (``Image.png``, for ``--save`` and widgets that
+need one).
 
 Example:
-    >>> from matplotlib.figure import Figure
-    >>> fig = Figure(figsize=(1, 1))
-    >>> figure_png(fig)[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
-    True
+    >>> from tilelab.perf.roofline import RooflinePoint
+    >>> img = roofline_image([RooflinePoint("k", 1e6, 1e6, "fp32")], ["h200"])
+    >>> img.svg.startswith("<svg"), img.caption
+    (True, 'k: 1 FLOP/B (counted)')
 """
 from __future__ import annotations
 
 import io
 import sys
-from dataclasses import dataclass
-from typing import Any, Sequence
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
-__all__ = ["Image", "figure_png", "ownership_images", "roofline_image"]
+__all__ = ["Image", "figure_png", "ownership_images", "roofline_image", "measure_cell_time"]
 
 
 @dataclass(frozen=True)
 class Image:
-    """A rendered figure: PNG bytes and a caption (what it shows).
+    """A rendered figure: its SVG (``svg``), a caption, and a PNG made on first use
+    (``png``; the figure's own theme colours) for outputs that cannot hold SVG.
 
     Example:
         >>> Image(b"", "caption").caption
         'caption'
     """
 
-    png: bytes
-    caption: str
+    _png: bytes = b""
+    caption: str = ""
+    svg: str | None = None
+    figure: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def png(self) -> bytes:
+        """PNG bytes (rendered from the SVG figure the first time they are asked for)."""
+        if not self._png and self.figure is not None:
+            object.__setattr__(self, "_png", self.figure.to_png(self.figure.theme))
+        return self._png
 
 
 def figure_png(fig: Any, dpi: int = 110) -> bytes:
-    """The PNG of a matplotlib figure; the figure is closed if pyplot manages it.
+    """The PNG of a figure (an SVG figure, or a matplotlib one, closed if pyplot manages it).
 
     Example:
         >>> from matplotlib.figure import Figure
         >>> len(figure_png(Figure(figsize=(1, 1)))) > 100
         True
     """
+    if hasattr(fig, "to_png"):
+        return fig.to_png(fig.theme, dpi=dpi)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight",
                 facecolor=fig.get_facecolor())
     plt = sys.modules.get("matplotlib.pyplot")
-    if plt is not None:
-        plt.close(fig)
+    if plt is not None and getattr(fig.canvas, "manager", None) is not None:
+        plt.close(fig)              # only pyplot's own figures have a manager to close
     return buf.getvalue()
+
+
+def _image(fig: Any) -> Image:
+    return Image(b"", fig.suptitle.replace("\n", " "), fig.to_svg(), fig)
 
 
 def ownership_images(event: Any, trace: Any = None) -> list[Image]:
@@ -63,11 +81,7 @@ def ownership_images(event: Any, trace: Any = None) -> list[Image]:
     """
     from tilelab.lab.ownership import ownership_figures
 
-    out = []
-    for fig in ownership_figures(event, trace=trace):
-        caption = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
-        out.append(Image(figure_png(fig), caption))
-    return out
+    return [_image(fig) for fig in ownership_figures(event, trace=trace)]
 
 
 def roofline_image(points: Sequence[Any], gpus: Sequence[Any], current: Any = None) -> Image:
@@ -79,11 +93,46 @@ def roofline_image(points: Sequence[Any], gpus: Sequence[Any], current: Any = No
     Example:
         >>> from tilelab.perf.roofline import RooflinePoint
         >>> img = roofline_image([RooflinePoint("k", 1e6, 1e6, "fp32")], ["h200"])
-        >>> img.png[:4] == b"\\x89PNG", img.caption
-        (True, 'k: 1 FLOP/B (counted)')
+        >>> img.png[:4] == b"\\x89PNG"
+        True
     """
     from tilelab.lab.roofline_plot import roofline_figure
 
     fig = roofline_figure(list(points), gpus=tuple(gpus), current=current)
     caption = "; ".join(p.describe() for p in points)
-    return Image(figure_png(fig), caption)
+    return Image(b"", caption, fig.to_svg(), fig)
+
+
+def measure_cell_time(cell: str, *, line: str = "--backend cpu", repeat: int = 3,
+                      ipython: Any = None,
+                      clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Time a warm ``%%tile`` cell: run it once (cold: compiles, caches), then ``repeat``
+    times, and return the cold time, the warm times and their median in seconds, and
+    where the warm time goes (``report.seconds``: collecting and drawing the view).
+
+    A benchmark, not a test: the figure depends on the machine.
+
+    Example:
+        >>> r = measure_cell_time("import tilelab as tl\\n"
+        ...                       "z = tl.zeros(1024); tl.kernels.scale(z, 2.0)")  # doctest: +SKIP
+        >>> r["warm_median_s"] < 0.5                                              # doctest: +SKIP
+        True
+    """
+    import statistics
+
+    from IPython.testing.globalipapp import get_ipython
+
+    from tilelab.lab import last_view
+
+    ip = ipython or get_ipython()
+    ip.run_line_magic("load_ext", "tilelab")
+    times, collect = [], []
+    for i in range(repeat + 1):
+        t0 = clock()
+        ip.run_cell_magic("tile", line, cell)
+        times.append(clock() - t0)
+        view = last_view()
+        collect.append(getattr(getattr(view, "report", None), "seconds", None))
+    warm = times[1:]
+    return {"cold_s": times[0], "warm_s": warm, "warm_median_s": statistics.median(warm),
+            "collect_s": collect[1:]}

@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import os
+import re
 import time
 from typing import Any, Iterator
 
@@ -33,8 +33,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from tilelab.lab.cell import (cell_kernel_names, classify_functions, decorate_kernels,
                               definitions_only)
 from tilelab.lab.options import OptionError, TileOptions
-from tilelab.lab.record import LaunchRecorder
-from tilelab.lab.runner import display_name, execute, parse_cell, prepare_error, register_cell
+from tilelab.lab.record import LaunchRecorder, failed_launch
+from tilelab.lab.runner import (display_name, execute, parse_cell, prepare_error,
+                                register_cell, rename_cells)
 
 __all__ = ["TileMagics", "last_view"]
 
@@ -54,19 +55,12 @@ def last_view() -> Any:
 
 @contextlib.contextmanager
 def _backend(name: str | None) -> Iterator[None]:
-    """Run with ``TILELAB_BACKEND`` set to ``name`` (unchanged when None)."""
-    if name is None:
+    """Run with the backend setting held at ``name`` (unchanged when None); see
+    :func:`tilelab.config.override`."""
+    from tilelab import config
+
+    with config.override(backend=name):
         yield
-        return
-    old = os.environ.get("TILELAB_BACKEND")
-    os.environ["TILELAB_BACKEND"] = name
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TILELAB_BACKEND", None)
-        else:
-            os.environ["TILELAB_BACKEND"] = old
 
 
 @magics_class
@@ -136,10 +130,12 @@ class TileMagics(Magics):
         Lowered (the cuTile Python the kernel became), PTX, SASS, Resources, Remarks
         (tileiras' optimization remarks), Ownership (which block owns which tile, what a
         block reads), Roofline (each launch: measured on a GPU, predicted on the CPU) and
-        Timings (compile stages, device time, GB/s, TFLOP/s).
+        Timings (time, GB/s, TFLOP/s and % of roof per launch; compile stages per row).
 
         Errors of tilelab (SafetyError, CompileError, LaunchError, ...) are shown as one
-        message located in the cell; other errors keep Python's traceback.
+        message located in the cell; other errors keep Python's traceback. A race found by
+        the CPU interpreter still shows the tabs, a Race tab first (the racing elements
+        drawn, each race located as In[n], line L), then fails the cell.
         """
         shell = self.shell
         opts = self._options(line)
@@ -157,12 +153,18 @@ class TileMagics(Magics):
                              f"{'s' * (len(skipped) > 1)} {', '.join(map(str, skipped))}")
         with _backend(opts.backend):
             active = _active_backend()
+            race, raced = None, None
             with LaunchRecorder() as rec:
                 try:
                     execute(shell, tree, src)
                 except BaseException as e:
                     prepare_error(shell, e, src)
-                    raise
+                    race = failed_launch(e)
+                    if race is None:
+                        raise
+                    raced = e  # a race: show the tabs (the Race tab first), then raise
+            if race is not None:
+                rec.add(race)
             kernels = {n: shell.user_ns[n] for n in sorted(kernel_names)
                        if _is_kernel(shell.user_ns.get(n))}
             from tilelab.lab.collect import collect_report
@@ -173,9 +175,14 @@ class TileMagics(Magics):
                 kernel_rule=plan.explain(), backend=active)
         report.notes[:0] = notes
         report.seconds = time.perf_counter() - t0
+        if race is not None:
+            report.race_trace = race.trace
+            report.race_message = rename_cells(str(raced), shell, [src.filename])
         view = self._show(report, opts, plan.kernels)
         if opts.save:
             self._save(report, view, opts.save)
+        if raced is not None:
+            raise raced
         if report.compile_errors:
             raise prepare_error(shell, report.compile_errors[0], src)
 
@@ -218,6 +225,26 @@ class TileMagics(Magics):
         _LAST[0] = view
         display(view)
         return view
+
+
+def plain_doc(doc: str) -> str:
+    """A magic's help as plain text that also reads as Markdown: ``%%tile?`` prints it
+    raw, so the reST of IPython's argument decorators (the ``::`` literal block, double
+    backticks) becomes "Usage:" and single backticks.
+
+    Example:
+        >>> print(plain_doc("::\\n\\n  %%tile [--bench]\\n\\nRun ``x``."))
+        Usage:
+        <BLANKLINE>
+          %%tile [--bench]
+        <BLANKLINE>
+        Run `x`.
+    """
+    text = re.sub(r"^::\n", "Usage:\n", doc.lstrip("\n"), count=1)
+    return re.sub(r"``([^`]+)``", r"`\1`", text)
+
+
+TileMagics.tile.__doc__ = plain_doc(TileMagics.tile.__doc__ or "")
 
 
 def _active_backend() -> str:

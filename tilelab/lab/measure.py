@@ -54,7 +54,7 @@ class Measurement:
     point: Any = None
 
     def describe_time(self) -> str:
-        """``'measured on NVIDIA H200'``, ``'predicted for NVIDIA H200 SXM (lower bound)'``
+        """``'measured on NVIDIA H200'``, ``'predicted for NVIDIA H200 SXM (model: see the Roofline tab)'``
         or ``'not timed'``.
 
         Example:
@@ -64,7 +64,7 @@ class Measurement:
         if self.time_kind == "measured":
             return f"measured on {self.time_device}"
         if self.time_kind == "predicted":
-            return f"predicted for {self.time_device} (lower bound)"
+            return f"predicted for {self.time_device} (model: see the Roofline tab)"
         return "not timed"
 
     @property
@@ -116,12 +116,14 @@ def _sample_for(event: Any) -> int | None:
 
 
 def measure_launch(event: Any, *, bench: bool, predict_on: Any, gpu_name: str | None = None,
-                   count: bool = True) -> Measurement:
+                   count: bool = True, resources: Any = None) -> Measurement:
     """Trace, count and time one launch (see the module docstring).
 
     ``predict_on`` is the GPU spec (or key) CPU launches are predicted for; ``gpu_name`` the
     device GPU launches ran on; ``bench`` asks for a full ``tl.bench`` (50 timed runs)
     instead of a quick timing (3 runs) on the GPU, and for interpreter timing on the CPU.
+    ``resources`` (the compiled kernel's ``art.resources``) sets the prediction model's
+    blocks per SM.
 
     Example:
         >>> m = measure_launch(event, bench=False, predict_on="h200")   # doctest: +SKIP
@@ -177,7 +179,8 @@ def measure_launch(event: Any, *, bench: bool, predict_on: Any, gpu_name: str | 
                                            seconds=m.seconds, device=m.time_device)
             else:
                 m.point = point_from_trace(m.trace, name=name, precision=m.precision,
-                                           predict_on=predict_on)
+                                           predict_on=predict_on, event=event,
+                                           resources=resources)
                 m.seconds, m.time_kind, m.time_device = (m.point.seconds, "predicted",
                                                          m.point.device)
         except Exception as e:  # e.g. a precision the GPU lacks (FP8 on A100)

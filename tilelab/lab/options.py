@@ -13,7 +13,6 @@ Example:
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,7 +156,12 @@ class TileOptions:
             arch = check_arch(arch)
         except (TilelabError, ValueError) as e:
             raise OptionError(f"--arch: {getattr(e, 'message', e)}") from None
-        mode = view or os.environ.get("TILELAB_LAB_VIEW", "auto").strip().lower() or "auto"
+        from tilelab import config
+
+        try:
+            mode = view or config.lab_view()
+        except TilelabError as e:  # a bad $TILELAB_LAB_VIEW: say so before the cell runs
+            raise OptionError(f"--view: {e.message}") from None
         from tilelab.lab.views import VIEW_MODES
 
         if mode not in VIEW_MODES:

@@ -16,13 +16,12 @@ from __future__ import annotations
 import base64
 import html
 import uuid
-import linecache
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any, Callable
 
 from tilelab.lab.highlight import highlight_lines
-from tilelab.lab.report import CellReport, KernelReport, timings_frame
+from tilelab.lab.linked import linked_section, ptx_lines, sass_lines, shorten
+from tilelab.lab.report import CellReport, KernelReport
 
 __all__ = ["VIEWS", "TITLES", "Panel", "build_panels", "remarks_text", "sass_text"]
 
@@ -30,7 +29,7 @@ __all__ = ["VIEWS", "TITLES", "Panel", "build_panels", "remarks_text", "sass_tex
 VIEWS = ("tileir", "lowered", "ptx", "sass", "resources", "remarks", "ownership", "roofline",
          "timings")
 #: the tab title of each view
-TITLES = {"tileir": "Source ↔ Tile IR", "lowered": "Lowered", "ptx": "PTX", "sass": "SASS",
+TITLES = {"race": "Race", "tileir": "Source ↔ Tile IR", "lowered": "Lowered", "ptx": "PTX", "sass": "SASS",
           "resources": "Resources", "remarks": "Remarks", "ownership": "Ownership",
           "roofline": "Roofline", "timings": "Timings"}
 
@@ -73,85 +72,49 @@ def _listing(text: str, language: str, first_line: int | None = None) -> str:
     return '<pre class="tl-code">' + "\n".join(rows) + "</pre>"
 
 
-def _band(line: int) -> str:
-    """A colour per source line, shared by both sides of the Source ↔ Tile IR view."""
-    return f"hsl({(line * 47) % 360}, 65%, 52%)"
-
-
 def _kernel_head(k: KernelReport) -> str:
     extra = f" · {k.launches} launch{'es' * (k.launches != 1)}" if k.launches else ""
     return (f'<h4 class="tl-kernel-title"><code>{_esc(k.name)}</code> '
             f'<span class="tl-dim">({_esc(k.signature)}) · {_esc(k.arch)}{extra}</span></h4>')
 
 
+def _pick_label(k: KernelReport) -> str:
+    label = f"{k.name}({k.signature})"
+    return label if len(label) <= 64 else label[:61] + "…"
+
+
 def _sections(report: CellReport, body: Callable[[KernelReport], str]) -> str:
+    """Each kernel's section; with several specializations a picker shows one at a time
+    (radio buttons and CSS, like the tabs) instead of repeating the view per kernel."""
     if not report.kernels:
         return _note("No kernels ran or were compiled in this cell.")
-    return "".join(f'<section class="tl-kernel">{_kernel_head(k)}{body(k)}</section>'
-                   for k in report.kernels)
+    sections = [f'<section class="tl-kernel">{_kernel_head(k)}{body(k)}</section>'
+                for k in report.kernels]
+    if len(sections) == 1:
+        return sections[0]
+    group = f"tlp{uuid.uuid4().hex[:12]}"
+    inputs, picks = [], []
+    for i, (k, sec) in enumerate(zip(report.kernels, sections)):
+        checked = " checked" if i == 0 else ""
+        inputs.append(f'<input type="radio" name="{group}" id="{group}-{i}"{checked}>'
+                      f'<label for="{group}-{i}" title="{_esc(k.title)}">'
+                      f"{_esc(_pick_label(k))}</label>")
+        picks.append(f'<div class="tl-pick">{sec}</div>')
+    show = "".join(f"#{group}-{i}:checked ~ .tl-pick:nth-of-type({i + 1}) {{ display: block; }}"
+                   for i in range(len(sections)))
+    return (f"<style>{show}</style>"
+            + _note(f"{len(sections)} specializations: pick one") +
+            f'<div class="tl-picker">{"".join(inputs)}{"".join(picks)}</div>')
 
 
 # ----------------------------------------------------------------- Source ↔ Tile IR
-
-def _source_rows(k: KernelReport, anchor: str, used: set[int]) -> list[str]:
-    block = range(k.source_first_line, k.source_first_line + len(k.source_lines))
-    shown = sorted(set(block) | used)
-    texts = {n: k.source_lines[n - k.source_first_line].rstrip("\n") for n in block}
-    for n in shown:
-        if n not in texts:
-            texts[n] = linecache.getline(k.source_file, n).rstrip("\n")
-    rows, previous = [], None
-    for n in shown:
-        if previous is not None and n != previous + 1:
-            rows.append('<span class="tl-row tl-gap">⋮</span>')
-        hl = highlight_lines(texts[n], "python")
-        code = hl[0] if hl else ""
-        style = f' style="border-left-color: {_band(n)}"' if n in used else ""
-        rows.append(f'<span class="tl-row tl-l{n}" id="{anchor}-L{n}"{style}>'
-                    f'<span class="tl-ln">{n}</span> {code}</span>')
-        previous = n
-    return rows
-
-
-def _ir_rows(k: KernelReport, anchor: str,
-             rename: Callable[[str], str]) -> tuple[list[str], set[int]]:
-    hl = highlight_lines("\n".join(l.text for l in k.ir_lines), "tileir")
-    rows, used = [], set()
-    for line, code in zip(k.ir_lines, hl):
-        if line.line is None:
-            rows.append(f'<span class="tl-row"><span class="tl-ln"></span> {code}</span>')
-        elif line.filename == k.source_file:
-            used.add(line.line)
-            rows.append(f'<span class="tl-row tl-l{line.line}" '
-                        f'style="border-left-color: {_band(line.line)}" '
-                        f'title="{_esc(rename(line.filename))}, line {line.line}, '
-                        f'column {line.col}">'
-                        f'<a class="tl-ln" href="#{anchor}-L{line.line}">{line.line}</a> '
-                        f'{code}</span>')
-        else:
-            where = f"{PurePath(rename(line.filename or '')).name}:{line.line}"
-            rows.append(f'<span class="tl-row" title="{_esc(where)}"><span class="tl-ln '
-                        f'tl-ln-wide">{_esc(where)}</span> {code}</span>')
-    return rows, used
-
 
 def _tileir_section(k: KernelReport, rename: Callable[[str], str]) -> str:
     if k.error:
         return _error(k.error) + _listing("".join(k.source_lines), "python",
                                           k.source_first_line)
-    anchor = f"tl{uuid.uuid4().hex[:12]}"  # unique across kernels and sessions
-    ir_rows, used = _ir_rows(k, anchor, rename)
-    src_rows = _source_rows(k, anchor, used)
-    hover = "".join(f"#{anchor}:has(.tl-l{n}:hover) .tl-l{n} {{ background: var(--tl-hover); }}"
-                    for n in sorted(used))
     note = _note(k.ir_problem) if k.ir_problem else ""
-    return (f"<style>{hover}</style>{note}"
-            f'<div class="tl-pair" id="{anchor}">'
-            f'<div class="tl-col"><div class="tl-col-head">source · {_esc(rename(k.source_file))}'
-            f'</div><pre class="tl-code">' + "\n".join(src_rows) + "</pre></div>"
-            f'<div class="tl-col"><div class="tl-col-head">Tile IR · {_esc(k.arch)} · each op '
-            f'linked to its source line</div><pre class="tl-code">' + "\n".join(ir_rows)
-            + "</pre></div></div>")
+    return linked_section(k, k.ir_lines, rename, kind="tileir", title="Tile IR", note=note)
 
 
 def _tileir_text(k: KernelReport) -> str:
@@ -180,8 +143,16 @@ def _lowered(k: KernelReport) -> str:
             _listing(k.lowered_source, "python", k.lowered_first_line))
 
 
-def _ptx(art: Any) -> str:
-    return _listing(art.ptx, "ptx") if art.ptx else _note("The cubin carries no PTX.")
+def _ptx(k: KernelReport, rename: Callable[[str], str]) -> str:
+    art = k.artifacts
+    if not art.ptx:
+        return _note("The cubin carries no PTX.")
+    lines, located = ptx_lines(art.ptx, getattr(art, "location_map", None))
+    if not located or not k.source_file:
+        return (_note("This PTX carries no line information (no .loc directives); the "
+                      "SASS and Tile IR tabs link each instruction to its source line.")
+                + _listing(shorten(art.ptx), "ptx"))
+    return linked_section(k, lines, rename, kind="ptx", title="PTX")
 
 
 def sass_text(k: KernelReport, rename: Callable[[str], str]) -> str | None:
@@ -200,17 +171,17 @@ def sass_text(k: KernelReport, rename: Callable[[str], str]) -> str | None:
 def _sass(k: KernelReport, rename: Callable[[str], str]) -> str:
     if k.sass is None:
         return _note(f"No SASS: {k.sass_unavailable}")
-    return _listing(sass_text(k, rename), "sass")
+    lines = sass_lines(k.sass)
+    if not k.source_file or not any(l.line for l in lines):
+        return _listing(shorten(sass_text(k, rename)), "sass")
+    return linked_section(k, lines, rename, kind="sass", title="SASS")
 
 
 def _resources(art: Any) -> str:
-    res = art.resources
-    rows = "".join(f"<tr><th>{_esc(str(key))}</th><td>{_esc(str(value))}</td></tr>"
-                   for key, value in res.as_dict().items() if value is not None)
+    # the summary says every resource once; the same facts as a table would repeat it
     stages = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in art.timings.items())
     hit = " (disk cache hit)" if art.cache_hit else ""
-    return (f'<pre class="tl-code">{_esc(str(res))}</pre>'
-            f'<table class="tl-table"><tbody>{rows}</tbody></table>'
+    return (f'<pre class="tl-code">{_esc(str(art.resources))}</pre>'
             + _note(f"compile{hit}: {stages}") + _note(f"toolchain: {art.toolchain}"))
 
 
@@ -227,16 +198,44 @@ def remarks_text(k: KernelReport, rename: Callable[[str], str]) -> str:
     return text.replace(k.source_file, rename(k.source_file)) if k.source_file else text
 
 
-def _image(png: bytes, caption: str) -> str:
+def _png(png: bytes, caption: str, cls: str = "") -> str:
     data = base64.b64encode(png).decode("ascii")
-    return (f'<figure class="tl-figure"><img alt="{_esc(caption)}" '
-            f'src="data:image/png;base64,{data}"/><figcaption>{_esc(caption)}</figcaption>'
-            "</figure>")
+    extra = f' class="{cls}"' if cls else ""
+    return f'<img{extra} alt="{_esc(caption)}" src="data:image/png;base64,{data}"/>'
+
+
+def _svg(svg: str) -> str:
+    """An SVG document as an inline element (an XML prolog or doctype is dropped)."""
+    start = svg.find("<svg")
+    return svg[start:] if start > 0 else svg
+
+
+def figure_html(img: Any) -> str:
+    """A figure (:class:`~tilelab.lab.figures.Image`) as HTML: its SVG inline (coloured by
+    the page's ``--tl-*`` variables), else its PNG, or a light and a dark PNG of which CSS
+    shows the one matching the page's theme.
+
+    Example:
+        >>> from tilelab.lab.figures import Image
+        >>> "data:image/png" in figure_html(Image(b"\\x89PNG", "roofline"))
+        True
+    """
+    svg = getattr(img, "svg", None)
+    dark = getattr(img, "png_dark", None)
+    if svg:
+        body, cls = _svg(svg), "tl-figure tl-svg"
+    elif dark:
+        body = (_png(img.png, img.caption, "tl-only-light")
+                + _png(dark, img.caption, "tl-only-dark"))
+        cls = "tl-figure"
+    else:
+        body, cls = _png(img.png, img.caption), "tl-figure"
+    return f'<figure class="{cls}">{body}<figcaption>{_esc(img.caption)}</figcaption></figure>'
 
 
 def _ownership(k: KernelReport) -> str:
     parts = [_note(k.ownership_note)] if k.ownership_note else []
-    parts += [_image(img.png, img.caption) for img in k.ownership]
+    parts += [figure_html(img) for img in k.ownership]
     if not parts:
         parts.append(_note("No ownership diagram: the kernel did not run in this cell."))
     return "".join(parts)
@@ -245,7 +244,7 @@ def _ownership(k: KernelReport) -> str:
 def _roofline(report: CellReport) -> str:
     parts = []
     if report.roofline is not None:
-        parts.append(_image(report.roofline.png, report.roofline.caption))
+        parts.append(figure_html(report.roofline))
     if report.roofline_note:
         parts.append(_note(report.roofline_note))
     rows = []
@@ -265,67 +264,69 @@ def _roofline(report: CellReport) -> str:
     gpus = ", ".join(report.roofline_gpus)
     parts.append(_note(f"Ceilings: {gpus} (dense). Work is counted by the CPU interpreter "
                        "(bytes each block moved, FLOPs it executed); times are measured on "
-                       "a GPU, else predicted as lower bounds from the ceilings."))
+                       "a GPU, else predicted by a stated model (tilelab.perf.predict: "
+                       "launch floor, waves, padding, tile reuse; the roofline bound is "
+                       "drawn above each point)."))
     return "".join(parts)
 
 
-def _timings(report: CellReport) -> tuple[str, str]:
-    frame = timings_frame(report)
-    if frame.empty:
-        return _note("Nothing was compiled or launched."), "(nothing compiled or launched)"
-    table = frame.to_html(index=False, na_rep="—", border=0, classes="tl-table",
-                          float_format=lambda v: f"{v:.4g}")
-    return table, frame.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.4g}")
+def _joined(report: CellReport, text: Callable[[KernelReport], str]) -> str:
+    return "\n\n".join(f"{k.title}\n{text(k)}" for k in report.kernels)
+
+
+def _panel(key: str, report: CellReport) -> tuple[str, str]:
+    """(HTML, text) of one view."""
+    rn = report.rename
+    if key == "race":
+        from tilelab.lab.race_view import race_panel
+
+        return race_panel(report.race_trace, report.race_message, rn)
+    if key == "tileir":
+        return (_sections(report, lambda k: _tileir_section(k, rn)),
+                _joined(report, _tileir_text))
+    if key == "lowered":
+        return _sections(report, _lowered), _joined(report, lambda k: k.lowered_source or k.error)
+    if key == "ptx":
+        return (_sections(report, lambda k: _artifact(k, lambda _a: _ptx(k, rn))),
+                _joined(report, lambda k: k.artifacts.ptx if k.artifacts else k.error))
+    if key == "sass":
+        return (_sections(report, lambda k: _artifact(k, lambda _a: _sass(k, rn))),
+                _joined(report, lambda k: k.error or sass_text(k, rn) or k.sass_unavailable))
+    if key == "resources":
+        return (_sections(report, lambda k: _artifact(k, _resources)),
+                "\n\n".join(str(k.artifacts.resources) if k.artifacts else
+                             f"{k.title}\n{k.error}" for k in report.kernels))
+    if key == "remarks":
+        return (_sections(report, lambda k: _artifact(
+                    k, lambda _a: f'<pre class="tl-code">{_esc(remarks_text(k, rn))}</pre>')),
+                _joined(report, lambda k: k.error or remarks_text(k, rn)))
+    if key == "ownership":
+        return (_sections(report, _ownership),
+                "\n".join(f"{k.title}: " + ("; ".join(i.caption for i in k.ownership)
+                                            or k.ownership_note or "no diagram")
+                          for k in report.kernels))
+    if key == "roofline":
+        return _roofline(report), ("\n".join(p.describe() for p in report.points)
+                                   or report.roofline_note or "no roofline points")
+    from tilelab.lab.timings_table import timings_html
+
+    return timings_html(report)
 
 
 def build_panels(report: CellReport) -> list[Panel]:
-    """One :class:`Panel` per view of ``report.views``, in :data:`VIEWS` order.
+    """One :class:`Panel` per view of ``report.views``, in :data:`VIEWS` order; a Race tab
+    comes first when a race stopped the cell (``report.race_trace``).
 
     Example:
         >>> from tilelab.lab.report import CellReport
         >>> build_panels(CellReport(views=("timings",)))[0].text
         '(nothing compiled or launched)'
     """
-    rn = report.rename
+    keys = [k for k in VIEWS if k in report.views]
+    if report.race_trace is not None:
+        keys.insert(0, "race")
     out = []
-    for key in VIEWS:
-        if key not in report.views:
-            continue
-        title = TITLES[key]
-        if key == "tileir":
-            body = _sections(report, lambda k: _tileir_section(k, rn))
-            text = "\n\n".join(f"{k.title}\n{_tileir_text(k)}" for k in report.kernels)
-        elif key == "lowered":
-            body = _sections(report, _lowered)
-            text = "\n\n".join(f"{k.title}\n{k.lowered_source or k.error}"
-                               for k in report.kernels)
-        elif key == "ptx":
-            body = _sections(report, lambda k: _artifact(k, _ptx))
-            text = "\n\n".join(f"{k.title}\n{k.artifacts.ptx if k.artifacts else k.error}"
-                               for k in report.kernels)
-        elif key == "sass":
-            body = _sections(report, lambda k: _artifact(k, lambda _a: _sass(k, rn)))
-            text = "\n\n".join(f"{k.title}\n{k.error or sass_text(k, rn) or k.sass_unavailable}"
-                                for k in report.kernels)
-        elif key == "resources":
-            body = _sections(report, lambda k: _artifact(k, _resources))
-            text = "\n\n".join(str(k.artifacts.resources) if k.artifacts else
-                               f"{k.title}\n{k.error}" for k in report.kernels)
-        elif key == "remarks":
-            body = _sections(report, lambda k: _artifact(
-                k, lambda _a: f'<pre class="tl-code">{_esc(remarks_text(k, rn))}</pre>'))
-            text = "\n\n".join(f"{k.title}\n" + (k.error or remarks_text(k, rn))
-                               for k in report.kernels)
-        elif key == "ownership":
-            body = _sections(report, _ownership)
-            text = "\n".join(f"{k.title}: " + ("; ".join(i.caption for i in k.ownership)
-                                               or k.ownership_note or "no diagram")
-                             for k in report.kernels)
-        elif key == "roofline":
-            body = _roofline(report)
-            text = "\n".join(p.describe() for p in report.points) or (
-                report.roofline_note or "no roofline points")
-        else:
-            body, text = _timings(report)
-        out.append(Panel(key, title, body, text))
+    for key in keys:
+        body, text = _panel(key, report)
+        out.append(Panel(key, TITLES[key], body, text))
     return out

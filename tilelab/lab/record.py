@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from tilelab.runtime.events import LaunchEvent, subscribe
 
-__all__ = ["LaunchGroup", "LaunchRecorder", "describe_launch", "shape_key"]
+__all__ = ["LaunchGroup", "LaunchRecorder", "describe_launch", "failed_launch", "shape_key"]
 
 
 def _arg_key(value: Any) -> Any:
@@ -162,6 +162,14 @@ class LaunchRecorder:
         """
         return sum(g.count for g in self._groups.values())
 
+    def add(self, event: LaunchEvent) -> None:
+        """Record one launch (what subscribing does for each launch).
+
+        Example:
+            >>> rec = LaunchRecorder(); rec.add(event)              # doctest: +SKIP
+        """
+        self._on_launch(event)
+
     def _on_launch(self, event: LaunchEvent) -> None:
         kernel = event.kernel
         spec_key = event.spec.key() if event.spec is not None else ""
@@ -204,3 +212,36 @@ class LaunchRecorder:
         for g in self._groups.values():
             out.setdefault(g.compile_key, []).append(g)
         return list(out.values())
+
+
+def failed_launch(exc: BaseException) -> LaunchEvent | None:
+    """The CPU launch a race stopped, as the :class:`LaunchEvent` it would have emitted
+    (its ``trace`` holds the races), or None when ``exc`` is not such an error.
+
+    A launch that raises emits no event, yet its tabs and its race picture are what the
+    cell asked for: the event is rebuilt from the launcher's frame in the traceback (the
+    kernel, normalized arguments, specialization and grid it was running) and the trace
+    it kept (``Kernel.last_trace``).
+
+    Example:
+        >>> failed_launch(ValueError("not a launch")) is None
+        True
+    """
+    from tilelab.errors import LaunchError
+
+    if not isinstance(exc, LaunchError):
+        return None
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        loc = tb.tb_frame.f_locals
+        if {"norm", "plan", "g", "device"} <= loc.keys() and hasattr(loc.get("self"), "kernel"):
+            found = loc
+        tb = tb.tb_next
+    if found is None:
+        return None
+    launcher = found["self"]
+    trace = getattr(launcher, "last_trace", None)
+    if trace is None or not getattr(trace, "races", None) or found["device"] != "cpu":
+        return None
+    return LaunchEvent(launcher.kernel, tuple(found["norm"]), found["plan"].spec,
+                       tuple(found["g"]), "cpu", bool(found.get("sync", True)), trace)

@@ -105,7 +105,8 @@ class LaunchReport:
 class CellReport:
     """The cell: its kernels, launches, roofline and notes.
 
-    ``rename`` turns file names into what the user sees (``In[3]`` for cells).
+    ``rename`` turns file names into what the user sees (``In[3]`` for cells);
+    ``race_trace`` and ``race_message`` are set when a race stopped the cell.
 
     Example:
         >>> CellReport(cell_name="In[2]").kernels
@@ -126,6 +127,10 @@ class CellReport:
     ran: bool = True
     seconds: float = 0.0
     rename: Callable[[str], str] = field(default=lambda s: s, repr=False)
+    #: the trace of a launch that stopped the cell with a race (the Race tab draws it)
+    race_trace: Any = field(default=None, repr=False)
+    #: that LaunchError's message, cells named as IPython names them
+    race_message: str = ""
 
     def summary_line(self) -> str:
         """``In[3]: 1 kernel, 2 launches · backend cpu · arch sm_90``.
@@ -136,7 +141,9 @@ class CellReport:
             'In[3]: 1 kernel, 2 launches · backend cpu · arch sm_90'
         """
         names = len(dict.fromkeys(k.name for k in self.kernels))
-        specs, n = len(self.kernels), sum(l.count for l in self.launches)
+        specs = len(self.kernels)
+        # launches are listed when measured; otherwise the kernels know their launch counts
+        n = sum(l.count for l in self.launches) or sum(k.launches for k in self.kernels)
         kernels = "no kernels" if not names else f"{names} kernel{'s' * (names != 1)}"
         if specs > names:
             kernels += f" ({specs} specializations)"

@@ -18,21 +18,14 @@ Example:
 """
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any
 
-from tilelab.lab.theme import Theme, get_theme, new_figure, themed
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from tilelab.perf.roofline import RooflinePoint
 
 __all__ = ["roofline_figure", "save_png", "ceiling_label", "short_gpu_name",
-           "point_from_trace", "infer_precision"]
-
-_TENSOR_STYLES = ("-", "--", "-.", (0, (5, 1, 1, 1)))
-# where point labels go, in turn, so that neighbouring kernels' names do not collide
-_LABEL_OFFSETS = ((7, 6), (-7, -13), (7, -13), (-7, 6))
+           "point_from_trace", "infer_precision", "ModelPoint", "gemm_shape_of"]
 
 
 def short_gpu_name(spec: Any) -> str:
@@ -111,15 +104,66 @@ def infer_precision(trace: Any) -> str:
     return "fp64" if all(n == "float64" for _, n in floats) else "fp32"
 
 
+@dataclass(frozen=True)
+class ModelPoint(RooflinePoint):
+    """A predicted :class:`~tilelab.perf.roofline.RooflinePoint` that carries the model's
+    :class:`~tilelab.perf.predict.Prediction` (its terms and assumptions) and the
+    roofline's own lower-bound time (``bound_seconds``).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> t = NS(kernel="add", flops=1024, bytes=12288, flops_mma=0, flops_elementwise=1024,
+        ...        flops_executed=1024, num_blocks=4, args={"x": NS(dtype="float32")})
+        >>> p = point_from_trace(t)
+        >>> p.seconds > p.prediction.bound_seconds, p.prediction.limiter
+        (True, 'launch floor')
+    """
+
+    prediction: Any = None
+
+
+def gemm_shape_of(event: Any, trace: Any) -> Any:
+    """The :class:`~tilelab.perf.predict.GemmShape` of a GEMM-like launch — a partitioned
+    2-D output C (m × n) and two 2-D inputs (m × k) and (k × n) — or None.
+
+    Example:
+        >>> gemm_shape_of(None, None) is None
+        True
+    """
+    from tilelab.perf.predict import GemmShape
+    from tilelab.runtime.partition import Partition
+
+    if event is None or trace is None:
+        return None
+    parts = [a for a in event.args if isinstance(a, Partition) and len(a.tensor.shape) == 2]
+    if not parts:
+        return None
+    p = parts[0]
+    m, n = (int(s) for s in p.tensor.shape)
+    mats = {tuple(i.shape): i for i in trace.args.values() if len(i.shape) == 2}
+    for (am, k), a in mats.items():
+        b = mats.get((k, n))
+        if am == m and b is not None and (am, k) != (m, n):
+            out = next(i for i in trace.args.values() if tuple(i.shape) == (m, n))
+            order = [tuple(int(x) for x in t[-2:]) for t in p.order()]
+            return GemmShape(m, n, k, int(p.tile_shape[0]), int(p.tile_shape[1]),
+                             a.itemsize, b.itemsize, out.itemsize, order)
+    return None
+
+
 def point_from_trace(trace: Any, *, name: str | None = None, precision: str | None = None,
                      seconds: float | None = None, device: str | None = None,
-                     predict_on: Any = "h200", work: Any = None) -> Any:
+                     predict_on: Any = "h200", work: Any = None, event: Any = None,
+                     resources: Any = None) -> Any:
     """A roofline point from an interpreter trace: FLOPs as the interpreter counted them
     (extrapolated when sampled) and bytes either the trace's tile traffic or, given a
     :class:`~tilelab.perf.counting.Work`, its compulsory bytes (each tensor moved once —
     the convention of :mod:`tilelab.perf.counting`, which keeps measured points under
     the memory roof). With ``seconds`` the point is measured on ``device``; without, it
-    is predicted for ``predict_on`` (its lower-bound time there).
+    is predicted for ``predict_on`` by :func:`tilelab.perf.predict.predict_launch` (a
+    :class:`ModelPoint`: launch floor, waves, padding, and for GEMM-like launches given
+    their ``event`` the DRAM traffic of tile reuse; ``resources`` — a compiled kernel's
+    ``art.resources`` — sets blocks per SM).
 
     Example:
         >>> from types import SimpleNamespace as NS
@@ -129,7 +173,7 @@ def point_from_trace(trace: Any, *, name: str | None = None, precision: str | No
         >>> p.measured, p.device, round(p.intensity, 4)
         (False, 'NVIDIA H200 SXM', 0.0833)
     """
-    from tilelab.perf.roofline import RooflinePoint, project
+    from tilelab.perf.predict import LaunchShape, predict_launch
     from tilelab.perf.specs import lookup_gpu
 
     prec = precision or getattr(work, "precision", None) or infer_precision(trace)
@@ -141,8 +185,26 @@ def point_from_trace(trace: Any, *, name: str | None = None, precision: str | No
     if predict_on is None:
         return point
     spec = lookup_gpu(predict_on)
-    return RooflinePoint(label, point.flops, nbytes, prec, project(point, spec).seconds,
-                         False, spec.name)
+    shape = LaunchShape(
+        blocks=int(getattr(trace, "num_blocks", 1) or 1), useful_flops=float(trace.flops),
+        executed_flops=float(getattr(trace, "flops_executed", trace.flops) or trace.flops),
+        dram_bytes=nbytes, precision=prec,
+        threads=_res(resources, "threads_per_block"), registers=_res(resources, "registers"),
+        shared_bytes=_shared(resources), gemm=gemm_shape_of(event, trace))
+    pred = predict_launch(shape, spec)
+    return ModelPoint(label, point.flops, nbytes, prec, pred.seconds, False, spec.name,
+                      prediction=pred)
+
+
+def _shared(resources: Any) -> int | None:
+    total = (_res(resources, "shared_bytes") or 0) + (_res(resources, "reserved_shared_bytes")
+                                                      or 0)
+    return total or None
+
+
+def _res(resources: Any, attr: str) -> int | None:
+    value = getattr(resources, attr, None)
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def _as_points(points: Any) -> tuple[list, list]:
@@ -167,200 +229,12 @@ def _as_points(points: Any) -> tuple[list, list]:
     return out, []
 
 
-# ============================================================================ drawing
-
-def _si_ticks(value: float, _pos: Any = None) -> str:
-    from tilelab.perf.roofline import format_flops
-
-    return format_flops(value, unit="", digits=3).strip()
-
-
-def _intensity_ticks(value: float, _pos: Any = None) -> str:
-    """Powers of two as 1/32 ... 1 ... 2048."""
-    if value <= 0:
-        return ""
-    return f"{value:g}" if value >= 1 else f"1/{1 / value:g}"
-
-
-def _home(point: dict, gpus: list[dict], specs: dict[str, Any]) -> str | None:
-    """Key of the GPU a point belongs to: measured on, or predicted for."""
-    if point.get("measured_on"):
-        return point["measured_on"]
-    dev = point.get("device")
-    if dev:
-        hits = [g["key"] for g in gpus if specs[g["key"]].matches(dev)]
-        hits.sort(key=lambda k: not specs[k].measured)
-        if hits:
-            return hits[0]
-    return None
-
-
-def _draw_ceilings(ax: Any, data: dict, specs: dict, t: Theme,
-                   precs: Sequence[str]) -> tuple[list, list]:
-    """One polyline per GPU and precision, ridge markers, memory labels."""
-    from tilelab.perf.roofline import format_bandwidth
-    from tilelab.perf.specs import PRECISIONS
-
-    handles, labels = [], []
-    for gi, g in enumerate(data["gpus"]):
-        key, spec = g["key"], specs[g["key"]]
-        color = t.gpu_color(key, gi)
-        lw = 2.4 if g["measured"] else 1.4
-        tensor_i = 0
-        for c in g["ceilings"]:
-            prec = c["precision"]
-            if PRECISIONS[prec].tensor:
-                style = _TENSOR_STYLES[tensor_i % len(_TENSOR_STYLES)]
-                tensor_i += 1
-            else:
-                style = ":"
-            label = ceiling_label(spec, prec, c["density"])
-            line = c["polyline"]
-            (h,) = ax.plot(line["intensity"], line["performance"], color=color, lw=lw,
-                           ls=style, label=label, gid=f"ceiling:{key}:{prec}", zorder=2)
-            handles.append(h)
-            labels.append(label)
-            r = c["ridge"]
-            ax.plot([r["intensity"]], [r["performance"]], marker="D", ms=4, color=color,
-                    ls="none", gid=f"ridge:{key}:{prec}", zorder=3)
-            if prec == precs[-1] or len(precs) == 1:
-                ax.annotate(f"{r['intensity']:.0f}", (r["intensity"], r["performance"]),
-                            xytext=(0, 4), textcoords="offset points", fontsize=6.5,
-                            color=color, ha="center", va="bottom")
-        mem = g["memory"]
-        mem_label = f"{short_gpu_name(spec)} memory {format_bandwidth(mem['value'])}"
-        (h,) = ax.plot([], [], color=color, lw=lw, ls="-", alpha=0.6, label=mem_label,
-                       gid=f"memory:{key}")
-        handles.append(h)
-        labels.append(mem_label)
-    return handles, labels
-
-
-def _draw_points(ax: Any, data: dict, specs: dict, t: Theme) -> dict[str, list]:
-    drawn: dict[str, list] = {"measured": [], "predicted": [], "projections": []}
-    palette = list(t.point_colors)
-    for i, p in enumerate(data["points"]):
-        home = _home(p, data["gpus"], specs)
-        x = p["intensity"]
-        if x <= 0:
-            continue
-        y = p["performance"]
-        if y is None:   # counted only: place it at what the first GPU allows
-            first = next((k for k, v in p["on"].items() if v.get("supported")), None)
-            home = home or first
-            y = p["on"][first]["attainable"] if first else None
-        if y is None or y <= 0:
-            continue
-        color = palette[i % len(palette)]
-        kind = "measured" if p["measured"] else "predicted"
-        ax.plot([x], [y], marker="o", ms=8, ls="none", mec=color, mew=1.8,
-                mfc=color if p["measured"] else "none", gid=f"point:{p['name']}", zorder=5)
-        dx, dy = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
-        ax.annotate(p["name"], (x, y), xytext=(dx, dy), textcoords="offset points",
-                    fontsize=7.5, color=t.foreground, ha="left" if dx > 0 else "right",
-                    zorder=6, gid=f"point-label:{p['name']}")
-        drawn[kind].append({"name": p["name"], "x": x, "y": y, "home": home})
-        for gi, g in enumerate(data["gpus"]):
-            on = p["on"].get(g["key"], {})
-            if g["key"] == home or not on.get("supported"):
-                continue
-            gc = t.gpu_color(g["key"], gi)
-            ax.plot([x], [on["attainable"]], marker="s", ms=5, ls="none", mec=gc, mfc=gc,
-                    alpha=0.3, gid=f"projection:{p['name']}:{g['key']}", zorder=4)
-            drawn["projections"].append({"name": p["name"], "gpu": g["key"], "x": x,
-                                         "y": on["attainable"]})
-    return drawn
-
-
-def roofline_figure(points: Any = (), gpus: Sequence[Any] = ("b200", "rtx5090", "h200"), *,
-                    precisions: Sequence[str] | None = None, current: Any = None,
-                    theme: "Theme | str | None" = None, title: str | None = None,
-                    density: str = "dense") -> "Figure":
-    """A log-log roofline: FLOP/B against FLOP/s, one ceiling line per GPU and precision
-    (ridge points marked, memory slopes labelled with their bandwidth), the current
-    device's *measured* ceilings when ``current`` is given (a
-    :class:`~tilelab.perf.ceilings.MeasuredCeilings` or a measured GPUSpec), and each
-    launch as a point labelled with its kernel: filled when measured on a GPU, hollow when
-    predicted from counts on the CPU, with faint projections onto the other GPUs.
-
-    ``points`` are :class:`~tilelab.perf.roofline.RooflinePoint`, counted
-    :class:`~tilelab.perf.counting.Work` or a whole :class:`~tilelab.perf.roofline.Roofline`
-    (``gpus=None`` then draws that Roofline's GPUs). ``precisions`` defaults to FP32 and
-    those of the points; ``density="sparse"`` draws 2:4-sparse tensor rates instead.
-
-    Example:
-        >>> from tilelab.perf.counting import softmax
-        >>> fig = roofline_figure([softmax(4096, 4096)], gpus=("h200",), theme="dark")
-        >>> fig.tilelab["legend"]  # doctest: +NORMALIZE_WHITESPACE
-        ['H200 fp32 (CUDA cores, dense)', 'H200 memory 4.8 TB/s',
-         'predicted (counted, no GPU time)']
-    """
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    from tilelab.perf.roofline import Roofline
-    from tilelab.perf.specs import lookup_gpu
-
-    t = get_theme(theme)
-    pts, roof_gpus = _as_points(points)
-    r = Roofline(gpus if gpus is not None else roof_gpus, density=density)
-    if current is not None:
-        r.add_gpu(current.spec() if hasattr(current, "spec") and callable(current.spec)
-                  else lookup_gpu(current))
-    for p in pts:
-        r.add_point(p)
-    data = r.series(precisions=precisions)
-    precs = list(precisions or r.default_precisions())
-    specs = {g.key: g for g in r.gpus}
-    with themed(t):
-        fig = new_figure(t, figsize=(10.0, 5.6))
-        ax = fig.add_subplot()
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        handles, labels = _draw_ceilings(ax, data, specs, t, precs)
-        drawn = _draw_points(ax, data, specs, t)
-        proxies = []
-        if drawn["measured"]:
-            proxies.append((Line2D([], [], marker="o", ls="none", mfc=t.foreground,
-                                   mec=t.foreground), "measured on a GPU"))
-        if drawn["predicted"]:
-            predicted = [p for p in data["points"] if not p["measured"]]
-            what = ("predicted (counted, no GPU time)"
-                    if all(p["seconds"] is None for p in predicted)
-                    else "predicted (counted on the CPU; lower-bound time)")
-            proxies.append((Line2D([], [], marker="o", ls="none", mfc="none", mec=t.foreground,
-                                   mew=1.8), what))
-        if drawn["projections"]:
-            proxies.append((Line2D([], [], marker="s", ls="none", mfc=t.muted, mec=t.muted,
-                                   alpha=0.4), "projection onto another GPU (lower bound)"))
-        handles += [h for h, _ in proxies]
-        labels += [lab for _, lab in proxies]
-        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5,
-                  frameon=True)
-        lo, hi = data["intensity_range"]
-        ax.set_xlim(lo, hi)
-        ys = [y for g in data["gpus"] for c in g["ceilings"] for y in c["polyline"]["performance"]]
-        ys += [p["y"] for k in ("measured", "predicted") for p in drawn[k]]
-        ys += [p["y"] for p in drawn["projections"]]
-        if ys:
-            ax.set_ylim(10 ** math.floor(math.log10(min(ys) / 1.5)),
-                        10 ** math.ceil(math.log10(max(ys) * 1.5)))
-        ax.yaxis.set_major_locator(LogLocator(base=10))
-        ax.yaxis.set_major_formatter(FuncFormatter(_si_ticks))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(FuncFormatter(_intensity_ticks))
-        ax.grid(True, which="major", lw=0.5)
-        ax.set_xlabel("arithmetic intensity (FLOP/B)")
-        ax.set_ylabel("performance (FLOP/s)")
-        ax.set_title(title or "Roofline: dense ceilings (no 2:4 sparsity); projections are "
-                              "lower bounds", fontsize=10)
-    fig.tilelab = {"kind": "roofline", "series": data, "legend": labels, "drawn": drawn,
-                   "theme": t.name}
-    return fig
+from tilelab.lab.roofline_svg import roofline_figure  # noqa: E402  (re-exported)
 
 
 def save_png(fig: Any, path: "str | Path", *, dpi: int = 150) -> Path:
-    """Write ``fig`` as a PNG (parent folders created) in its own background color.
+    """Write ``fig`` (an SVG figure or a matplotlib one) as a PNG (parent folders created)
+    in its own theme's colours.
 
     Example:
         >>> import tempfile, os
@@ -371,5 +245,8 @@ def save_png(fig: Any, path: "str | Path", *, dpi: int = 150) -> Path:
     """
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png", dpi=dpi, facecolor=fig.get_facecolor())
+    if hasattr(fig, "to_png"):          # an SvgFigure: PNG in its theme's colours
+        out.write_bytes(fig.to_png(fig.theme, dpi=dpi))
+    else:                               # a matplotlib figure
+        fig.savefig(out, format="png", dpi=dpi, facecolor=fig.get_facecolor())
     return out

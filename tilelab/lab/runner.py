@@ -21,11 +21,12 @@ Example:
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CellSource", "register_cell", "parse_cell", "execute", "prepare_error",
-           "display_name"]
+           "display_name", "cell_files", "rename_cells"]
 
 
 @dataclass(frozen=True)
@@ -106,10 +107,35 @@ def display_name(shell: Any, filename: str) -> str:
     return label[1] if label else filename
 
 
-def _rename(text: str, shell: Any, names: list[str]) -> str:
-    """Cell file names in a message become ``In[n]``, as in IPython's tracebacks."""
-    for name in dict.fromkeys(n for n in names if n):
-        text = text.replace(name, display_name(shell, name))
+def cell_files(shell: Any) -> list[str]:
+    """The file names IPython gave the cells run so far (ipykernel's temp files too).
+
+    Example:
+        >>> isinstance(cell_files(sh), list)                   # doctest: +SKIP
+        True
+    """
+    known = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    return list(known) if isinstance(known, dict) else []
+
+
+def rename_cells(text: str, shell: Any, names: list[str] = ()) -> str:
+    """Cell file names in a message become ``In[n]``, as in IPython's tracebacks;
+    ``at FILE:LINE`` becomes ``at In[n], line LINE``. ``names`` adds other files to rename
+    (every cell the shell knows is renamed anyway).
+
+    Example:
+        >>> rename_cells("write at kernels.py:3", sh)          # doctest: +SKIP
+        'write at kernels.py:3'
+    """
+    for name in dict.fromkeys([*(n for n in names if n), *cell_files(shell)]):
+        if name not in text:
+            continue
+        shown = display_name(shell, name)
+        if shown == name:
+            continue
+        text = re.sub(rf"(\bat ){re.escape(name)}:(\d+)\b(?!:)",
+                      lambda m: f"{m.group(1)}{shown}, line {m.group(2)}", text)
+        text = text.replace(name, shown)
     return text
 
 
@@ -134,7 +160,7 @@ def prepare_error(shell: Any, exc: BaseException, src: CellSource | None = None)
     if isinstance(exc, TilelabError):
         names = [getattr(getattr(exc, "location", None), "filename", None),
                  src.filename if src is not None else None]
-        text = _rename(f"{type(exc).__name__}: {exc}", shell, [n for n in names if n])
+        text = rename_cells(f"{type(exc).__name__}: {exc}", shell, [n for n in names if n])
         lines = [text]
     else:
         tb = exc.__traceback__

@@ -16,11 +16,12 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tilelab.lab.panels import remarks_text, sass_text
 from tilelab.lab.report import CellReport, timings_frame
 
-__all__ = ["save_report"]
+__all__ = ["save_report", "standalone_svg"]
 
 
 def _stem(name: str, arch: str, seen: dict[str, int]) -> str:
@@ -69,12 +70,40 @@ def save_report(report: CellReport, html: str, directory: str | Path) -> list[st
         put(f"{stem}.resources.txt", str(art.resources))
         put(f"{stem}.remarks.txt", remarks_text(k, report.rename))
         for i, img in enumerate(k.ownership, 1):
-            put(f"ownership-{stem.split('.')[0]}-{i}.png", img.png)
+            _put_figure(put, f"ownership-{stem.split('.')[0]}-{i}", img)
     if report.roofline is not None:
-        put("roofline.png", report.roofline.png)
+        _put_figure(put, "roofline", report.roofline)
     frame = timings_frame(report)
     if not frame.empty:
         put("timings.csv", frame.to_csv(index=False))
     put("view.html", "<!doctype html>\n<meta charset=\"utf-8\">\n" + html
         if not html.lstrip().startswith("<html") else html)
     return written
+
+
+def _put_figure(put: Any, stem: str, img: Any) -> None:
+    """A figure as ``stem.svg`` (SVG figures: standalone, in the light look) and/or
+    ``stem.png``; a dark PNG variant as ``stem.dark.png``."""
+    svg = getattr(img, "svg", None)
+    if svg:
+        put(f"{stem}.svg", standalone_svg(svg))
+    if img.png:
+        put(f"{stem}.png", img.png)
+    dark = getattr(img, "png_dark", None)
+    if dark:
+        put(f"{stem}.dark.png", dark)
+
+
+def standalone_svg(svg: str) -> str:
+    """An inline SVG of the view as a file of its own: the ``--tl-*`` variables it colours
+    itself with keep their light fallbacks, and the XML namespace is declared.
+
+    Example:
+        >>> standalone_svg('<svg width="1"></svg>').startswith('<svg xmlns=')
+        True
+    """
+    start = svg.find("<svg")
+    body = svg[start:] if start >= 0 else svg
+    if "xmlns=" not in body[:200]:
+        body = body.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)
+    return body

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["Theme", "LIGHT", "DARK", "light", "dark", "detect_theme", "get_theme",
-           "themed", "new_figure", "owner_colors"]
+           "themed", "new_figure", "owner_colors", "css_variables", "css_var", "theme_css"]
 
 _TAB20 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
@@ -155,7 +155,9 @@ def detect_theme() -> str:
         >>> detect_theme() in ("light", "dark")
         True
     """
-    forced = os.environ.get("TILELAB_THEME", "").strip().lower()
+    from tilelab import config
+
+    forced = config.theme()
     if forced in _THEMES:
         return forced
     for path in _jupyterlab_settings():
@@ -235,3 +237,96 @@ def owner_colors(n_blocks: int, theme: "Theme | str | None" = None) -> list[tupl
         return [to_rgba(t.palette[i]) for i in range(n)]
     cmap = matplotlib.colormaps[t.cmap]
     return [tuple(row) for row in cmap(np.linspace(0.08, 0.92, n)).tolist()]
+
+
+# ------------------------------------------------------------------ CSS for the page side
+
+_FIELDS = {"fg": "foreground", "bg": "background", "panel": "panel", "muted": "muted",
+           "grid": "grid", "empty": "empty", "highlight": "highlight", "race": "race",
+           "race-read": "race_read"}
+#: "written by one block" in race pictures (a blue grey, neither owner nor race colour)
+_WRITTEN = {"light": "#8fa9c4", "dark": "#4a6a8a"}
+
+
+def css_variables(theme: "Theme | str | None" = "light") -> dict[str, str]:
+    """The ``--tl-*`` custom properties of a look: what SVG figures colour themselves with.
+
+    ``--tl-fg``/``--tl-bg``/``--tl-panel``/``--tl-muted``/``--tl-grid``/``--tl-empty``/
+    ``--tl-highlight``/``--tl-race``/``--tl-race-read``/``--tl-written``, the owner palette
+    ``--tl-c0`` ..., the roofline points ``--tl-p0`` ... and the GPUs ``--tl-gpu-<key>``.
+
+    Example:
+        >>> css_variables("dark")["--tl-race"], css_variables("light")["--tl-c0"]
+        ('#ff4d4d', '#1f77b4')
+    """
+    t = get_theme(theme)
+    out = {f"--tl-{k}": getattr(t, f) for k, f in _FIELDS.items()}
+    out["--tl-written"] = _WRITTEN.get(t.name, _WRITTEN["light"])
+    out.update({f"--tl-c{i}": c for i, c in enumerate(t.palette)})
+    out.update({f"--tl-p{i}": c for i, c in enumerate(t.point_colors)})
+    out.update({f"--tl-gpu-{k}": c for k, c in t.gpu_colors.items()})
+    return out
+
+
+def css_var(name: str, theme: "Theme | str | None" = "light") -> str:
+    """``var(--tl-NAME, fallback)`` for a Theme field (``"foreground"``, ``"race"``),
+    ``"palette:3"``, ``"point:2"`` or ``"gpu:h200"``; the fallback is that look's colour.
+
+    Example:
+        >>> css_var("race"), css_var("palette:1")
+        ('var(--tl-race, #d62728)', 'var(--tl-c1, #ff7f0e)')
+    """
+    t = get_theme(theme)
+    kind, _, rest = name.partition(":")
+    if kind == "palette":
+        key, value = f"--tl-c{int(rest) % len(t.palette)}", t.palette[int(rest) % len(t.palette)]
+    elif kind == "point":
+        i = int(rest) % len(t.point_colors)
+        key, value = f"--tl-p{i}", t.point_colors[i]
+    elif kind == "gpu":
+        key, value = f"--tl-gpu-{rest}", t.gpu_color(rest)
+    else:
+        short = {f: k for k, f in _FIELDS.items()}.get(name)
+        if short is None:
+            raise ValueError(f"no CSS variable for {name!r}; use one of "
+                             f"{', '.join(_FIELDS.values())}, palette:N, point:N or gpu:KEY")
+        key, value = f"--tl-{short}", getattr(t, name)
+    return f"var({key}, {value})"
+
+
+#: variables that follow JupyterLab's own colours where its theme defines them
+_FROM_JUPYTERLAB = {"--tl-fg": "--jp-content-font-color1", "--tl-bg": "--jp-layout-color0",
+                    "--tl-panel": "--jp-layout-color0"}
+
+
+def _block(selector: str, theme: Theme) -> str:
+    values = css_variables(theme)
+    for k, jp in _FROM_JUPYTERLAB.items():
+        values[k] = f"var({jp}, {values[k]})"
+    body = " ".join(f"{k}: {v};" for k, v in values.items())
+    return f"{selector} {{ {body} }}"
+
+
+def theme_css(scope: str = ".tilelab-view") -> str:
+    """CSS that sets the ``--tl-*`` figure colours (and shows ``.tl-only-light`` or
+    ``.tl-only-dark`` images) for the page's theme, with no script and no re-run.
+
+    The dark look applies under an ancestor with ``data-jp-theme-light="false"``
+    (JupyterLab, nbconvert's lab template), else when the browser prefers a dark scheme
+    and no ancestor says ``data-jp-theme-light="true"``.
+
+    Example:
+        >>> css = theme_css()
+        >>> '[data-jp-theme-light="false"] .tilelab-view' in css, "prefers-color-scheme" in css
+        (True, True)
+    """
+    light = f'{scope}, [data-jp-theme-light="true"] {scope}'
+    dark = f'[data-jp-theme-light="false"] {scope}'
+    show = (f"{scope} .tl-only-dark {{ display: none; }} "
+            f'[data-jp-theme-light="false"] {scope} .tl-only-dark {{ display: revert; }} '
+            f'[data-jp-theme-light="false"] {scope} .tl-only-light {{ display: none; }}')
+    auto_dark = f"body:not([data-jp-theme-light]) {scope}"
+    auto_show = (f"body:not([data-jp-theme-light]) {scope} .tl-only-dark {{ display: revert; }} "
+                 f"body:not([data-jp-theme-light]) {scope} .tl-only-light {{ display: none; }}")
+    return (f"{_block(light, LIGHT)}\n{_block(dark, DARK)}\n{show}\n"
+            f"@media (prefers-color-scheme: dark) {{ {_block(auto_dark, DARK)} {auto_show} }}\n")

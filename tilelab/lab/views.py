@@ -1,13 +1,16 @@
-"""The tabbed result of a ``%%tile`` cell: ipywidgets tabs, or static HTML tabs.
+"""The tabbed result of a ``%%tile`` cell: ipywidgets tabs, and static HTML tabs.
 
 Why: in JupyterLab a widget ``Tab`` is the natural control, but a notebook read later
-(nbconvert, GitHub, an nbclient run) has no kernel behind its widgets. So a
-:class:`TileView` publishes one MIME bundle holding both: the widget (when a widget
-frontend is available) and a self-contained HTML page whose tabs are radio buttons and CSS
-only. Both are built from the same :class:`~tilelab.lab.panels.Panel` s. Colours use
-JupyterLab's theme variables (``--jp-layout-color0``, ``--jp-content-font-color1``, ...)
-with fallbacks, so light and dark themes both read well; without any CSS (GitHub strips
-it) the panels appear one after another under their titles.
+(nbconvert, GitHub, an nbclient run) has no kernel behind its widgets, and renderers pick
+the widget over any HTML in the same output. So a :class:`TileView` publishes the
+self-contained HTML page (tabs are radio buttons and CSS, figures inline, no script, no
+network) as an output of its own and, with a widget frontend, the widget as a second
+output; CSS hides the static copy where the widget rendered. Both are built from the same
+:class:`~tilelab.lab.panels.Panel` s. Colours use JupyterLab's theme variables
+(``--jp-layout-color0``, ...) and the figure colours of :func:`tilelab.lab.theme.theme_css`
+(light or dark from ``data-jp-theme-light`` or ``prefers-color-scheme``); the layout fits
+narrow outputs (tab labels wrap, code scrolls sideways). Without any CSS (GitHub strips it)
+the panels appear one after another under their titles.
 
 Example:
     >>> from tilelab.lab.panels import Panel
@@ -23,6 +26,7 @@ from typing import Any, Sequence
 
 from tilelab.lab.highlight import CSS as TOKEN_CSS
 from tilelab.lab.panels import Panel
+from tilelab.lab.theme import theme_css
 
 __all__ = ["CSS", "TileView", "widget_frontend", "VIEW_MODES"]
 
@@ -32,9 +36,7 @@ VIEW_MODES = ("auto", "widget", "html")
 
 CSS = """
 .tilelab-view {
-  --tl-fg: var(--jp-content-font-color1, inherit);
   --tl-dim: var(--jp-content-font-color2, rgba(127,127,127,.95));
-  --tl-bg: var(--jp-layout-color0, transparent);
   --tl-bg2: var(--jp-layout-color1, rgba(127,127,127,.06));
   --tl-border: var(--jp-border-color2, rgba(127,127,127,.35));
   --tl-accent: var(--jp-brand-color1, #1976d2);
@@ -42,38 +44,44 @@ CSS = """
   --tl-target: var(--jp-warn-color3, rgba(255,193,7,.3));
   color: var(--tl-fg); background: var(--tl-bg);
   font-family: var(--jp-ui-font-family, system-ui, sans-serif); font-size: 13px;
-  margin: 4px 0;
+  margin: 4px 0; max-width: 100%; min-width: 0; box-sizing: border-box; line-height: 1.4;
 }
-.tilelab-view .tl-head { margin: 2px 0 6px; }
+.tilelab-view p { margin: 4px 0; }
+.tilelab-view *, .tilelab-view *::before, .tilelab-view *::after { box-sizing: border-box; }
+.tilelab-view .tl-head { margin: 2px 0 6px; overflow-wrap: anywhere; }
 .tilelab-view .tl-head code, .tilelab-view h4 code { font-weight: 600; }
 .tilelab-view .tl-dim, .tilelab-view .tl-note { color: var(--tl-dim); }
-.tilelab-view .tl-note { margin: 4px 0; font-size: 12px; }
+.tilelab-view .tl-note { margin: 4px 0; font-size: 12px; overflow-wrap: anywhere; }
+.tilelab-view .tl-tabs { display: flex; flex-wrap: wrap; align-items: flex-end; }
 .tilelab-view .tl-tabs > input { position: absolute; opacity: 0; pointer-events: none; }
 .tilelab-view .tl-tabs > label {
-  display: inline-block; padding: 4px 12px; margin: 0 2px -1px 0; cursor: pointer;
-  border: 1px solid var(--tl-border); border-bottom: none; border-radius: 4px 4px 0 0;
-  background: var(--tl-bg2); color: var(--tl-dim);
+  flex: 0 0 auto; padding: 4px 10px; margin: 2px 2px -1px 0; cursor: pointer;
+  white-space: nowrap; border: 1px solid var(--tl-border); border-bottom: none;
+  border-radius: 4px 4px 0 0; background: var(--tl-bg2); color: var(--tl-dim);
 }
 .tilelab-view .tl-tabs > input:checked + label {
   background: var(--tl-bg); color: var(--tl-fg); border-top: 2px solid var(--tl-accent);
 }
 .tilelab-view .tl-tabs > input:focus-visible + label { outline: 2px solid var(--tl-accent); }
 .tilelab-view .tl-tabs > .tl-panel {
-  display: none; border: 1px solid var(--tl-border); padding: 8px; background: var(--tl-bg);
+  display: none; flex: 0 0 100%; max-width: 100%; min-width: 0; overflow-x: auto;
+  border: 1px solid var(--tl-border); padding: 8px; background: var(--tl-bg);
 }
 .tilelab-view .tl-tabs > .tl-panel > .tl-panel-title { display: none; }
 .tilelab-view .tl-widget-panel > .tl-panel-title { display: none; }
-.tilelab-view h4 { margin: 6px 0; font-size: 13px; font-weight: normal; }
+.tilelab-view .tl-widget-panel { max-width: 100%; overflow-x: auto; }
+.tilelab-view h4 { margin: 6px 0; font-size: 13px; font-weight: normal; overflow-wrap: anywhere; }
 .tilelab-view section.tl-kernel + section.tl-kernel { border-top: 1px solid var(--tl-border);
   margin-top: 10px; padding-top: 6px; }
 .tilelab-view pre.tl-code, .tilelab-view pre.tl-error {
   font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace);
   font-size: 12px; line-height: 1.45; margin: 0; padding: 4px 0; overflow: auto;
+  white-space: pre; word-break: normal; overflow-wrap: normal; max-width: 100%;
   max-height: 36em; background: var(--tl-bg2); color: var(--tl-fg); border-radius: 3px;
 }
 .tilelab-view pre.tl-error { color: var(--jp-error-color1, #d32f2f); padding: 6px 8px;
-  white-space: pre-wrap; }
-.tilelab-view .tl-row { display: inline-block; min-width: 100%; box-sizing: border-box;
+  white-space: pre-wrap; overflow-wrap: anywhere; }
+.tilelab-view .tl-row { display: inline-block; min-width: 100%;
   border-left: 3px solid transparent; padding-right: 8px; }
 .tilelab-view .tl-row:target { background: var(--tl-target); }
 .tilelab-view .tl-gap { color: var(--tl-dim); padding-left: 3.5em; }
@@ -81,21 +89,47 @@ CSS = """
   color: var(--tl-dim); text-decoration: none; user-select: none; }
 .tilelab-view .tl-ln-wide { width: auto; min-width: 3em; }
 .tilelab-view a.tl-ln:hover { color: var(--tl-accent); text-decoration: underline; }
-.tilelab-view .tl-pair { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1.6fr);
-  gap: 8px; }
-.tilelab-view .tl-col-head { color: var(--tl-dim); font-size: 12px; margin: 0 0 2px; }
+.tilelab-view .tl-pair { display: grid; gap: 8px;
+  grid-template-columns: repeat(auto-fit, minmax(min(100%, 380px), 1fr)); }
+.tilelab-view .tl-col { min-width: 0; }
+.tilelab-view .tl-col-head { color: var(--tl-dim); font-size: 12px; margin: 0 0 2px;
+  overflow-wrap: anywhere; }
 .tilelab-view table.tl-table { border-collapse: collapse; font-size: 12px; margin: 6px 0;
-  color: var(--tl-fg); background: transparent; }
+  color: var(--tl-fg); background: transparent; max-width: 100%; }
 .tilelab-view table.tl-table th, .tilelab-view table.tl-table td {
   border: 1px solid var(--tl-border); padding: 2px 8px; text-align: right; }
-.tilelab-view table.tl-table th { background: var(--tl-bg2); }
-.tilelab-view table.tl-table td:first-child, .tilelab-view table.tl-table th:first-child {
+.tilelab-view table.tl-table th { background: var(--tl-bg2); white-space: nowrap; }
+.tilelab-view table.tl-table td:first-child, .tilelab-view table.tl-table th:first-child,
+.tilelab-view table.tl-table td.tl-left { text-align: left; }
+.tilelab-view table.tl-races th { text-align: left; }
+.tilelab-view table.tl-table td.tl-launch { overflow-wrap: anywhere; min-width: 12em;
   text-align: left; }
-.tilelab-view figure.tl-figure { margin: 6px 0; }
-.tilelab-view figure.tl-figure img { max-width: 100%; height: auto; }
-.tilelab-view figcaption { color: var(--tl-dim); font-size: 12px; }
+.tilelab-view table.tl-table tr.tl-more > td { text-align: left; border-top: none;
+  background: var(--tl-bg2); }
+.tilelab-view details > summary { cursor: pointer; color: var(--tl-dim); }
+.tilelab-view details dl { display: grid; grid-template-columns: max-content 1fr;
+  gap: 0 12px; margin: 4px 0; }
+.tilelab-view details dt { color: var(--tl-dim); white-space: nowrap; }
+.tilelab-view details dd { margin: 0; overflow-wrap: anywhere; }
+.tilelab-view figure.tl-figure { margin: 6px 0; max-width: 100%; overflow-x: auto; }
+.tilelab-view figure.tl-figure img, .tilelab-view figure.tl-figure svg {
+  max-width: 100%; height: auto; display: block; }
+.tilelab-view figcaption { color: var(--tl-dim); font-size: 12px; overflow-wrap: anywhere; }
 .tilelab-view ul.tl-notes { margin: 4px 0; padding-left: 18px; color: var(--tl-dim);
-  font-size: 12px; }
+  font-size: 12px; overflow-wrap: anywhere; }
+.tilelab-view .tl-picker { display: flex; flex-wrap: wrap; gap: 2px 6px; }
+.tilelab-view .tl-picker > input { position: absolute; opacity: 0; pointer-events: none; }
+.tilelab-view .tl-picker > label { cursor: pointer; padding: 2px 8px; border-radius: 10px;
+  border: 1px solid var(--tl-border); color: var(--tl-dim); font-size: 12px; }
+.tilelab-view .tl-picker > input:checked + label { color: var(--tl-fg);
+  border-color: var(--tl-accent); background: var(--tl-bg2); }
+.tilelab-view .tl-picker > .tl-pick { display: none; flex: 0 0 100%; min-width: 0; }
+.tilelab-widget-tabs .lm-TabBar-content { flex-wrap: wrap; }
+.tilelab-widget-tabs .lm-TabBar { min-height: fit-content; height: auto !important; }
+.tilelab-widget-tabs .lm-TabBar-tab { flex: 0 0 auto !important; min-width: fit-content !important;
+  max-width: none !important; }
+.jp-OutputArea-child:has(.tilelab-static):has(+ .jp-OutputArea-child .tilelab-view) {
+  display: none; }
 """
 """Layout and theme CSS of a view (token colours are in :data:`tilelab.lab.highlight.CSS`)."""
 
@@ -138,7 +172,7 @@ class TileView:
 
     def __init__(self, panels: Sequence[Panel], header: str, notes: Sequence[str] = (),
                  *, mode: str = "auto", shell: Any = None, text_views: Sequence[str] | None
-                 = ("timings", "roofline", "ownership"), report: Any = None):
+                 = ("race", "timings", "roofline", "ownership"), report: Any = None):
         if mode not in VIEW_MODES:
             raise ValueError(f"view mode must be one of {', '.join(VIEW_MODES)}, got {mode!r}")
         self.panels = list(panels)
@@ -162,7 +196,7 @@ class TileView:
 
     @staticmethod
     def _style() -> str:
-        return f"<style>{CSS}{TOKEN_CSS}</style>"
+        return f"<style>{theme_css()}{CSS}{TOKEN_CSS}</style>"
 
     def to_html(self) -> str:
         """The static page: radio-button tabs, pure HTML and CSS (no script, no kernel).
@@ -184,7 +218,8 @@ class TileView:
                           f'<h3 class="tl-panel-title">{html.escape(p.title)}</h3>{p.html}</div>')
         show = "".join(f"#{group}-{i}:checked ~ .tl-panel:nth-of-type({i + 1}) "
                        "{ display: block; }" for i in range(len(self.panels)))
-        return (f'<div class="tilelab-view" id="{group}">{self._style()}<style>{show}</style>'
+        return (f'<div class="tilelab-view tilelab-static" id="{group}">{self._style()}'
+                f'<style>{show}</style>'
                 f'{self._head_html()}<div class="tl-tabs">{"".join(inputs)}{"".join(panels)}'
                 "</div></div>")
 
@@ -206,13 +241,14 @@ class TileView:
                                  f'<h3 class="tl-panel-title">{html.escape(p.title)}</h3>'
                                  f"{p.html}</div></div>") for p in self.panels]
         tab = widgets.Tab(children=children)
+        tab.add_class("tilelab-widget-tabs")  # CSS above: labels wrap instead of being cut
         tab.titles = tuple(p.title for p in self.panels)
         self._widget = widgets.VBox([head, tab])
         return self._widget
 
     def to_text(self) -> str:
         """A plain-text summary: the header, notes and the text of the summary views
-        (timings, roofline, ownership); listings are left to the tabs.
+        (race, timings, roofline, ownership); listings are left to the tabs.
 
         Example:
             >>> from tilelab.lab.panels import Panel
@@ -261,6 +297,34 @@ class TileView:
             if key in bundle:
                 data[key] = bundle[key]
         return data
+
+    def bundles(self) -> list[dict]:
+        """The MIME bundles displaying the view publishes, one output each.
+
+        The static page always has an output of its own: nbconvert, GitHub and any
+        renderer without widget JavaScript prefer a widget MIME type to ``text/html`` in the
+        same bundle and would show nothing offline. With a widget frontend a second output
+        holds the widget, and CSS hides the static copy wherever the widget rendered.
+
+        Example:
+            >>> from tilelab.lab.panels import Panel
+            >>> [sorted(b) for b in TileView([Panel("ptx", "PTX", "x", "x")], "h").bundles()]
+            [['text/html', 'text/plain']]
+        """
+        static = {"text/plain": self.to_text(), "text/html": self.to_html()}
+        if not self.use_widget():
+            return [static]
+        key = "application/vnd.jupyter.widget-view+json"
+        bundle = self.to_widget()._repr_mimebundle_()
+        if key not in bundle:
+            return [static]
+        return [static, {key: bundle[key]}]  # its text would repeat the static summary
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        for bundle in self.bundles():
+            display(bundle, raw=True)
 
     def __repr__(self) -> str:
         return f"<TileView {self.header!r}: {', '.join(p.title for p in self.panels)}>"

@@ -32,7 +32,7 @@ import ipywidgets as widgets
 
 from tilelab.lab.theme import Theme
 
-__all__ = ["Explorer", "explore", "figure_png"]
+__all__ = ["Explorer", "explore", "figure_html", "figure_png"]
 
 
 def figure_png(fig: Any, dpi: int = 80) -> bytes:
@@ -48,6 +48,33 @@ def figure_png(fig: Any, dpi: int = 80) -> bytes:
     return buf.getvalue()
 
 
+_FIGURE_CSS = (".tilelab-view.tl-explorer-figure { margin: 0; background: transparent; } "
+               ".tl-explorer-figure svg, .tl-explorer-figure img { max-width: 100%; "
+               "height: auto; display: block; }")
+
+
+def figure_html(fig: Any) -> str:
+    """A figure as the HTML the panel shows: inline SVG (an SVG figure; its colours follow
+    the page's light or dark theme through ``--tl-*`` variables) or a PNG image.
+
+    Example:
+        >>> from tilelab.lab.theme import new_figure
+        >>> "data:image/png;base64," in figure_html(new_figure("light", (1, 1)))
+        True
+    """
+    from tilelab.lab.theme import theme_css
+
+    if hasattr(fig, "to_svg"):
+        body = fig.to_svg()
+    else:
+        import base64
+
+        data = base64.b64encode(figure_png(fig)).decode("ascii")
+        body = f'<img alt="figure" src="data:image/png;base64,{data}"/>'
+    return (f'<div class="tilelab-view tl-explorer-figure"><style>{theme_css()}{_FIGURE_CSS}'
+            f"</style>{body}</div>")
+
+
 def _label(value: Any) -> str:
     return "×".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
@@ -60,9 +87,21 @@ def _slider(name: str, values: Sequence[Any]) -> widgets.SelectionSlider:
                                    style={"description_width": "initial"})
 
 
+def _wrap_layout() -> widgets.Layout:
+    """A row that wraps onto more lines instead of growing wider than the output."""
+    return widgets.Layout(flex_flow="row wrap", max_width="100%", align_items="flex-start")
+
+
+def _figure_layout() -> widgets.Layout:
+    """A figure at its natural size, shrunk (aspect kept) to fit the output's width."""
+    return widgets.Layout(max_width="100%", height="auto", object_fit="contain",
+                          flex="0 1 auto", min_width="0")
+
+
 class Explorer(widgets.VBox):
     """The panel :func:`explore` returns: sliders, a block picker, a status line and two
-    images (roofline, ownership), plus the data behind them.
+    figures (``roofline_view``, ``ownership_view``: HTML widgets holding SVG), plus the
+    data behind them. The rows wrap and the figures shrink to fit a narrow output.
 
     Attributes:
         tile_slider / size_slider / block_picker: the controls. point: the latest
@@ -95,12 +134,16 @@ class Explorer(widgets.VBox):
         self.tile_slider = _slider("tile", list(tile_sizes))
         self.size_slider = _slider("problem size", list(problem_sizes))
         self.block_picker = widgets.Dropdown(options=[], description="block")
-        self.status = widgets.HTML()
-        self.roofline_image = widgets.Image(format="png")
-        self.ownership_image = widgets.Image(format="png")
-        super().__init__([widgets.HBox([self.tile_slider, self.size_slider, self.block_picker]),
-                          self.status, widgets.HBox([self.roofline_image,
-                                                     self.ownership_image])])
+        self.status = widgets.HTML(layout=widgets.Layout(max_width="100%"))
+        # the figures: inline SVG coloured by the page's theme, scaled down to the output's
+        # width, wrapping under each other when the output is narrow
+        self.roofline_view = widgets.HTML(layout=_figure_layout())
+        self.ownership_view = widgets.HTML(layout=_figure_layout())
+        super().__init__([widgets.HBox([self.tile_slider, self.size_slider, self.block_picker],
+                                       layout=_wrap_layout()),
+                          self.status, widgets.HBox([self.roofline_view, self.ownership_view],
+                                                    layout=_wrap_layout())],
+                         layout=widgets.Layout(max_width="100%", overflow="hidden"))
         self.tile_slider.observe(self._on_size, names="value")
         self.size_slider.observe(self._on_size, names="value")
         self.block_picker.observe(self._on_block, names="value")
@@ -194,7 +237,7 @@ class Explorer(widgets.VBox):
         points = [h["point"] for h in self.history[-self.keep:]]
         self.roofline_fig = roofline_figure(points, theme=self.theme,
                                             title=f"{self.kernel.name}: roofline")
-        self.roofline_image.value = figure_png(self.roofline_fig)
+        self.roofline_view.value = figure_html(self.roofline_fig)
 
     def _draw_ownership(self) -> None:
         from tilelab.lab.ownership import ownership_figure, reads_figure
@@ -208,7 +251,7 @@ class Explorer(widgets.VBox):
         else:
             self.ownership_fig = reads_figure(self.trace, block, kernel=self.kernel,
                                               theme=self.theme)
-        self.ownership_image.value = figure_png(self.ownership_fig)
+        self.ownership_view.value = figure_html(self.ownership_fig)
 
 
 def _on_gpu(value: Any) -> bool:

@@ -1,0 +1,109 @@
+"""The roofline SVG: labels placed free of each other and of the lines, one marker and a
+number per point (shared spots say so), units on every number, ridges explained."""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tilelab.lab.roofline_plot import point_from_trace, roofline_figure
+from tilelab.lab.roofline_svg import place_labels, rect_hits_segment
+from tilelab.perf.counting import elementwise, gemm, softmax
+from tilelab.perf.roofline import RooflinePoint, predict
+
+GPUS = ("b200", "rtx5090", "h200")
+
+
+def _trace(n, blocks, name="add"):
+    from types import SimpleNamespace as NS
+
+    return NS(kernel=name, flops=n, bytes=12 * n, flops_mma=0, flops_elementwise=n,
+              flops_executed=n, num_blocks=blocks, args={"x": NS(dtype="float32")})
+
+
+@pytest.fixture(scope="module")
+def crowded():
+    pts = [point_from_trace(_trace(4096, 4), name="add tile=1024"),
+           point_from_trace(_trace(4096, 4), name="add tile=1024 again"),
+           point_from_trace(_trace(1 << 24, 1 << 14), name="add big"),
+           RooflinePoint.from_work(gemm(4096, 4096, 4096), seconds=3e-4, device="NVIDIA H200"),
+           RooflinePoint.from_work(gemm(4096, 4096, 4096), seconds=4e-4, device="NVIDIA H200",
+                                   name="gemm slower"),
+           predict(softmax(4096, 4096), "h200"), predict(elementwise(1 << 20), "h200"),
+           predict(gemm(8192, 8192, 8192, name="gemm 8192"), "b200")]
+    return roofline_figure(pts, GPUS, theme="light")
+
+
+def _overlap(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_no_label_overlaps_another_label_or_a_line(crowded):
+    labels = crowded.tilelab["labels"]
+    assert len(labels) >= 8
+    rects = [d["rect"] for d in labels]
+    for i in range(len(rects)):
+        for j in range(i + 1, len(rects)):
+            assert not _overlap(rects[i], rects[j]), (labels[i]["text"], labels[j]["text"])
+        for p, q in crowded.tilelab["segments"]:
+            assert not rect_hits_segment(rects[i], p, q), labels[i]["text"]
+
+
+def test_labels_sit_beside_their_own_point_or_point_to_it(crowded):
+    for d in crowded.tilelab["labels"]:
+        (x0, y0, x1, y1), (ax, ay) = d["rect"], d["anchor"]
+        dist = max(x0 - ax, ax - x1, y0 - ay, ay - y1, 0)
+        assert dist <= 16 or d["moved"]           # moved labels get a leader line
+    assert len(crowded.items_of("leader")) == sum(d["moved"] for d in crowded.tilelab["labels"])
+
+
+def test_each_point_has_its_own_colour_marker_and_number(crowded):
+    recs = crowded.find("point:")
+    pairs = [(r["color"], r["marker"]) for r in recs]
+    assert len(set(pairs)) == len(pairs)
+    numbers = sorted(n for r in recs for n in r["group"])
+    assert numbers == list(range(1, 9))           # every point is in the table, once
+    same = [r for r in recs if len(r["group"]) > 1]
+    assert same and any("(same spot)" in d["text"] and "#1, #2" in d["text"]
+                        for d in crowded.tilelab["labels"])
+    rows = [i["s"] for i in crowded.items_of("table-cell")]
+    assert "add tile=1024" in rows and "add tile=1024 again" in rows
+
+
+def test_every_number_has_a_unit_and_ridges_are_explained(crowded):
+    ticks = [i["s"] for i in crowded.items_of("tick")]
+    y_ticks = [t for t in ticks if "FLOP/s" in t]
+    assert y_ticks and all(re.fullmatch(r"[\d.]+ [kMGTPE]?FLOP/s", t) for t in y_ticks)
+    ridges = [d["text"] for d in crowded.tilelab["labels"] if d["kind"] == "ridge-label"]
+    assert ridges and all(re.fullmatch(r"ridge [\d.]+ FLOP/B", t) for t in ridges)
+    assert any("ridge point: peak ÷ bandwidth (FLOP/B)" in t for t in crowded.tilelab["legend"])
+    titles = [i["s"] for i in crowded.items_of("axis-title")]
+    assert "FLOP/B" in titles[0] and "FLOP/s" in titles[1]
+
+
+def test_model_points_show_the_bound_and_the_assumptions(crowded):
+    assert {b["name"] for b in crowded.tilelab["drawn"]["bounds"]} >= {"add big"}
+    model = " ".join(i["s"] for i in crowded.items_of("table-model"))
+    assert "launch" in model and "wave" in model and "roofline bound" in model
+    notes = " ".join(i["s"] for i in crowded.items_of("assumption"))
+    assert "uncalibrated assumption" in notes and "launch floor" in notes
+
+
+def test_projections_are_not_faint(crowded):
+    for item in crowded.items_of("projection:"):
+        assert item["opacity"] >= 0.8
+
+
+def test_svg_is_well_formed_and_themed(crowded):
+    root = ET.fromstring(crowded.to_svg())
+    assert float(root.get("width")) <= 1000
+    assert "var(--tl-gpu-h200, " in crowded.to_svg()
+
+
+def test_place_labels_avoids_a_line_through_the_anchor():
+    (rect, moved), = place_labels([(50, 50, 40, 12, 4)], [], [((0, 40), (200, 40)),
+                                                              ((0, 60), (200, 60))],
+                                  (0, 0, 200, 200))
+    assert not rect_hits_segment(rect, (0, 40), (200, 40))
+    assert not rect_hits_segment(rect, (0, 60), (200, 60))

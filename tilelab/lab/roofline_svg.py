@@ -1,0 +1,493 @@
+"""Drawing the roofline as SVG: ceilings, ridge points, points with placed labels, a table.
+
+Why: a roofline is read by its labels, so none may sit on another label, on a ceiling or
+on a marker, and each must sit beside its own point. Labels are placed by
+:func:`place_labels` (candidate positions around the anchor, checked against every placed
+label, marker and line; a leader line when a label has to move away). Each point has its
+own colour and marker and a number that the table under the plot explains (two launches
+with the same counted work share a marker and say so). Every number carries its unit;
+ridge points are labelled ``ridge 206 FLOP/B`` and explained in the legend, whose line
+samples are drawn exactly as the plot's lines. Predicted points show the model's time
+(:mod:`tilelab.perf.predict`) and, as its own marker, the roofline bound above it.
+
+Example:
+    >>> from tilelab.perf.counting import softmax
+    >>> fig = roofline_figure([softmax(4096, 4096)], gpus=("h200",), theme="light")
+    >>> fig.tilelab["legend"][:2]
+    ['H200 fp32 (CUDA cores, dense)', 'H200 memory 4.8 TB/s']
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from tilelab.lab.svg import SvgFigure, color, text_width
+from tilelab.lab.theme import Theme, get_theme
+
+__all__ = ["roofline_figure", "place_labels", "rect_hits_segment", "MARKERS"]
+
+#: marker shapes of the points, in turn (with the colours: a distinct pair per point)
+MARKERS = ("circle", "square", "triangle", "diamond", "down", "hexagon")
+_TENSOR_DASH: tuple[list[float] | None, ...] = (None, [8, 4], [10, 3, 2, 3], [3, 2])
+_CUDA_DASH = [1.5, 3]
+_L, _T, _PW, _PH = 92.0, 44.0, 560.0, 360.0       # the plot box, px
+_W = 1000.0
+
+
+# ============================================================================ geometry
+
+Rect = tuple[float, float, float, float]           # x0, y0, x1, y1
+
+
+def _overlap(a: Rect, b: Rect) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def rect_hits_segment(r: Rect, p: tuple[float, float], q: tuple[float, float]) -> bool:
+    """Whether the segment p-q crosses or touches the inside of rectangle ``r``.
+
+    Example:
+        >>> rect_hits_segment((0, 0, 10, 10), (-5, 5), (15, 5)), \\
+        ...     rect_hits_segment((0, 0, 10, 10), (-5, 20), (15, 20))
+        (True, False)
+    """
+    x0, y0, x1, y1 = r
+    t0, t1 = 0.0, 1.0
+    dx, dy = q[0] - p[0], q[1] - p[1]
+    for d, lo, hi, start in ((dx, x0, x1, p[0]), (dy, y0, y1, p[1])):
+        if abs(d) < 1e-12:
+            if not lo < start < hi:
+                return False
+            continue
+        a, b = (lo - start) / d, (hi - start) / d
+        a, b = min(a, b), max(a, b)
+        t0, t1 = max(t0, a), min(t1, b)
+        if t0 >= t1:
+            return False
+    return True
+
+
+def place_labels(anchors: Sequence[tuple[float, float, float, float, float]],
+                 obstacles: Sequence[Rect], segments: Sequence[tuple[tuple, tuple]],
+                 bounds: Rect) -> list[tuple[Rect, bool]]:
+    """Place one label per anchor ``(x, y, width, height, gap)``: the first candidate
+    position around the anchor (right, above-right, above, ... at growing distance) whose
+    rectangle stays inside ``bounds`` and touches no placed label, no obstacle rectangle
+    and no segment. Returns ``(rect, moved)`` per anchor; ``moved`` means it sits away
+    from its anchor (draw a leader line). Without any free place the least-crowded
+    candidate is used.
+
+    Example:
+        >>> (r1, _), (r2, _) = place_labels([(50, 50, 30, 10, 4), (50, 50, 30, 10, 4)], [],
+        ...                                 [], (0, 0, 200, 200))
+        >>> r1 != r2 and not (r1[0] < r2[2] and r2[0] < r1[2] and r1[1] < r2[3]
+        ...                   and r2[1] < r1[3])
+        True
+    """
+    placed: list[Rect] = []
+    out = []
+    dirs = ((1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1))
+    for x, y, w, h, gap in anchors:
+        best, best_cost = None, math.inf
+        for ring in range(6):
+            d = gap + ring * 12.0
+            for ux, uy in dirs:
+                cx = x + ux * d + (0 if ux > 0 else -w if ux < 0 else -w / 2)
+                cy = y + uy * d + (-h / 2 if uy == 0 else -h if uy < 0 else 0)
+                r = (cx, cy, cx + w, cy + h)
+                inside = (r[0] >= bounds[0] and r[1] >= bounds[1] and r[2] <= bounds[2]
+                          and r[3] <= bounds[3])
+                cost = (0 if inside else 100) + sum(_overlap(r, o) for o in placed) * 10 \
+                    + sum(_overlap(r, o) for o in obstacles) * 5 \
+                    + sum(rect_hits_segment(r, p, q) for p, q in segments) * 3 + ring * 0.1
+                if cost < best_cost:
+                    best, best_cost = (r, ring > 0), cost
+            if best_cost < 1:
+                break
+        placed.append(best[0])
+        out.append(best)
+    return out
+
+
+# ============================================================================ axes
+
+class _Axes:
+    def __init__(self, lo: float, hi: float, ylo: float, yhi: float) -> None:
+        self.lo, self.hi, self.ylo, self.yhi = math.log2(lo), math.log2(hi), \
+            math.log10(ylo), math.log10(yhi)
+
+    def x(self, v: float) -> float:
+        return _L + (math.log2(v) - self.lo) / (self.hi - self.lo) * _PW
+
+    def y(self, v: float) -> float:
+        return _T + _PH - (math.log10(v) - self.ylo) / (self.yhi - self.ylo) * _PH
+
+
+def _intensity_tick(v: float) -> str:
+    return f"{v:g}" if v >= 1 else f"1/{1 / v:g}"
+
+
+def _draw_axes(fig: SvgFigure, ax: _Axes) -> None:
+    from tilelab.perf.roofline import format_flops
+
+    fig.rect(_L, _T, _PW, _PH, fill=color("panel"), stroke=color("muted"), width=1)
+    n = int(ax.hi - ax.lo)
+    step = 1 if n <= 14 else 2
+    for e in range(math.ceil(ax.lo), math.floor(ax.hi) + 1):
+        if (e - math.ceil(ax.lo)) % step:
+            continue
+        px = ax.x(2.0 ** e)
+        fig.line([(px, _T), (px, _T + _PH)], stroke=color("grid"), width=0.7, gid="grid")
+        fig.text(px, _T + _PH + 15, _intensity_tick(2.0 ** e), size=10.5, anchor="middle",
+                 gid="tick")
+    for e in range(math.ceil(ax.ylo), math.floor(ax.yhi) + 1):
+        py = ax.y(10.0 ** e)
+        fig.line([(_L, py), (_L + _PW, py)], stroke=color("grid"), width=0.7, gid="grid")
+        fig.text(_L - 6, py + 4, format_flops(10.0 ** e, digits=3), size=10.5, anchor="end",
+                 gid="tick")
+    fig.text(_L + _PW / 2, _T + _PH + 34, "arithmetic intensity (FLOP/B, log scale)",
+             size=11.5, anchor="middle", gid="axis-title")
+    fig.text(16, _T + _PH / 2, "performance (FLOP/s, log scale)", size=11.5, anchor="middle",
+             rotate=-90, gid="axis-title")
+
+
+# ============================================================================ drawing
+
+def _marker(fig: SvgFigure, shape: str, x: float, y: float, r: float, *, fill: str,
+            stroke: str, gid: str, tip: str | None = None, width: float = 2.0) -> Rect:
+    if shape == "circle":
+        fig.circle(x, y, r, fill=fill, stroke=stroke, width=width, gid=gid, tip=tip)
+    else:
+        k = {"square": [(-1, -1), (1, -1), (1, 1), (-1, 1)],
+             "triangle": [(0, -1.2), (1.1, 0.9), (-1.1, 0.9)],
+             "down": [(0, 1.2), (1.1, -0.9), (-1.1, -0.9)],
+             "diamond": [(0, -1.3), (1.3, 0), (0, 1.3), (-1.3, 0)],
+             "hexagon": [(math.cos(a) * 1.15, math.sin(a) * 1.15)
+                         for a in (i * math.pi / 3 for i in range(6))]}[shape]
+        fig.polygon([(x + r * a, y + r * b) for a, b in k], fill=fill, stroke=stroke,
+                    width=width, gid=gid, tip=tip)
+    return (x - r - 2, y - r - 2, x + r + 2, y + r + 2)
+
+
+def _ceilings(fig: SvgFigure, ax: _Axes, data: dict, specs: dict,
+              precs: Sequence[str]) -> tuple[list, list, list]:
+    """Ceiling polylines and ridge diamonds; returns legend entries, segments, ridges."""
+    from tilelab.lab.roofline_plot import ceiling_label, short_gpu_name
+    from tilelab.perf.roofline import format_bandwidth
+    from tilelab.perf.specs import PRECISIONS
+
+    legend, segments, ridges = [], [], []
+    for g in data["gpus"]:
+        key, spec = g["key"], specs[g["key"]]
+        col = color(f"gpu:{key}")
+        lw = 3.0 if g["measured"] else 1.8
+        tensor_i = 0
+        for c in g["ceilings"]:
+            prec = c["precision"]
+            if PRECISIONS[prec].tensor:
+                dash = _TENSOR_DASH[tensor_i % len(_TENSOR_DASH)]
+                tensor_i += 1
+            else:
+                dash = _CUDA_DASH
+            pts = [(ax.x(i), ax.y(p)) for i, p in zip(c["polyline"]["intensity"],
+                                                     c["polyline"]["performance"])]
+            label = ceiling_label(spec, prec, c["density"])
+            fig.line(pts, stroke=col, width=lw, dash=dash, gid=f"ceiling:{key}:{prec}")
+            fig.record(f"ceiling:{key}:{prec}", points=c["polyline"], color=col, width=lw,
+                       dash=dash, label=label)
+            segments += list(zip(pts, pts[1:]))
+            legend.append(("line", dict(stroke=col, width=lw, dash=dash), label))
+            r = c["ridge"]
+            rx, ry = ax.x(r["intensity"]), ax.y(r["performance"])
+            ridges.append((rx, ry, col, r["intensity"], key, prec))
+            fig.record(f"ridge:{key}:{prec}", x=r["intensity"], y=r["performance"])
+        mem = g["memory"]
+        legend.append(("line", dict(stroke=col, width=lw, dash=None),
+                       f"{short_gpu_name(spec)} memory {format_bandwidth(mem['value'])}"))
+    return legend, segments, ridges
+
+
+def _point_y(p: dict) -> float | None:
+    y = p["performance"]
+    if y is None:   # counted only: place it at what the first GPU allows
+        first = next((k for k, v in p["on"].items() if v.get("supported")), None)
+        y = p["on"][first]["attainable"] if first else None
+    return y if y and y > 0 else None
+
+
+def _home(p: dict, data: dict, specs: dict) -> str | None:
+    if p.get("measured_on"):
+        return p["measured_on"]
+    dev = p.get("device")
+    hits = [g["key"] for g in data["gpus"] if dev and specs[g["key"]].matches(dev)]
+    hits.sort(key=lambda k: not specs[k].measured)
+    return hits[0] if hits else None
+
+
+def _groups(data: dict, ax: _Axes) -> list[list[int]]:
+    """Indices of points that land on the same spot (within 3 px): one marker each."""
+    groups: list[list[int]] = []
+    spots: list[tuple[float, float]] = []
+    for i, p in enumerate(data["points"]):
+        y = _point_y(p)
+        if p["intensity"] <= 0 or y is None:
+            continue
+        at = (ax.x(p["intensity"]), ax.y(y))
+        for g, s in zip(groups, spots):
+            if abs(s[0] - at[0]) < 3 and abs(s[1] - at[1]) < 3:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+            spots.append(at)
+    return groups
+
+
+def _points(fig: SvgFigure, ax: _Axes, data: dict, pts: list, specs: dict) -> dict:
+    """Markers, bound ticks and projections; returns what was drawn and label anchors."""
+    drawn: dict[str, list] = {"measured": [], "predicted": [], "projections": [],
+                              "bounds": [], "anchors": [], "markers": []}
+    for gi, group in enumerate(_groups(data, ax)):
+        p = data["points"][group[0]]
+        x, y = p["intensity"], _point_y(p)
+        px, py = ax.x(x), ax.y(y)
+        col, shape = color(f"point:{gi}"), MARKERS[(gi + gi // 6) % len(MARKERS)]
+        home = _home(p, data, specs) or next(
+            (k for k, v in p["on"].items() if v.get("supported")), None)
+        pred = getattr(pts[group[0]], "prediction", None)
+        if pred is not None and home is not None:   # the roofline bound, its own marker
+            by = ax.y(p["flops"] / pred.bound_seconds)
+            fig.line([(px, by), (px, py)], stroke=col, width=1, dash=[2, 2],
+                     gid=f"bound-link:{p['name']}")
+            fig.line([(px - 9, by), (px + 9, by)], stroke=col, width=3,
+                     gid=f"bound:{p['name']}")
+            drawn["bounds"].append({"name": p["name"], "x": x, "y": p["flops"] /
+                                    pred.bound_seconds})
+            drawn["markers"].append((px - 10, by - 3, px + 10, by + 3))
+        box = _marker(fig, shape, px, py, 6.5, fill=col if p["measured"] else color("panel"),
+                      stroke=col, gid=f"point:{p['name']}", tip=p["label"])
+        drawn["markers"].append(box)
+        fig.record(f"point:{p['name']}", x=x, y=y, filled=bool(p["measured"]), color=col,
+                   marker=shape, group=[i + 1 for i in group])
+        numbers = ", ".join(f"#{i + 1}" for i in group)
+        names = list(dict.fromkeys(data["points"][i]["name"] for i in group))
+        text = f"{numbers} {' = '.join(names)}" + (" (same spot)" if len(group) > 1 else "")
+        drawn["anchors"].append((px, py, text, col))
+        for i in group:
+            kind = "measured" if data["points"][i]["measured"] else "predicted"
+            drawn[kind].append({"name": data["points"][i]["name"], "x": x, "y": y,
+                                "home": home, "number": i + 1, "color": col,
+                                "marker": shape})
+        for g in data["gpus"]:
+            on = p["on"].get(g["key"], {})
+            if g["key"] == home or not on.get("supported"):
+                continue
+            gc = color(f"gpu:{g['key']}")
+            qy = ax.y(on["attainable"])
+            fig.rect(px - 4.5, qy - 4.5, 9, 9, fill=gc, stroke=color("foreground"), width=0.8,
+                     opacity=0.9, gid=f"projection:{p['name']}:{g['key']}")
+            drawn["projections"].append({"name": p["name"], "gpu": g["key"], "x": x,
+                                         "y": on["attainable"]})
+            fig.record(f"projection:{p['name']}:{g['key']}", x=x, y=on["attainable"],
+                       opacity=0.9, color=gc)
+            drawn["markers"].append((px - 6, qy - 6, px + 6, qy + 6))
+    return drawn
+
+
+def _labels(fig: SvgFigure, drawn: dict, ridges: list, segments: list) -> list[dict]:
+    """Ridge and point labels, placed free of each other, the lines and the markers."""
+    anchors, texts = [], []
+    for rx, ry, col, inten, key, prec in ridges:
+        fig.polygon([(rx, ry - 5), (rx + 5, ry), (rx, ry + 5), (rx - 5, ry)], fill=col,
+                    gid=f"ridge:{key}:{prec}")
+        drawn["markers"].append((rx - 6, ry - 6, rx + 6, ry + 6))
+    seen = set()
+    for rx, ry, col, inten, key, prec in ridges:
+        text = f"ridge {inten:.3g} FLOP/B"
+        if (key, round(inten)) in seen:
+            continue
+        seen.add((key, round(inten)))
+        anchors.append((rx, ry, text_width(text, 10), 12.0, 6.0))
+        texts.append((text, col, 10.0, "ridge-label", (rx, ry)))
+    for px, py, text, col in drawn["anchors"]:
+        anchors.append((px, py, text_width(text, 11.5), 14.0, 9.0))
+        texts.append((text, color("foreground"), 11.5, "point-label", (px, py)))
+    placed = place_labels(anchors, drawn["markers"], segments, (_L + 2, _T + 2, _L + _PW - 2,
+                                                                _T + _PH - 2))
+    out = []
+    for (rect, moved), (text, col, size, gid, at) in zip(placed, texts):
+        if moved:
+            cx = min(max(at[0], rect[0]), rect[2])
+            cy = min(max(at[1], rect[1]), rect[3])
+            fig.line([at, (cx, cy)], stroke=color("muted"), width=0.8, gid="leader")
+        fig.text(rect[0], rect[3] - 3, text, size=size, fill=col, halo=True, gid=gid)
+        out.append({"text": text, "rect": rect, "anchor": at, "moved": moved, "kind": gid})
+    return out
+
+
+def _legend(fig: SvgFigure, entries: list, x: float, y: float, width: float) -> float:
+    """Legend rows: a sample drawn as in the plot, then the text (wrapped)."""
+    from tilelab.lab.ownership_svg import _lines
+
+    for kind, style, text in entries:
+        if kind == "line":
+            fig.line([(x, y + 7), (x + 30, y + 7)], gid="legend-sample", **style)
+        elif kind == "marker":
+            _marker(fig, style["shape"], x + 15, y + 7, 5.5, fill=style["fill"],
+                    stroke=style["stroke"], gid="legend-sample")
+        elif kind == "bound":
+            fig.line([(x + 6, y + 7), (x + 24, y + 7)], stroke=style["stroke"], width=3,
+                     gid="legend-sample")
+        elif kind == "ridge":
+            fig.polygon([(x + 15, y + 2), (x + 20, y + 7), (x + 15, y + 12), (x + 10, y + 7)],
+                        fill=style["fill"], gid="legend-sample")
+        else:
+            fig.rect(x + 10, y + 2.5, 9, 9, fill=style["fill"], stroke=color("foreground"),
+                     width=0.8, gid="legend-sample")
+        for n, line in enumerate(_lines(text, width - 38, 11)):
+            fig.text(x + 38, y + 11 + 14 * n, line, size=11, gid="legend")
+            height = 14 * (n + 1)
+        y += max(18, height + 4)
+    return y
+
+
+def _table(fig: SvgFigure, data: dict, drawn: dict, pts: list, y: float) -> float:
+    """One row per point (number, kernel, work, time) and the model's terms under it."""
+    from tilelab.lab.ownership_svg import _lines
+    from tilelab.perf.roofline import format_flops, format_seconds
+
+    cols = (12, 48, 300, 400, 520, 640)
+    heads = ("#", "kernel", "FLOP/B", "performance", "time", "how")
+    for cx, h in zip(cols, heads):
+        fig.text(cx, y, h, size=11, weight="bold", gid="table-head")
+    y += 17
+    marks = {d["number"]: d for k in ("measured", "predicted") for d in drawn[k]}
+    notes: list[str] = []
+    for i, p in enumerate(data["points"]):
+        d = marks.get(i + 1)
+        if d is not None:
+            _marker(fig, d["marker"], cols[0] + 4, y - 4, 4.5,
+                    fill=d["color"] if p["measured"] else color("panel"), stroke=d["color"],
+                    gid="table-marker", width=1.6)
+        how = ("measured on " + (p["device"] or "a GPU") if p["measured"] else
+               "model for " + str(p["device"]) if getattr(pts[i], "prediction", None) else
+               "roofline bound on " + str(p["device"]) if p["seconds"] else "counted only")
+        perf = _point_y(p)
+        row = (f"{i + 1}", p["name"][:40], f"{p['intensity']:.3g}",
+               format_flops(perf, digits=3) if perf else "–",
+               format_seconds(p["seconds"], digits=3) if p["seconds"] else "–", how)
+        for cx, v in zip(cols, row):
+            fig.text(cx + (16 if cx == cols[0] else 0), y, v, size=11, gid="table-cell")
+        y += 16
+        pred = getattr(pts[i], "prediction", None)
+        if pred is not None:
+            line = (f"model: {pred.summary()}; roofline bound "
+                    f"{format_seconds(pred.bound_seconds, digits=3)}")
+            for part in _lines(line, fig.width - 60, 10.5):
+                fig.text(cols[1], y, part, size=10.5, fill=color("muted"), gid="table-model")
+                y += 14
+            notes += [a for a in pred.assumptions if a not in notes]
+            y += 2
+    if notes:
+        y += 6
+        fig.text(12, y, "Model assumptions (tilelab.perf.predict.CONSTANTS; uncalibrated "
+                        "ones are placeholders until a GPU run fits them):", size=11,
+                 weight="bold", gid="assumptions")
+        y += 15
+        for a in notes:
+            for part in _lines("• " + a, fig.width - 30, 10.5):
+                fig.text(16, y, part, size=10.5, fill=color("muted"), gid="assumption")
+                y += 14
+    return y
+
+
+def _legend_entries(data: dict, drawn: dict, pts: list) -> list:
+    entries = [("ridge", {"fill": color("muted")},
+                "ridge point: peak ÷ bandwidth (FLOP/B); left of it memory-bound, right "
+                "compute-bound")]
+    if drawn["measured"]:
+        entries.append(("marker", {"shape": "circle", "fill": color("foreground"),
+                                   "stroke": color("foreground")}, "measured on a GPU"))
+    if drawn["predicted"]:
+        model = any(getattr(p, "prediction", None) for p in pts)
+        counted = all(p["seconds"] is None for p in data["points"] if not p["measured"])
+        what = ("predicted (counted, no GPU time)" if counted else
+                "predicted by the model (counted on the CPU; see the table)" if model else
+                "predicted (counted on the CPU; roofline bound time)")
+        entries.append(("marker", {"shape": "circle", "fill": color("panel"),
+                                   "stroke": color("foreground")}, what))
+    if drawn["bounds"]:
+        entries.append(("bound", {"stroke": color("foreground")},
+                        "the roofline bound of a predicted point (no real kernel gets there)"))
+    if drawn["projections"]:
+        entries.append(("square", {"fill": color("muted")},
+                        "projection onto another GPU, in its colour (roofline bound)"))
+    return entries
+
+
+def roofline_figure(points: Any = (), gpus: Sequence[Any] | None = ("b200", "rtx5090", "h200"),
+                    *, precisions: Sequence[str] | None = None, current: Any = None,
+                    theme: "Theme | str | None" = None, title: str | None = None,
+                    density: str = "dense") -> SvgFigure:
+    """A log-log roofline as SVG: FLOP/B against FLOP/s, one ceiling line per GPU and
+    precision (ridge points marked and labelled in FLOP/B), the current device's *measured*
+    ceilings when ``current`` is given (a :class:`~tilelab.perf.ceilings.MeasuredCeilings`
+    or a measured GPUSpec), and each launch as a numbered point with its own colour and
+    marker: filled when measured on a GPU, hollow when predicted (with the roofline bound as
+    a bar above a modelled point), with projections onto the other GPUs; the table under
+    the plot lists the points and the model's terms and assumptions.
+
+    ``points`` are :class:`~tilelab.perf.roofline.RooflinePoint` (or
+    :class:`~tilelab.lab.roofline_plot.ModelPoint`), counted
+    :class:`~tilelab.perf.counting.Work` or a whole :class:`~tilelab.perf.roofline.Roofline`
+    (``gpus=None`` then draws that Roofline's GPUs). ``precisions`` defaults to FP32 and
+    those of the points; ``density="sparse"`` draws 2:4-sparse tensor rates instead.
+
+    Example:
+        >>> from tilelab.perf.counting import softmax
+        >>> fig = roofline_figure([softmax(4096, 4096)], gpus=("h200",), theme="dark")
+        >>> fig.tilelab["legend"]  # doctest: +NORMALIZE_WHITESPACE
+        ['H200 fp32 (CUDA cores, dense)', 'H200 memory 4.8 TB/s',
+         'ridge point: peak ÷ bandwidth (FLOP/B); left of it memory-bound, right
+         compute-bound', 'predicted (counted, no GPU time)']
+    """
+    from tilelab.lab.roofline_plot import _as_points
+    from tilelab.perf.roofline import Roofline
+    from tilelab.perf.specs import lookup_gpu
+
+    t = get_theme(theme)
+    pts, roof_gpus = _as_points(points)
+    r = Roofline(gpus if gpus is not None else roof_gpus, density=density)
+    if current is not None:
+        r.add_gpu(current.spec() if hasattr(current, "spec") and callable(current.spec)
+                  else lookup_gpu(current))
+    for p in pts:
+        r.add_point(p)
+    data = r.series(precisions=precisions)
+    precs = list(precisions or r.default_precisions())
+    specs = {g.key: g for g in r.gpus}
+    lo, hi = data["intensity_range"]
+    ys = [y for g in data["gpus"] for c in g["ceilings"] for y in c["polyline"]["performance"]]
+    for p in data["points"]:
+        y = _point_y(p)
+        ys += [y] if y else []
+        ys += [v["attainable"] for v in p["on"].values() if v.get("supported")]
+    ylo, yhi = (10 ** math.floor(math.log10(min(ys) / 1.5)),
+                10 ** math.ceil(math.log10(max(ys) * 1.5))) if ys else (1e9, 1e16)
+    ax = _Axes(lo, hi, ylo, yhi)
+    head = title or "Roofline: dense ceilings (no 2:4 sparsity); projections are bounds"
+    fig = SvgFigure(_W, 600, title=head, theme=t)
+    fig.text(12, 22, head, size=14, weight="bold", gid="title")
+    _draw_axes(fig, ax)
+    legend, segments, ridges = _ceilings(fig, ax, data, specs, precs)
+    drawn = _points(fig, ax, data, pts, specs)
+    labels = _labels(fig, drawn, ridges, segments)
+    entries = legend + _legend_entries(data, drawn, pts)
+    bottom = _legend(fig, entries, _L + _PW + 18, _T, _W - (_L + _PW + 18) - 8)
+    y = _table(fig, data, drawn, pts, max(_T + _PH + 62, bottom + 14))
+    fig.height = y + 8
+    drawn.pop("markers")
+    fig.tilelab = {"kind": "roofline", "series": data, "legend": [e[2] for e in entries],
+                   "drawn": drawn, "labels": labels, "segments": segments,
+                   "theme": t.name, "precisions": precs}
+    return fig
