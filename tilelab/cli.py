@@ -1,4 +1,4 @@
-"""The ``tilelab`` command: ``demo``, ``compile``, ``cache``.
+"""The ``tilelab`` command: ``demo``, ``compile``, ``cache``, ``generate``.
 
 Examples::
 
@@ -6,6 +6,7 @@ Examples::
     tilelab compile kernels.py::add --arch sm_90 --emit tileir,ptx,sass,resources \\
         --args "tl.spec(4096, 'f32').partition(256), tl.spec(4096, 'f32'), tl.spec(4096, 'f32')"
     tilelab cache info
+    tilelab generate --model checkpoints/Qwen3-0.6B --prompt "Hello" --max-new-tokens 16
 """
 from __future__ import annotations
 
@@ -130,6 +131,29 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     return run_demo(arch=ns.arch, out_dir=ns.out)
 
 
+def cmd_generate(ns: argparse.Namespace) -> int:
+    from tilelab.models.cli import run_generate
+
+    return run_generate(ns)
+
+
+def _add_generate(sub) -> None:
+    """``tilelab generate``; its implementation is tilelab.models.cli (imported on use)."""
+    g = sub.add_parser("generate", help="decode tokens with a Qwen3 checkpoint "
+                                        "(tilelab.models)")
+    g.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
+    prompt = g.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--ids", help="prompt token ids, comma-separated: 1,2,3")
+    prompt.add_argument("--prompt", help="prompt text (needs the checkpoint's tokenizer.json)")
+    g.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate")
+    g.add_argument("--temperature", type=float, default=0.0,
+                   help="0 (the default) decodes greedily; above 0 samples")
+    g.add_argument("--device", choices=("cpu", "gpu"), default=None,
+                   help="backend (default: the GPU when there is one, else the CPU)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    g.set_defaults(func=cmd_generate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tilelab", description="Fearless tile kernels: "
                                 "compile, run and inspect safe cuTile kernels.")
@@ -154,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("cache", help="inspect or clear the compiled-kernel cache")
     k.add_argument("action", choices=("info", "clear"))
     k.set_defaults(func=cmd_cache)
+    _add_generate(sub)
     return p
 
 

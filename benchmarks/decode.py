@@ -1,0 +1,658 @@
+"""Qwen3 decode on the GPU: the tilelab engine against Hugging Face transformers.
+
+For Qwen3-4B- and 8B-shaped models with random bf16 weights (built on the device from
+the real configs: nothing is downloaded), batch 1, a 128-token prompt and 256 new
+tokens, this measures, in one run:
+
+1. correctness first, on the same weights: the engine's prefill logits against
+   transformers' (max error as a fraction of the logits' spread, top-1 agreement),
+   and 64 greedy tokens (the matching prefix, and the first near-tie of the reference,
+   up to which they must match);
+2. decode tokens/s (the prefill excluded, median of ``--runs``) of the engine's
+   replayed graph and of its plain launches, of transformers eager and of
+   transformers with a static cache and ``torch.compile``;
+3. the fraction of the nominal HBM roofline: bytes per token (every weight but the
+   embedding table, which counts only as a tied lm_head, plus the KV cache at the
+   mean context) x tokens/s / the GPU's nominal bandwidth;
+4. a per-kernel breakdown of one step (CUDA events around each launch, L2 flushed;
+   bytes from :mod:`tilelab.models.step_cost`, fraction of bandwidth);
+5. decode attention against torch SDPA at contexts 1K-32K.
+
+Everything goes into one JSON (GPU, driver, versions, date). ``--dry-run`` runs the
+same code on the CPU backend with a tiny config and a few tokens.
+
+Usage::
+
+    python benchmarks/decode.py --models 4b,8b --tokens 256
+    python benchmarks/decode.py --dry-run
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "4b": dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728,
+               num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+               head_dim=128, tie_word_embeddings=True),
+    "8b": dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288,
+               num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+               head_dim=128, tie_word_embeddings=False),
+    "tiny": dict(vocab_size=300, hidden_size=96, intermediate_size=160,
+                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 head_dim=16, tie_word_embeddings=False),
+}
+COMMON = dict(rms_norm_eps=1e-6, rope_theta=1000000.0, max_position_embeddings=40960)
+CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
+CHECK_TOKENS = 64
+
+
+# ------------------------------------------------------------------ models
+
+def build_models(name: str, device: str, seed: int = 0,
+                 step_config: Any = None) -> tuple[Any, Any]:
+    """(transformers model, tilelab engine) sharing one set of random bf16 weights;
+    ``step_config``: the engine's decode tiles (a ``StepConfig``; None: its defaults)."""
+    import torch
+    import transformers
+
+    from tilelab.models import Qwen3
+    from tilelab.models.config import Qwen3Config
+    from tilelab.models.device_weights import DeviceWeights
+
+    shape = dict(SHAPES[name], **COMMON)
+    if name == "tiny":
+        shape["max_position_embeddings"] = 512
+    torch.manual_seed(seed)
+    hf_cfg = transformers.Qwen3Config(**shape, attn_implementation="sdpa")
+    tdev = "cuda" if device == "gpu" else "cpu"
+    with torch.device(tdev):
+        hf = transformers.Qwen3ForCausalLM(hf_cfg).to(torch.bfloat16).eval()
+    if tdev == "cuda":
+        torch.cuda.synchronize()
+    cfg = Qwen3Config(dtype="bfloat16", **shape)
+    m = hf.model
+
+    def layer(i: int) -> dict[str, Any]:
+        blk = m.layers[i]
+        a, f = blk.self_attn, blk.mlp
+        return {"q_proj": a.q_proj.weight, "k_proj": a.k_proj.weight,
+                "v_proj": a.v_proj.weight, "o_proj": a.o_proj.weight,
+                "q_norm": a.q_norm.weight, "k_norm": a.k_norm.weight,
+                "input_layernorm": blk.input_layernorm.weight,
+                "post_attention_layernorm": blk.post_attention_layernorm.weight,
+                "gate_proj": f.gate_proj.weight, "up_proj": f.up_proj.weight,
+                "down_proj": f.down_proj.weight}
+
+    with torch.no_grad():
+        weights = DeviceWeights.from_arrays(
+            cfg, layer, m.embed_tokens.weight.detach(), m.norm.weight.detach(),
+            None if cfg.tie_word_embeddings else hf.lm_head.weight.detach(),
+            device=device)
+    return hf, Qwen3(weights, max_tokens=1024, step_config=step_config)
+
+
+def _sync(device: str) -> None:
+    if device == "gpu":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _hf_generate(hf: Any, ids: list[int], n: int, **kw: Any) -> Any:
+    import torch
+
+    x = torch.tensor([ids], device=hf.device)
+    with torch.no_grad():
+        return hf.generate(x, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                           pad_token_id=0, **kw)
+
+
+# ------------------------------------------------------------------ 1. correctness
+
+def _rel(a: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(a - ref) / max(float(np.linalg.norm(ref)), 1e-30))
+
+
+def _hf_float32(hf: Any, prompt: list[int], n: int) -> tuple[np.ndarray, list, list]:
+    """transformers in float32 on the same (bf16-valued) weights: prefill logits, the
+    per-step logits and tokens of ``n`` greedy steps; the model is cast back after
+    (bf16 -> float32 -> bf16 is exact)."""
+    import torch
+
+    hf.float()
+    try:
+        with torch.no_grad():
+            ref = hf(torch.tensor([prompt], device=hf.device)).logits[0].cpu().numpy()
+        out = _hf_generate(hf, prompt, n, output_logits=True, return_dict_in_generate=True)
+        steps = [lg[0].float().cpu().numpy() for lg in out.logits]
+        return ref, steps, out.sequences[0, len(prompt):].tolist()
+    finally:
+        hf.to(torch.bfloat16)
+
+
+def check(hf: Any, engine: Any, prompt: list[int], n: int) -> dict[str, Any]:
+    """Prefill logits and ``n`` greedy tokens of the engine against transformers.
+
+    The reference is transformers in float32 on the same bf16 weights; transformers in
+    bf16 is measured against it too, so the engine's error reads against the error bf16
+    arithmetic itself makes. Logits pass when the engine's relative error (Frobenius,
+    over every position and the vocabulary) is at most twice transformers-bf16's plus
+    0.5%. Greedy tokens must equal the float32 reference's up to its first near-tie: a
+    step whose top-2 gap is under twice the engine's largest prefill logit error (with
+    random weights the logits are nearly flat, so near-ties come early: the token check
+    is weak there, and the logits check is the one that tells).
+    """
+    import torch
+
+    with torch.no_grad():
+        ref16 = hf(torch.tensor([prompt], device=hf.device)).logits[0].float().cpu().numpy()
+    ref, step_logits, ref_tokens = _hf_float32(hf, prompt, n)
+    bf16_tokens = _hf_generate(hf, prompt, n)[0, len(prompt):].tolist()
+    got = engine.logits(prompt)
+    err = float(np.abs(got - ref).max())
+    scale = float(ref.std())
+    rel, rel_hf = _rel(got, ref), _rel(ref16, ref)
+    tokens = engine.generate(prompt, max_new_tokens=n)
+    gap = 2 * err
+    tie = next((i for i, lg in enumerate(step_logits)
+                if np.diff(np.sort(lg)[-2:])[0] < gap), n)
+
+    def prefix(a: list, b: list) -> int:
+        return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+    match = prefix(tokens, ref_tokens)
+    logits_ok = rel <= 2 * rel_hf + 5e-3
+    return {"reference": "transformers float32 on the same bf16 weights",
+            "logits_rel_error": rel, "hf_bf16_logits_rel_error": rel_hf,
+            "logits_max_abs_error": err, "hf_bf16_logits_max_abs_error":
+                float(np.abs(ref16 - ref).max()),
+            "logits_std": scale, "logits_error_over_std": err / scale if scale else None,
+            "top1_agreement": float(np.mean(got.argmax(-1) == ref.argmax(-1))),
+            "hf_bf16_top1_agreement": float(np.mean(ref16.argmax(-1) == ref.argmax(-1))),
+            "greedy_tokens": n, "greedy_matching_prefix": match,
+            "hf_bf16_greedy_matching_prefix": prefix(bf16_tokens, ref_tokens),
+            "first_near_tie": tie, "near_tie_gap": gap,
+            "passed": bool(logits_ok and match >= tie)}
+
+
+# ------------------------------------------------------------------ 2. tokens/s
+
+def engine_tok_s(engine: Any, prompt: list[int], n: int, runs: int,
+                 graph: bool) -> dict[str, Any]:
+    """Decode tokens/s of the engine: ``n - 1`` steps after the prefill, timed alone."""
+    samples = []
+    for _ in range(runs):
+        step = engine.begin(prompt)
+        t0 = time.perf_counter()
+        fut = None
+        for _ in range(n - 1):
+            if engine.device == "cpu" and fut is not None:
+                fut.wait()
+            fut = step.replay() if graph else step.run()
+        if fut is not None:
+            fut.wait()
+        samples.append((n - 1) / (time.perf_counter() - t0))
+    return {"tok_s": statistics.median(samples), "samples": samples}
+
+
+def hf_tok_s(hf: Any, prompt: list[int], n: int, runs: int, device: str,
+             **kw: Any) -> dict[str, Any]:
+    """Decode tokens/s of transformers: (generate n) - (generate 1), per new token."""
+    def timed(k: int) -> float:
+        _sync(device)
+        t0 = time.perf_counter()
+        _hf_generate(hf, prompt, k, **kw)
+        _sync(device)
+        return time.perf_counter() - t0
+
+    timed(n)                                   # warm-up (and compile, if any)
+    first = statistics.median(timed(1) for _ in range(max(1, runs)))
+    samples = [(n - 1) / max(1e-9, timed(n) - first) for _ in range(runs)]
+    return {"tok_s": statistics.median(samples), "samples": samples,
+            "prefill_and_first_token_s": first}
+
+
+def hf_compiled_tok_s(hf: Any, prompt: list[int], n: int, runs: int,
+                      device: str) -> dict[str, Any]:
+    """transformers with a static cache, whose ``generate`` then compiles its decode
+    step with torch.compile (Inductor, ``reduce-overhead``: CUDA graphs, gpt-fast
+    style) through its own ``CompileConfig`` (wrapping ``forward`` by hand instead
+    replays CUDA graphs whose outputs ``generate`` still holds)."""
+    from transformers.generation.configuration_utils import CompileConfig
+
+    try:
+        t0 = time.perf_counter()
+        res = hf_tok_s(hf, prompt, n, runs, device, cache_implementation="static",
+                       compile_config=CompileConfig(fullgraph=True,
+                                                    mode="reduce-overhead"))
+        res["compile_and_warmup_s"] = time.perf_counter() - t0
+        return res
+    except Exception as e:  # noqa: BLE001 - a failed compile is a result, not a crash
+        return {"error": f"{type(e).__name__}: {e}"[:500]}
+
+
+# ------------------------------------------------------------------ 4. per kernel
+
+def kernel_breakdown(engine: Any, context: int, bandwidth: float) -> list[dict[str, Any]]:
+    """Device time of one launch of each kernel kind (the first layer's), times its
+    launches per step, next to its counted bytes."""
+    import tilelab as tl
+
+    step = engine.decode_step()
+    cache = engine.cache
+    rows = {r.kernel: r for r in engine.step_cost(context)}
+    seen, out = set(), []
+    for launch in step.launches:
+        if launch.kind in seen:
+            continue
+        seen.add(launch.kind)
+        cache.pos.copy_(np.array([context - 1], np.int32))
+        r = tl.bench(launch.run, warmup=3, rep=20, name=launch.kind)
+        row = rows[launch.kind]
+        per_launch_bytes = row.bytes / row.launches
+        out.append({"kernel": launch.kind, "launches": row.launches,
+                    "us_per_launch": r.median * 1e6, "us_per_step": r.median * 1e6 *
+                    row.launches, "bytes_per_launch": per_launch_bytes,
+                    "fraction_of_bandwidth": per_launch_bytes / r.median / bandwidth})
+    cache.pos.copy_(np.array([context - 1], np.int32))
+    total = sum(o["us_per_step"] for o in out) or 1.0
+    for o in out:
+        o["share_of_step"] = o["us_per_step"] / total
+    return out
+
+
+# ------------------------------------------------------------------ 5. attention
+
+def attention_vs_sdpa(contexts: tuple[int, ...], device: str) -> list[dict[str, Any]]:
+    """The step's decode attention (split + combine, Qwen3-8B heads) against torch SDPA."""
+    import torch
+    import torch.nn.functional as F
+
+    import tilelab as tl
+    from tilelab.kernels.decode import LOG2E, decode_combine_head_kernel, decode_split_kernel
+    from tilelab.models.decode_step import whole_chunks
+
+    hq, hk, d = 32, 8, 128
+    g = hq // hk
+    tdev = "cuda" if device == "gpu" else "cpu"
+    out = []
+    for ctx in contexts:
+        gen = torch.Generator(device=tdev).manual_seed(ctx)
+        q = torch.randn(1, hq, 1, d, device=tdev, generator=gen).to(torch.bfloat16)
+        k = torch.randn(1, hk, ctx, d, device=tdev, generator=gen).to(torch.bfloat16)
+        v = torch.randn(1, hk, ctx, d, device=tdev, generator=gen).to(torch.bfloat16)
+        qt = tl.from_dlpack(q.reshape(hk, g, d).contiguous())
+        kt, vt = tl.from_dlpack(k[0]), tl.from_dlpack(v[0])
+        pos = tl.tensor(np.array([ctx - 1], np.int32), device=device)
+        splits = whole_chunks(max(1, min(-(-2 * 132 // hk), -(-ctx // 64))), 16)
+        po = tl.empty((hk, splits, g * d), "float32", device=device)
+        pl = tl.empty((hk, splits, g), "float32", device=device)
+        o = tl.empty(hq * d, "bfloat16", device=device)
+        from tilelab.kernels._host import hinted
+
+        split = hinted(decode_split_kernel, occupancy=4)
+        chunk = min(16, 1 << (splits - 1).bit_length())
+
+        parts = (po.partition((1, 1, 16 * d)), pl.partition((1, 1, 16)))
+        merged = (o.reshape(hk, g, d).partition((1, 1, d)), po.reshape(hk, splits, g, d))
+
+        def ours():
+            split.launch_async(*parts, qt, kt, vt, pos, LOG2E / math.sqrt(d), 64, d)
+            return decode_combine_head_kernel.launch_async(*merged, pl, chunk, d)
+
+        _sync(device)
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                             enable_gqa=True).reshape(-1)
+        ours().wait()
+        err = float((torch.from_dlpack(o).float().to(ref.device) - ref).abs().max())
+        # the two launches replayed as one graph, as the engine runs them: the host's
+        # work between them stays out of the device time
+        with tl.graph() as pair:
+            ours()
+        t_ours = tl.bench(pair.replay, warmup=3, rep=20, name="decode_attention").median
+        t_sdpa = _time_torch(lambda: F.scaled_dot_product_attention(q, k, v,
+                                                                    enable_gqa=True),
+                             device)
+        kv_bytes = 2 * hk * ctx * d * 2
+        out.append({"context": ctx, "tilelab_us": t_ours * 1e6, "sdpa_us": t_sdpa * 1e6,
+                    "speedup_vs_sdpa": t_sdpa / t_ours, "max_abs_error": err,
+                    "tilelab_bandwidth": kv_bytes / t_ours})
+    return out
+
+
+def _time_torch(fn: Any, device: str, reps: int = 20) -> float:
+    """Median seconds of a torch call: on the GPU by events on tilelab's stream (L2
+    flushed, as tl.bench does for tilelab's kernels), else by the host clock."""
+    import tilelab as tl
+
+    if device != "gpu":
+        return tl.bench(fn, warmup=2, rep=reps).median
+    import torch
+
+    from tilelab.runtime.streams import resolve_stream
+
+    try:
+        stream = torch.cuda.ExternalStream(int(resolve_stream(None).handle))
+    except Exception:  # noqa: BLE001 - no handle to share: time on torch's own stream
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(reps + 3):
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e-3)
+        return statistics.median(times[3:])
+    with torch.cuda.stream(stream):
+        return tl.bench(fn, warmup=3, rep=reps).median
+
+
+# ------------------------------------------------------------------ the run
+
+def env_info(device: str) -> dict[str, Any]:
+    """GPU, driver, versions and date of this run."""
+    from importlib import metadata
+
+    info: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc)
+                            .isoformat(timespec="seconds"), "device": device,
+                            "python": sys.version.split()[0]}
+    for pkg in ("tilelab", "torch", "transformers", "cuda-tile", "nvidia-cuda-tileiras"):
+        try:
+            info[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            info[pkg] = None
+    if device == "gpu":
+        from cuda.bindings import driver
+
+        from tilelab.runtime.device import gpu
+
+        info["gpu"] = gpu().name
+        _, ver = driver.cuDriverGetVersion()
+        info["driver_cuda_version"] = f"{ver // 1000}.{ver % 1000 // 10}"
+    else:
+        info["gpu"] = None
+    return info
+
+
+def _bandwidth(gpu_name: str | None) -> tuple[str, float]:
+    from tilelab.perf.specs import lookup_gpu, spec_for_device
+
+    spec = (spec_for_device(gpu_name) if gpu_name else None) or lookup_gpu("h200")
+    return spec.name, spec.bandwidth
+
+
+def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
+              compile_hf: bool, bandwidth: float, deadline: float = math.inf,
+              step_config: Any = None, tune: bool = False,
+              table_from: str | None = None) -> dict[str, Any]:
+    """Everything measured for one model shape; transformers with torch.compile is
+    skipped when fewer than 150 s are left before ``deadline`` (a perf_counter time);
+    ``tune``: time the projection GEMVs' tiles first and decode with the winners;
+    ``table_from``: a decode JSON whose tuning of this model gives the tiles instead."""
+    from tilelab.models.step_cost import decode_bytes_per_token
+
+    t0 = time.perf_counter()
+    hf, engine = build_models(name, device, step_config=step_config)
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(0, engine.config.vocab_size, prompt_len).tolist()
+    res: dict[str, Any] = {"model": name, "shape": SHAPES[name], "prompt": prompt_len,
+                           "new_tokens": tokens, "build_s": time.perf_counter() - t0}
+    if tune:
+        engine, res["gemv_tuning"] = _tuned(engine, step_config)
+    elif table_from:
+        engine, res["gemv_tuning"] = _from_table(engine, step_config, name, table_from)
+    res["check"] = check(hf, engine, prompt, min(CHECK_TOKENS, tokens))
+    _say(f"{name}: check {res['check']}")
+    res["engine_graph"] = engine_tok_s(engine, prompt, tokens, runs, graph=True)
+    # plain launches are host-bound and steady from the first steps: fewer tokens
+    res["engine_launches"] = engine_tok_s(engine, prompt, min(tokens, 64), runs,
+                                          graph=False)
+    _say(f"{name}: engine {res['engine_graph']['tok_s']:.1f} tok/s (graph), "
+         f"{res['engine_launches']['tok_s']:.1f} (launches)")
+    res["hf_eager"] = hf_tok_s(hf, prompt, tokens, runs, device)
+    _say(f"{name}: transformers eager {res['hf_eager']['tok_s']:.1f} tok/s")
+    if compile_hf and deadline - time.perf_counter() < 150:
+        res["hf_static_compiled"] = {"error": "skipped: too little of the time budget left"}
+    elif compile_hf:
+        res["hf_static_compiled"] = hf_compiled_tok_s(hf, prompt, tokens, runs, device)
+        _say(f"{name}: transformers static+compile {res['hf_static_compiled']}")
+    mean_ctx = prompt_len + tokens // 2
+    per_token = decode_bytes_per_token(engine.config, mean_ctx)
+    res["bytes_per_token"] = per_token
+    for key in ("engine_graph", "engine_launches", "hf_eager", "hf_static_compiled"):
+        r = res.get(key)
+        if r and "tok_s" in r:
+            r["fraction_of_hbm_roofline"] = per_token * r["tok_s"] / bandwidth
+    res["kernels"] = kernel_breakdown(engine, prompt_len + 1, bandwidth)
+    # the kernels' device time against the replayed step's wall time: the gap is what
+    # launch latency and the kernels' tails cost inside the graph
+    res["kernels_sum_us"] = sum(k["us_per_step"] for k in res["kernels"])
+    res["graph_step_us"] = 1e6 / res["engine_graph"]["tok_s"]
+    res["step_cost"] = [r.to_dict() for r in engine.step_cost(prompt_len + 1)]
+    del hf, engine
+    if device == "gpu":
+        import torch
+
+        torch.cuda.empty_cache()
+    res["total_s"] = time.perf_counter() - t0
+    return res
+
+
+def _tuned(engine: Any, step_config: Any) -> tuple[Any, dict[str, Any]]:
+    """The engine rebuilt with the measured best tiles of each projection GEMV."""
+    import dataclasses
+
+    try:                                  # run as benchmarks.decode (the suite)
+        from benchmarks.decode_tune import summary as tune_summary
+        from benchmarks.decode_tune import tune_gemv
+    except ImportError:                   # run as a script from benchmarks/
+        from decode_tune import summary as tune_summary
+        from decode_tune import tune_gemv
+    from tilelab.models import Qwen3
+    from tilelab.models.decode_step import StepConfig
+
+    t0 = time.perf_counter()
+    table, rows = tune_gemv(engine)
+    _say("gemv tiles:\n" + tune_summary(rows))
+    base = step_config or StepConfig()
+    tuned = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
+                  step_config=dataclasses.replace(base, gemv_table=table))
+    chosen = [{"kind": key[0], "n": key[1], "k": key[2], "bn": c.bn, "bk": c.bk,
+               "occupancy": c.occupancy} for key, c in table]
+    return tuned, {"chosen": chosen, "candidates": rows,
+                   "seconds": time.perf_counter() - t0}
+
+
+def _from_table(engine: Any, step_config: Any, name: str,
+                path: str) -> tuple[Any, dict[str, Any]]:
+    """The engine rebuilt with the tiles an earlier tuning run chose for this model."""
+    import dataclasses
+
+    from tilelab.kernels.decode_gemv import GemvConfig
+    from tilelab.models import Qwen3
+    from tilelab.models.decode_step import StepConfig
+
+    runs = json.loads(Path(path).read_text())["models"]
+    chosen = next((m["gemv_tuning"]["chosen"] for m in runs
+                   if m["model"] == name and "gemv_tuning" in m), None)
+    if chosen is None:
+        raise SystemExit(f"decode.py: {path} has no GEMV tuning of model {name!r}")
+    table = tuple(((c["kind"], c["n"], c["k"]),
+                   GemvConfig(bn=c["bn"], bk=c["bk"], occupancy=c["occupancy"]))
+                  for c in chosen)
+    base = step_config or StepConfig()
+    tuned = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
+                  step_config=dataclasses.replace(base, gemv_table=table))
+    return tuned, {"chosen": chosen, "source": str(path)}
+
+
+def _say(line: str) -> None:
+    print(f"[decode] {line}", flush=True)
+
+
+def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: int = 128,
+        runs: int = 3, dry_run: bool = False, compile_hf: bool = True,
+        contexts: tuple[int, ...] = CONTEXTS, budget_s: float = 510.0,
+        save: str | None = None, step_config: Any = None,
+        tune: bool = False, table_from: str | None = None) -> dict[str, Any]:
+    """Run the benchmark and return the result dict (see the module docstring).
+    ``dry_run`` uses the CPU backend and the tiny config; ``budget_s`` is the time the
+    whole run should take (transformers with torch.compile is skipped when it would not
+    fit); ``save``: a JSON path rewritten after each model, so a run cut short keeps
+    what it measured; ``step_config``: the engine's decode tiles (``StepConfig``).
+
+    Example:
+        >>> r = run(dry_run=True, tokens=3, prompt=4, runs=1)       # doctest: +SKIP
+        >>> r["models"][0]["check"]["passed"]                         # doctest: +SKIP
+        True
+    """
+    import tilelab as tl
+
+    device = "cpu" if dry_run else tl.backend()
+    if dry_run:
+        models = ("tiny",) if models else ()
+        contexts, compile_hf = tuple(c for c in (64, 256)), False
+    info = env_info(device)
+    gpu_name, bandwidth = _bandwidth(info.get("gpu"))
+    result: dict[str, Any] = {"benchmark": "decode", "env": info,
+                              "step_config": repr(step_config) if step_config else "default",
+                              "bandwidth_gpu": gpu_name, "nominal_bandwidth": bandwidth,
+                              "dry_run": dry_run, "models": []}
+    deadline = time.perf_counter() + budget_s
+    for name in models:
+        result["models"].append(run_model(name, device, prompt, tokens, runs, compile_hf,
+                                          bandwidth, deadline, step_config, tune,
+                                          table_from))
+        _save(result, save)
+    result["attention_vs_sdpa"] = attention_vs_sdpa(contexts, device)
+    _save(result, save)
+    return result
+
+
+def _save(result: dict[str, Any], path: str | None) -> None:
+    if path:
+        Path(path).write_text(json.dumps(result, indent=2, default=str) + "\n")
+
+
+def summary(result: dict[str, Any]) -> str:
+    """A few lines for the terminal."""
+    lines = [f"decode benchmark on {result['env'].get('gpu') or 'the CPU backend'} "
+             f"(roofline of {result['bandwidth_gpu']})"]
+    for m in result["models"]:
+        c = m["check"]
+        lines.append(f"  {m['model']}: check {'passed' if c['passed'] else 'FAILED'} "
+                     f"(logits rel err {c['logits_rel_error']:.3g} vs transformers-bf16 "
+                     f"{c['hf_bf16_logits_rel_error']:.3g}; top-1 {c['top1_agreement']:.2f} "
+                     f"vs {c['hf_bf16_top1_agreement']:.2f}; greedy prefix "
+                     f"{c['greedy_matching_prefix']}/{c['greedy_tokens']} vs "
+                     f"{c['hf_bf16_greedy_matching_prefix']}, first near tie "
+                     f"{c['first_near_tie']})")
+        for key in ("engine_graph", "engine_launches", "hf_eager", "hf_static_compiled"):
+            r = m.get(key)
+            if r is None:
+                continue
+            if "tok_s" in r:
+                lines.append(f"    {key:<20} {r['tok_s']:10.1f} tok/s  "
+                             f"{100 * r['fraction_of_hbm_roofline']:5.1f}% of the HBM "
+                             "roofline")
+            else:
+                lines.append(f"    {key:<20} {r.get('error')}")
+        lines.append(f"    one step: {m['graph_step_us']:.0f} us replayed, kernels alone "
+                     f"{m['kernels_sum_us']:.0f} us")
+        top = sorted(m["kernels"], key=lambda k: -k["us_per_step"])[:4]
+        lines.append("    most time: " + ", ".join(
+            f"{k['kernel']} {k['us_per_step']:.0f} us ({100 * k['share_of_step']:.0f}%)"
+            for k in top))
+    for a in result["attention_vs_sdpa"]:
+        lines.append(f"  attention @ {a['context']:>6}: {a['tilelab_us']:9.1f} us vs SDPA "
+                     f"{a['sdpa_us']:9.1f} us ({a['speedup_vs_sdpa']:.2f}x), err "
+                     f"{a['max_abs_error']:.2g}")
+    return "\n".join(lines)
+
+
+def _step_config(ap: argparse.ArgumentParser, gemv: str | None, splits: int | None) -> Any:
+    if gemv is None and splits is None:
+        return None
+    from tilelab.kernels.decode_gemv import GemvConfig
+    from tilelab.models.decode_step import StepConfig
+
+    cfg = None
+    if gemv is not None:
+        try:
+            bn, bk = (int(v) for v in gemv.split(","))
+            cfg = GemvConfig(bn=bn, bk=bk)
+        except ValueError as e:
+            ap.error(f"--gemv {gemv!r}: give two powers of two, rows,K ({e})")
+    return StepConfig(gemv=cfg, attn_splits=splits)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command line: ``--models 4b,8b --tokens N --runs R --dry-run --no-compile --out F``
+    (``--gemv BN,BK`` and ``--attn-splits N`` tune the engine's decode step)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="4b,8b", help="comma-separated: 4b, 8b")
+    ap.add_argument("--tokens", type=int, default=256, help="new tokens per run")
+    ap.add_argument("--prompt", type=int, default=128, help="prompt length")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs (median)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="CPU backend, tiny config, a few tokens")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="skip transformers with torch.compile")
+    ap.add_argument("--budget", type=float, default=510.0,
+                    help="seconds the run may take (transformers+compile is skipped "
+                         "when it would not fit)")
+    ap.add_argument("--gemv", default=None, metavar="BN,BK",
+                    help="tiles of the projection GEMVs (rows per block, K per step)")
+    ap.add_argument("--tune-gemv", action="store_true",
+                    help="time the projection GEMVs' tiles first, decode with the best")
+    ap.add_argument("--gemv-table", default=None, metavar="JSON",
+                    help="take the projection tiles from an earlier --tune-gemv run")
+    ap.add_argument("--attention-only", action="store_true",
+                    help="only decode attention against SDPA (no models)")
+    ap.add_argument("--attn-splits", type=int, default=None,
+                    help="KV splits per KV head of decode attention")
+    ap.add_argument("--out", default=None, help="JSON path (default: benchmarks/results/"
+                                                "decode_<gpu>_<date>.json; none for a dry run)")
+    a = ap.parse_args(argv)
+    models = tuple(m.strip() for m in a.models.split(",") if m.strip())
+    bad = [m for m in models if m not in ("4b", "8b")]
+    if bad:
+        ap.error(f"unknown model {bad[0]!r}: choose 4b and/or 8b")
+    if a.attention_only:
+        models = ()
+    tokens, prompt, runs = a.tokens, a.prompt, a.runs
+    if a.dry_run:
+        tokens, prompt, runs = min(tokens, 4), min(prompt, 8), 1
+    out = a.out
+    if out is None and not a.dry_run:
+        import tilelab as tl
+
+        gpu = "gpu"
+        if tl.backend() == "gpu":
+            from tilelab.runtime.device import gpu as get_gpu
+
+            gpu = get_gpu().name.lower().replace("nvidia ", "")
+        out = str(Path(__file__).resolve().parent / "results" /
+                  f"decode_{gpu.replace(' ', '_')}_{datetime.date.today()}.json")
+    result = run(models, tokens=tokens, prompt=prompt, runs=runs, dry_run=a.dry_run,
+                 compile_hf=not a.no_compile, budget_s=a.budget, save=out,
+                 step_config=_step_config(ap, a.gemv, a.attn_splits), tune=a.tune_gemv,
+                 table_from=a.gemv_table)
+    print(summary(result))
+    if out:
+        print(f"wrote {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The Qwen3 engine's decode machinery: graph replay, sampling, the KV cache, safety,
+the cost table and the errors users read (tiny checkpoints, CPU interpreter)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilelab as tl
+from tilelab.models import Qwen3
+from tilelab.models.errors import GenerateInputError
+
+from .qwen3_reference import hf_cache
+
+PROMPT = [5, 60, 7, 211, 9]
+
+
+@pytest.fixture(scope="module")
+def path(qwen3_checkpoint_factory):
+    return qwen3_checkpoint_factory(initializer_range=0.1)
+
+
+@pytest.fixture(scope="module")
+def model(path):
+    return Qwen3.from_pretrained(path, device="cpu", max_tokens=32)
+
+
+def test_graph_replay_gives_the_plain_launches_tokens(model):
+    step = model.decode_step()
+    replayed = model.generate(PROMPT, max_new_tokens=5)
+    assert step.graph is not None and len(step.graph.entries) == len(step.launches)
+    assert model.generate(PROMPT, max_new_tokens=5, graph=False) == replayed
+    sampled = model.generate(PROMPT, max_new_tokens=5, temperature=0.9, seed=4)
+    assert model.generate(PROMPT, max_new_tokens=5, temperature=0.9, seed=4,
+                          graph=False) == sampled
+
+
+def test_the_step_takes_no_host_arguments_that_change(model):
+    """A replay reads token and position from device memory: the step advances them."""
+    model.generate(PROMPT, max_new_tokens=3)
+    assert model.cache.position() == len(PROMPT) + 2
+    assert model.cache.read_tokens(0, len(PROMPT)) == PROMPT
+
+
+def test_sampling_is_reproducible_by_seed(model):
+    a = model.generate(PROMPT, max_new_tokens=6, temperature=1.0, seed=11)
+    assert model.generate(PROMPT, max_new_tokens=6, temperature=1.0, seed=11) == a
+    b = model.generate(PROMPT, max_new_tokens=6, temperature=1.0, seed=12)
+    assert a != b
+    assert all(0 <= t < model.config.vocab_size for t in a + b)
+
+
+def test_a_temperature_near_zero_is_greedy(model):
+    greedy = model.generate(PROMPT, max_new_tokens=5)
+    assert model.generate(PROMPT, max_new_tokens=5, temperature=1e-5, seed=3) == greedy
+
+
+def test_kv_cache_holds_transformers_past_keys_and_values(path):
+    model = Qwen3.from_pretrained(path, device="cpu", max_tokens=32)
+    new = model.generate(PROMPT, max_new_tokens=4)
+    seq = PROMPT + new[:-1]           # every token the engine has run through the model
+    ref = hf_cache(path, seq)
+    assert len(ref) == model.config.num_hidden_layers
+    for layer, (rk, rv) in enumerate(ref):
+        k, v = model.cache.contents(layer, len(seq))
+        assert k.shape == rk.shape == (model.config.num_key_value_heads, len(seq),
+                                       model.config.head_dim)
+        # bf16 storage of the keys/values: 2^-8 relative, plus the activations' drift
+        for got, want in ((k, rk), (v, rv)):
+            assert np.abs(got - want).max() <= 0.03 * np.abs(want).max() + 0.02
+    kc, _ = model.cache.layer(0)
+    assert np.all(kc.numpy()[:, len(seq):] == 0)      # nothing written past the position
+
+
+def test_every_kernel_the_engine_launches_is_safe(model):
+    kernels = model.kernels()
+    names = {k.definition.name for k in kernels}
+    for expected in ("embed_at_kernel", "qk_norm_rope_cache_kernel", "decode_split_kernel",
+                     "decode_combine_head_kernel", "gemv_kernel", "gemv_silu_mul_kernel",
+                     "lm_head_partial_kernel", "pick_token_kernel", "advance_kernel",
+                     "kv_fill_kernel", "flash_attention_kernel", "embedding_kernel"):
+        assert expected in names, (expected, sorted(names))
+    for k in kernels:
+        assert not k.definition.options.unsafe, k.definition.name
+
+
+def test_step_cost_has_a_row_per_launch_kind(model):
+    step = model.decode_step()
+    rows = model.step_cost(context=20)
+    kinds = {l.kind for l in step.launches}
+    assert {r.kernel for r in rows} == kinds
+    assert sum(r.launches for r in rows) == len(step.launches)
+    by = {r.kernel: r for r in rows}
+    c = model.config
+    nq, nkv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+    qkv_weight = (nq + 2 * nkv) * c.hidden_size * 2
+    assert by["qkv_gemv"].bytes >= c.num_hidden_layers * qkv_weight
+    assert by["attn_split"].bytes > model.step_cost(context=2)[
+        [r.kernel for r in rows].index("attn_split")].bytes
+    assert by["lm_head_partial"].flops == 2 * c.vocab_size * c.hidden_size
+
+
+def test_errors_users_read(model):
+    with pytest.raises(GenerateInputError, match=r"ids\[1\] = 300 is outside the vocabulary"):
+        model.generate([1, 300])
+    with pytest.raises(GenerateInputError, match="not an integer"):
+        model.logits([1, 2.5])
+    with pytest.raises(GenerateInputError, match="exceed the KV cache's 32 positions"):
+        model.generate(PROMPT, max_new_tokens=40)
+    with pytest.raises(GenerateInputError, match="max_new_tokens must be a positive int"):
+        model.generate(PROMPT, max_new_tokens=0)
+    with pytest.raises(GenerateInputError, match="temperature must be a number >= 0"):
+        model.generate(PROMPT, temperature=-1.0)
+    with pytest.raises(GenerateInputError, match="list of ints"):
+        model.generate("hello")
+    with pytest.raises(GenerateInputError, match="empty"):
+        model.logits([])
+
+
+def test_repr_and_default_device(path):
+    m = Qwen3.from_pretrained(path, max_tokens=16)
+    assert m.device == tl.backend()
+    assert "layers=2" in repr(m) and "max_tokens=16" in repr(m)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "decode_step", "prefill", "kv_cache", "step_cost",
+                                  "device_weights"])
+def test_module_examples_run_and_public_names_have_examples(name):
+    import doctest
+    import importlib
+    import inspect
+
+    module = importlib.import_module(f"tilelab.models.{name}")
+    res = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.failed == 0
+    for attr in module.__all__:
+        obj = getattr(module, attr)
+        if inspect.isfunction(obj) or inspect.isclass(obj):
+            assert "Example" in (obj.__doc__ or ""), f"{name}.{attr}"
+
+
+def test_an_unsupported_head_dim_is_refused_with_the_reason():
+    from types import SimpleNamespace
+
+    from tilelab.models.qwen3 import UnsupportedModelError
+
+    weights = SimpleNamespace(config=SimpleNamespace(head_dim=80))
+    with pytest.raises(UnsupportedModelError, match="head_dim 80 is not supported"):
+        Qwen3(weights)

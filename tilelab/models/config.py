@@ -1,0 +1,263 @@
+"""The configuration of a Qwen3 checkpoint, parsed from its Hugging Face ``config.json``.
+
+Both layouts that transformers writes are read: 4.x (top-level ``rope_theta``,
+``torch_dtype``) and 5.x (``rope_parameters: {"rope_type": "default", "rope_theta": ...}``,
+``dtype``). Keys that Hugging Face treats as optional take Hugging Face's defaults for
+Qwen3; every other problem raises :class:`~tilelab.models.errors.CheckpointError` naming
+the file and the key.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import CheckpointError
+
+__all__ = ["Qwen3Config", "parse_config", "read_config", "DTYPES"]
+
+DTYPES = ("bfloat16", "float16", "float32")
+ARCHITECTURE = "Qwen3ForCausalLM"
+MODEL_TYPE = "qwen3"
+# Hugging Face's Qwen3Config defaults for the keys a config.json may leave out
+_DEFAULTS = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 32768,
+             "tie_word_embeddings": False}
+
+
+@dataclass(frozen=True)
+class Qwen3Config:
+    """The shape and numerics of a Qwen3 model (the keys of ``config.json`` it uses).
+
+    ``dtype`` is the declared weight dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``.
+
+    Example:
+        >>> c = Qwen3Config(vocab_size=300, hidden_size=96, intermediate_size=160,
+        ...                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        ...                 head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0,
+        ...                 max_position_embeddings=512, tie_word_embeddings=False,
+        ...                 dtype="bfloat16")
+        >>> c.weight_shapes()["model.layers.0.self_attn.k_proj.weight"]
+        (32, 96)
+    """
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    dtype: str
+
+    def weight_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The Hugging Face tensor names of the model and the shape each must have
+        (``lm_head.weight`` only when the embeddings are not tied).
+
+        Example:
+            >>> config.weight_shapes()["model.embed_tokens.weight"]  # doctest: +SKIP
+            (300, 96)
+        """
+        h, q, kv = self.hidden_size, self.num_attention_heads * self.head_dim, \
+            self.num_key_value_heads * self.head_dim
+        shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (self.vocab_size, h),
+                                              "model.norm.weight": (h,)}
+        if not self.tie_word_embeddings:
+            shapes["lm_head.weight"] = (self.vocab_size, h)
+        for i in range(self.num_hidden_layers):
+            for short, shape in _layer_shapes(self, q, kv).items():
+                shapes[layer_tensor_name(i, short)] = shape
+        return shapes
+
+
+# short name -> where it lives inside model.layers.{i}
+LAYER_TENSORS = {
+    "q_proj": "self_attn.q_proj", "k_proj": "self_attn.k_proj", "v_proj": "self_attn.v_proj",
+    "o_proj": "self_attn.o_proj", "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm",
+    "input_layernorm": "input_layernorm", "post_attention_layernorm": "post_attention_layernorm",
+    "gate_proj": "mlp.gate_proj", "up_proj": "mlp.up_proj", "down_proj": "mlp.down_proj",
+}
+
+
+def layer_tensor_name(layer: int, short: str) -> str:
+    """The Hugging Face name of a layer's tensor.
+
+    Example:
+        >>> layer_tensor_name(3, "gate_proj")
+        'model.layers.3.mlp.gate_proj.weight'
+    """
+    return f"model.layers.{layer}.{LAYER_TENSORS[short]}.weight"
+
+
+def _layer_shapes(c: Qwen3Config, q: int, kv: int) -> dict[str, tuple[int, ...]]:
+    h, f = c.hidden_size, c.intermediate_size
+    return {"q_proj": (q, h), "k_proj": (kv, h), "v_proj": (kv, h), "o_proj": (h, q),
+            "q_norm": (c.head_dim,), "k_norm": (c.head_dim,), "input_layernorm": (h,),
+            "post_attention_layernorm": (h,), "gate_proj": (f, h), "up_proj": (f, h),
+            "down_proj": (h, f)}
+
+
+def read_config(path: str | Path) -> Qwen3Config:
+    """Read and check ``config.json`` (the file itself, or the directory holding it).
+
+    Example:
+        >>> read_config("checkpoints/Qwen3-0.6B").num_hidden_layers  # doctest: +SKIP
+        28
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise CheckpointError("no config.json", path=path.parent,
+                              hint="point at a Hugging Face checkpoint directory (the one "
+                                   "holding config.json and the *.safetensors files)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}",
+                              path=path) from None
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"not UTF-8 text ({e.reason})", path=path) from None
+    return parse_config(raw, path=path)
+
+
+def parse_config(raw: Any, *, path: str | Path = "config.json") -> Qwen3Config:
+    """Check a loaded ``config.json`` (a dict) and make a :class:`Qwen3Config`.
+
+    Example:
+        >>> parse_config({"model_type": "llama"}, path="c/config.json")
+        Traceback (most recent call last):
+        ...
+        tilelab.models.errors.CheckpointError: c/config.json: model_type is 'llama', not 'qwen3'
+        hint: tilelab.models loads Qwen3 checkpoints (Qwen3ForCausalLM) only
+    """
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"the top level must be a JSON object, not {type(raw).__name__}",
+                              path=path)
+    _check_architecture(raw, path)
+    cfg = _Reader(raw, path)
+    hidden, heads = cfg.positive_int("hidden_size"), cfg.positive_int("num_attention_heads")
+    kv_heads = cfg.positive_int("num_key_value_heads", default=heads)
+    if heads % kv_heads:
+        raise CheckpointError(f"num_attention_heads ({heads}) is not a multiple of "
+                              f"num_key_value_heads ({kv_heads})", path=path,
+                              key="num_key_value_heads")
+    if "head_dim" not in raw and hidden % heads:
+        raise CheckpointError(f"no head_dim, and hidden_size ({hidden}) is not a multiple "
+                              f"of num_attention_heads ({heads})", path=path, key="head_dim")
+    _check_unsupported(raw, path)
+    return Qwen3Config(
+        vocab_size=cfg.positive_int("vocab_size"), hidden_size=hidden,
+        intermediate_size=cfg.positive_int("intermediate_size"),
+        num_hidden_layers=cfg.positive_int("num_hidden_layers"),
+        num_attention_heads=heads, num_key_value_heads=kv_heads,
+        head_dim=cfg.positive_int("head_dim", default=hidden // heads),
+        rms_norm_eps=cfg.positive_float("rms_norm_eps"),
+        rope_theta=_rope_theta(raw, cfg, path),
+        max_position_embeddings=cfg.positive_int("max_position_embeddings"),
+        tie_word_embeddings=cfg.boolean("tie_word_embeddings"),
+        dtype=_dtype(raw, path))
+
+
+class _Reader:
+    """Typed access to config keys with located errors."""
+
+    def __init__(self, raw: dict, path):
+        self.raw, self.path = raw, path
+
+    def _get(self, key: str, default: Any):
+        if key in self.raw and self.raw[key] is not None:
+            return self.raw[key]
+        if default is not None:
+            return default
+        if key in _DEFAULTS:
+            return _DEFAULTS[key]
+        raise CheckpointError(f"missing key {key!r}", path=self.path, key=key,
+                              hint="a Qwen3 config.json written by transformers has it")
+
+    def positive_int(self, key: str, default: int | None = None) -> int:
+        value = self._get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise CheckpointError(f"{key} must be a positive integer, not {value!r}",
+                                  path=self.path, key=key)
+        return value
+
+    def positive_float(self, key: str, value: Any = None) -> float:
+        value = self._get(key, None) if value is None else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise CheckpointError(f"{key} must be a positive number, not {value!r}",
+                                  path=self.path, key=key)
+        return float(value)
+
+    def boolean(self, key: str) -> bool:
+        value = self._get(key, None)
+        if not isinstance(value, bool):
+            raise CheckpointError(f"{key} must be true or false, not {value!r}",
+                                  path=self.path, key=key)
+        return value
+
+
+def _check_architecture(raw: dict, path) -> None:
+    hint = f"tilelab.models loads Qwen3 checkpoints ({ARCHITECTURE}) only"
+    if "model_type" not in raw:
+        raise CheckpointError("missing key 'model_type'", path=path, key="model_type",
+                              hint=hint)
+    if raw["model_type"] != MODEL_TYPE:
+        raise CheckpointError(f"model_type is {raw['model_type']!r}, not {MODEL_TYPE!r}",
+                              path=path, key="model_type", hint=hint)
+    archs = raw.get("architectures")
+    if archs is not None and (not isinstance(archs, list) or ARCHITECTURE not in archs):
+        raise CheckpointError(f"architectures is {archs!r}, which does not include "
+                              f"{ARCHITECTURE!r}", path=path, key="architectures", hint=hint)
+
+
+def _check_unsupported(raw: dict, path) -> None:
+    """Features of the Qwen3 config family that the engine does not implement."""
+    checks = [
+        ("hidden_act", raw.get("hidden_act", "silu") == "silu", "the activation must be 'silu'"),
+        ("attention_bias", raw.get("attention_bias") in (None, False),
+         "attention with bias terms is not supported"),
+        ("use_sliding_window", raw.get("use_sliding_window") in (None, False),
+         "sliding-window attention is not supported"),
+        ("layer_types", all(t == "full_attention" for t in raw.get("layer_types") or ()),
+         "only 'full_attention' layers are supported"),
+    ]
+    for key, ok, what in checks:
+        if not ok:
+            raise CheckpointError(f"{key} is {raw.get(key)!r}: {what}", path=path, key=key)
+
+
+def _rope_theta(raw: dict, cfg: _Reader, path) -> float:
+    params = raw.get("rope_parameters")
+    if params is None:  # transformers 4.x: top-level rope_theta, scaling in rope_scaling
+        scaling = raw.get("rope_scaling")
+        if scaling is not None:
+            kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) \
+                else scaling
+            if kind != "default":
+                raise CheckpointError(f"rope_scaling is {scaling!r}: only the default RoPE "
+                                      "is supported", path=path, key="rope_scaling")
+        return cfg.positive_float("rope_theta")
+    if not isinstance(params, dict):
+        raise CheckpointError(f"rope_parameters must be an object, not {params!r}", path=path,
+                              key="rope_parameters")
+    if params.get("rope_type", "default") != "default":
+        raise CheckpointError(f"rope_parameters.rope_type is {params['rope_type']!r}: only "
+                              "'default' RoPE is supported", path=path, key="rope_parameters")
+    theta = params.get("rope_theta", raw.get("rope_theta", _DEFAULTS["rope_theta"]))
+    return cfg.positive_float("rope_parameters.rope_theta", theta)
+
+
+def _dtype(raw: dict, path) -> str:
+    key = "dtype" if raw.get("dtype") is not None else "torch_dtype"
+    value = raw.get(key)
+    if value is None:
+        return ""  # not declared: load_checkpoint takes the stored weights' dtype
+    if value not in DTYPES:
+        raise CheckpointError(f"{key} is {value!r}: unsupported dtype", path=path, key=key,
+                              hint=f"tilelab.models reads {', '.join(DTYPES)} checkpoints")
+    return value

@@ -1,0 +1,363 @@
+"""One decode step of the Qwen3 engine: its launches, buffers and CUDA graph.
+
+The step reads the current token and position from device memory
+(:class:`~tilelab.models.kv_cache.KVCache`), so it is recorded once with
+``tl.graph()`` and replayed unchanged; its last kernels write the next token into
+``tokens[pos + 1]`` and advance ``pos``. Per layer (``h`` the residual stream, ping-
+ponging between two buffers because a kernel may not read the tensor it writes):
+
+====================  ==============================================================
+``add_rms_norm``      ``h = h + down``, ``n = rmsnorm(h)`` (layer 0: ``rms_norm`` of
+                      the embedding)
+``qkv_gemv``          ``qkv = W_qkv @ n`` (q, k and v weights concatenated)
+``qk_norm_rope_kv``   q/k per-head RMSNorm, RoPE at ``pos``, k and v into the cache
+``attn_split``        split-KV GQA attention over positions ``0..pos``
+``attn_combine``      merge of the splits
+``o_gemv_residual``   ``h' = h + W_o @ attn``
+``rms_norm``          ``n = rmsnorm(h')``
+``gate_up_silu_gemv`` ``act = silu(W_gate @ n) * (W_up @ n)``
+``down_gemv``         ``down = W_down @ act``
+====================  ==============================================================
+
+then ``final_add_rms_norm``, ``lm_head_partial`` (logits and per-block max/index),
+``pick_token`` (argmax, or the Gumbel-max sample) and ``advance``. The embedding of
+``tokens[pos]`` (``embed``) opens the step.
+
+Example:
+    >>> step = DecodeStep(weights, cache)                         # doctest: +SKIP
+    >>> step.run(); step.capture(); step.replay().wait()          # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import tilelab as tl
+from tilelab.kernels import add_rms_norm, rms_norm
+from tilelab.kernels._host import hinted
+from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_combine_head_kernel,
+                                    decode_split_kernel,
+                                    embed_at_kernel, lm_head_partial_kernel,
+                                    pick_token_kernel, qk_norm_rope_cache_kernel)
+from tilelab.kernels.decode_gemv import (GemvConfig, default_gemv_config, gemv_silu_mul,
+                                         row_gemv)
+from tilelab.models.kv_cache import pow2_at_least
+
+__all__ = ["StepConfig", "StepLaunch", "DecodeStep", "HEAD_KINDS", "whole_chunks"]
+
+#: the launches that turn the final hidden state into the next token (prefill runs them)
+HEAD_KINDS = ("lm_head_partial", "pick_token", "advance")
+#: the smallest MMA's rows: a GQA group's query rows are padded to this many
+_MMA_ROWS = 16
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """Tiles of the decode step's kernels (what a GPU run tunes).
+
+    ``gemv``: tiles of every projection GEMV (None: :func:`default_gemv_config` per
+    shape); ``head``: tiles of the lm_head GEMV (its rows per block set the number of
+    argmax partials); ``attn_bn``: keys per step of decode attention; ``attn_splits``:
+    KV splits per KV head, fixed when the step is built (None: two blocks per SM over
+    the KV heads, at most one split per key tile of the cache); ``attn_occupancy``:
+    blocks per SM hint of the split kernel; ``combine_chunk``, ``pick_chunk``: partials
+    merged per step by the combine kernels; ``num_sms``: the SM count the defaults
+    plan for (None: the device's; 132, an H200's, on the CPU backend);
+    ``gemv_table``: per-projection tiles that win over ``gemv``, as
+    ``((kind, n, k), GemvConfig)`` pairs (``kind`` is the launch's cost-table row, e.g.
+    ``"qkv_gemv"``), which a tuning run measures (``benchmarks/decode_tune.py``).
+
+    Example:
+        >>> StepConfig(attn_splits=4).attn_splits
+        4
+    """
+
+    gemv: GemvConfig | None = None
+    head: GemvConfig = GemvConfig(bn=16, bk=512)
+    attn_bn: int = 64
+    attn_splits: int | None = None
+    attn_occupancy: int | None = 4
+    combine_chunk: int = 16
+    pick_chunk: int = 1024
+    num_sms: int | None = None
+    gemv_table: tuple[tuple[tuple[str, int, int], GemvConfig], ...] = ()
+
+    def gemv_for(self, kind: str, n: int, k: int) -> GemvConfig | None:
+        """The tiles chosen for one projection: its ``gemv_table`` entry, else ``gemv``.
+
+        Example:
+            >>> cfg = StepConfig(gemv_table=((("down_gemv", 8, 16), GemvConfig(bn=8)),))
+            >>> cfg.gemv_for("down_gemv", 8, 16).bn, cfg.gemv_for("qkv_gemv", 8, 16)
+            (8, None)
+        """
+        for key, cfg in self.gemv_table:
+            if key == (kind, n, k):
+                return cfg
+        return self.gemv
+
+
+@dataclass
+class StepLaunch:
+    """One launch of the step: ``kind`` (the cost table's row), its layer (None
+    outside the layers) and ``run()``, which issues it without waiting.
+
+    Example:
+        >>> [l.kind for l in step.launches][:2]                      # doctest: +SKIP
+        ['embed', 'rms_norm']
+    """
+
+    kind: str
+    layer: int | None
+    run: Callable[[], Any] = field(repr=False)
+
+
+def whole_chunks(splits: int, chunk: int) -> int:
+    """``splits`` rounded down to whole chunks of the combine kernel (or, below one
+    chunk, to a power of two), so the combine never loads a partly padded chunk of
+    partials (on the H200 such a chunk made the merge tens of times slower).
+
+    Example:
+        >>> whole_chunks(33, 16), whole_chunks(12, 16), whole_chunks(1, 16)
+        (32, 8, 1)
+    """
+    if splits >= chunk:
+        return splits - splits % chunk
+    return 1 << (splits.bit_length() - 1)
+
+
+def _sms(device: str, cfg: StepConfig) -> int:
+    if cfg.num_sms is not None:
+        return cfg.num_sms
+    if device == "cpu":
+        return 132        # plan like an H200, as the library does: same code paths
+    from tilelab.runtime.device import num_sms
+
+    return num_sms(device)
+
+
+class DecodeStep:
+    """The buffers and launches of one decode step (see the module docstring).
+
+    ``sample`` builds the sampling variant of the head (Gumbel-max with the cache's
+    ``seed`` and ``inv_temp``) instead of argmax.
+
+    Example:
+        >>> step = DecodeStep(weights, cache, sample=False)          # doctest: +SKIP
+        >>> len(step.launches) == 4 + 9 * cfg.num_hidden_layers       # doctest: +SKIP
+        True
+    """
+
+    def __init__(self, weights: Any, cache: Any, config: StepConfig | None = None, *,
+                 sample: bool = False):
+        self.weights, self.cache = weights, cache
+        self.config = config or StepConfig()
+        self.sample = bool(sample)
+        c = weights.config
+        self.model_config = c
+        dev, dt = weights.device, weights.dtype
+        hk, d = c.num_key_value_heads, c.head_dim
+        g = c.num_attention_heads // hk
+        self.nq, self.nkv = c.num_attention_heads * d, hk * d
+        self.group = g
+        empty = lambda shape, dtype=dt: tl.empty(shape, dtype, device=dev)  # noqa: E731
+        self.h = (empty(c.hidden_size), empty(c.hidden_size))
+        self.normed, self.down = empty(c.hidden_size), empty(c.hidden_size)
+        self.qkv = empty(self.nq + 2 * self.nkv)
+        self.q_rot = empty((hk, g, d))
+        self.attn = empty(self.nq)
+        self.act = empty(c.intermediate_size)
+        self.splits = self._splits(cache.capacity, dev)
+        self.po = empty((hk, self.splits, g * d), "float32")
+        self.plse = empty((hk, self.splits, g), "float32")
+        head = self.config.head
+        self.head_blocks = -(-c.vocab_size // head.bn)
+        self.logits = empty(c.vocab_size, "float32")
+        self.pval = empty(self.head_blocks, "float32")
+        self.pidx = empty(self.head_blocks, "int32")
+        self.launches: list[StepLaunch] = self._build()
+        self.graph: Any = None
+
+    # ---- building ---------------------------------------------------------------------
+    def _splits(self, capacity: int, device: str) -> int:
+        cfg = self.config
+        tiles = -(-capacity // cfg.attn_bn)
+        want = cfg.attn_splits
+        if want is None:
+            want = -(-2 * _sms(device, cfg) // self.model_config.num_key_value_heads)
+        return whole_chunks(max(1, min(int(want), tiles)), cfg.combine_chunk)
+
+    def _gemv_cfg(self, kind: str, n: int, k: int) -> GemvConfig:
+        chosen = self.config.gemv_for(kind, n, k)
+        if chosen is not None:
+            return chosen
+        return default_gemv_config(n, k, _sms(self.weights.device, self.config))
+
+    def gemv_shapes(self) -> list[tuple[str, int, int]]:
+        """The (kind, n, k) of each projection GEMV of a layer: what a tuning run times.
+
+        Example:
+            >>> step.gemv_shapes()[0]                                  # doctest: +SKIP
+            ('qkv_gemv', 6144, 2560)
+        """
+        c = self.model_config
+        h, i = c.hidden_size, c.intermediate_size
+        return [("qkv_gemv", self.nq + 2 * self.nkv, h), ("o_gemv_residual", h, self.nq),
+                ("gate_up_silu_gemv", i, h), ("down_gemv", h, i)]
+
+    def _build(self) -> list[StepLaunch]:
+        w, cache, c = self.weights, self.cache, self.model_config
+        out: list[StepLaunch] = []
+        add = lambda kind, layer, fn: out.append(StepLaunch(kind, layer, fn))  # noqa: E731
+        h_in, h_mid = self.h
+        hidden = c.hidden_size
+        add("embed", None, _async(embed_at_kernel, self.h[0].partition(min(
+            1024, pow2_at_least(hidden))), w.embedding, cache.tokens, cache.pos))
+        for i, lw in enumerate(w.layers):
+            if i == 0:
+                add("rms_norm", i, lambda lw=lw: rms_norm(
+                    h_in, lw.input_norm, eps=c.rms_norm_eps, out=self.normed, sync=False))
+            else:
+                add("add_rms_norm", i, lambda lw=lw: add_rms_norm(
+                    self.down, h_mid, lw.input_norm, eps=c.rms_norm_eps,
+                    out=(self.normed, h_in), sync=False))
+            self._attention_block(add, i, lw)
+            self._mlp_block(add, i, lw)
+        add("final_add_rms_norm", None, lambda: add_rms_norm(
+            self.down, h_mid, w.final_norm, eps=c.rms_norm_eps, out=(self.normed, h_in),
+            sync=False))
+        self._head(add)
+        return out
+
+    def _attention_block(self, add: Callable, i: int, lw: Any) -> None:
+        c, cache, cfg = self.model_config, self.cache, self.config
+        h_in, h_mid = self.h
+        hk, d, nq, nkv = c.num_key_value_heads, c.head_dim, self.nq, self.nkv
+        hidden = c.hidden_size
+        qkv_cfg = self._gemv_cfg("qkv_gemv", nq + 2 * nkv, hidden)
+        add("qkv_gemv", i, lambda: row_gemv(lw.qkv, self.normed, out=self.qkv,
+                                            config=qkv_cfg, sync=False))
+        kc, vc = cache.layer(i)
+        gp = pow2_at_least(self.group)
+        q3 = self.qkv[:nq].reshape(hk, self.group, d)
+        k2 = self.qkv[nq:nq + nkv].reshape(hk, d)
+        v2 = self.qkv[nq + nkv:].reshape(hk, d)
+        s = cache.capacity
+        add("qk_norm_rope_kv", i, _async(
+            qk_norm_rope_cache_kernel, self.q_rot.partition((1, gp, d)),
+            kc.partition((1, s, d)), vc.partition((1, s, d)), q3, k2, v2, lw.q_norm,
+            lw.k_norm, self.weights.cos, self.weights.sin, cache.pos,
+            float(c.rms_norm_eps), d))
+        gc = max(_MMA_ROWS, gp)
+        split = hinted(decode_split_kernel, occupancy=cfg.attn_occupancy)
+        add("attn_split", i, _async(
+            split, self.po.partition((1, 1, gc * d)), self.plse.partition((1, 1, gc)),
+            self.q_rot, kc, vc, cache.pos, LOG2E / math.sqrt(d), cfg.attn_bn, d))
+        chunk = min(cfg.combine_chunk, pow2_at_least(self.splits))
+        add("attn_combine", i, _async(
+            decode_combine_head_kernel, self.attn.reshape(hk, self.group, d).partition(
+                (1, 1, d)), self.po.reshape(hk, self.splits, self.group, d), self.plse, chunk,
+            d))
+        o_cfg = self._gemv_cfg("o_gemv_residual", hidden, nq)
+        add("o_gemv_residual", i, lambda: row_gemv(lw.o, self.attn, residual=h_in,
+                                                   out=h_mid, config=o_cfg, sync=False))
+
+    def _mlp_block(self, add: Callable, i: int, lw: Any) -> None:
+        c = self.model_config
+        h_mid = self.h[1]
+        add("rms_norm", i, lambda: rms_norm(h_mid, lw.post_norm, eps=c.rms_norm_eps,
+                                            out=self.normed, sync=False))
+        gu_cfg = self._gemv_cfg("gate_up_silu_gemv", c.intermediate_size,
+                                c.hidden_size)
+        add("gate_up_silu_gemv", i, lambda: gemv_silu_mul(lw.gate_up, self.normed,
+                                                          out=self.act, config=gu_cfg,
+                                                          sync=False))
+        d_cfg = self._gemv_cfg("down_gemv", c.hidden_size, c.intermediate_size)
+        add("down_gemv", i, lambda: row_gemv(lw.down, self.act, out=self.down,
+                                             config=d_cfg, sync=False))
+
+    def _head(self, add: Callable) -> None:
+        w, cache, cfg = self.weights, self.cache, self.config
+        head = cfg.head
+        kern = hinted(lm_head_partial_kernel, occupancy=head.occupancy)
+        add("lm_head_partial", None, _async(
+            kern, self.logits.partition(head.bn), self.pval.partition(1),
+            self.pidx.partition(1), w.lm_head, self.normed, cache.inv_temp, cache.seed,
+            cache.pos, head.bk, head.latency or 0, int(self.sample)))
+        chunk = min(cfg.pick_chunk, pow2_at_least(self.head_blocks))
+        add("pick_token", None, _async(pick_token_kernel, cache.tokens.partition(
+            cache.capacity), self.pval, self.pidx, cache.pos, chunk))
+        add("advance", None, _async(advance_kernel, cache.pos.partition(1)))
+
+    # ---- running ----------------------------------------------------------------------
+    def run(self) -> Any:
+        """Issue every launch of the step without waiting; returns the last future.
+
+        Example:
+            >>> step.run().wait()                                        # doctest: +SKIP
+        """
+        fut = None
+        for launch in self.launches:
+            fut = _future(launch.run())
+        return fut
+
+    def run_head(self) -> Any:
+        """Issue only the head (lm_head, token pick, advance): after a prefill.
+
+        Example:
+            >>> step.run_head().wait()                                   # doctest: +SKIP
+        """
+        fut = None
+        for launch in self.launches:
+            if launch.kind in HEAD_KINDS:
+                fut = _future(launch.run())
+        return fut
+
+    def capture(self) -> Any:
+        """Record the step once as a graph (a CUDA graph on the GPU, a replay list on the
+        CPU backend); later :meth:`replay` calls run it.
+
+        Example:
+            >>> step.capture(); step.replay().wait()                     # doctest: +SKIP
+        """
+        if self.graph is None:
+            with tl.graph() as g:
+                for launch in self.launches:
+                    launch.run()
+            self.graph = g
+        return self.graph
+
+    def replay(self) -> Any:
+        """Run the recorded step once; returns its future.
+
+        Example:
+            >>> step.replay().wait()                                     # doctest: +SKIP
+        """
+        return self.capture().replay()
+
+    def kernels(self) -> list[Any]:
+        """The distinct tilelab kernels the step launches (recorded from a capture).
+
+        Example:
+            >>> all(not k.options.unsafe for k in step.kernels())        # doctest: +SKIP
+            True
+        """
+        seen: dict[int, Any] = {}
+        for e in self.capture().entries:
+            launcher = getattr(e, "launcher", None)
+            if launcher is not None:
+                seen.setdefault(id(launcher.kernel), launcher.kernel)
+        return list(seen.values())
+
+
+def _async(kernel: Any, *args: Any) -> Callable[[], Any]:
+    """A closure launching ``kernel(*args)`` without waiting (same argument objects
+    every time, so the runtime's prepared launch is reused)."""
+    return lambda: kernel.launch_async(*args)
+
+
+def _future(result: Any) -> Any:
+    """The future of a launch or a library call made with ``sync=False``."""
+    if isinstance(result, tuple):
+        return result[1]
+    return result

@@ -1,0 +1,198 @@
+"""Bytes and FLOPs of every kernel of a Qwen3 decode step, for rooflines.
+
+One row per kernel kind of :class:`~tilelab.models.decode_step.DecodeStep`, summed
+over the layers: how many launches a step makes of it, the bytes they move and the
+FLOPs they do. Counts follow :mod:`tilelab.perf.counting`: each tensor a kernel reads
+is counted once, each it writes once, at its dtype's size — with one addition: the
+fp32 partials that split attention and the lm_head's argmax write and their combine
+kernels read are counted, because those kernels really move them. A multiply-add is 2
+FLOPs. ``context`` is the number of cached positions the step attends to (the new
+token's included).
+
+Example:
+    >>> from types import SimpleNamespace
+    >>> cfg = SimpleNamespace(vocab_size=151936, hidden_size=2560, intermediate_size=9728,
+    ...                       num_hidden_layers=36, num_attention_heads=32,
+    ...                       num_key_value_heads=8, head_dim=128, tie_word_embeddings=True)
+    >>> rows = step_cost(cfg, context=1024)
+    >>> [r.kernel for r in rows][:3]
+    ['embed', 'rms_norm', 'add_rms_norm']
+    >>> round(sum(r.bytes for r in rows) / 1e9, 2)                # GB per token
+    8.24
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tilelab.perf import counting
+from tilelab.perf.counting import Work, dtype_size
+
+__all__ = ["CostRow", "step_cost", "decode_bytes_per_token", "cost_table"]
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """One kernel kind of the step: launches per step and their summed bytes and FLOPs.
+
+    ``work`` is the same as a :class:`tilelab.perf.counting.Work` (name = kernel), which
+    :func:`tilelab.perf.roofline.predict` and ``Roofline.add_work`` take.
+
+    Example:
+        >>> row = CostRow("advance", 1, Work("advance", 1, 4, 4, "fp32"))
+        >>> row.bytes, row.flops, row.intensity
+        (8, 1, 0.125)
+    """
+
+    kernel: str
+    launches: int
+    work: Work
+
+    @property
+    def bytes(self) -> int:
+        """Bytes moved per step by these launches."""
+        return self.work.bytes
+
+    @property
+    def flops(self) -> int:
+        """FLOPs per step of these launches."""
+        return self.work.flops
+
+    @property
+    def intensity(self) -> float:
+        """FLOP/B."""
+        return self.work.intensity
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for tables and JSON.
+
+        Example:
+            >>> sorted(CostRow("advance", 1, Work("advance", 1, 4, 4, "fp32")).to_dict())
+            ['bytes', 'flops', 'intensity', 'kernel', 'launches', 'precision']
+        """
+        return {"kernel": self.kernel, "launches": self.launches, "bytes": self.bytes,
+                "flops": self.flops, "intensity": self.intensity,
+                "precision": self.work.precision}
+
+
+def _times(w: Work, n: int, name: str) -> Work:
+    return Work(name, w.flops * n, w.bytes_read * n, w.bytes_written * n, w.precision)
+
+
+def _w(name: str, flops: float, read: float, written: float, precision: str = "fp32") -> Work:
+    return Work(name, int(flops), int(read), int(written), precision)
+
+
+def _per_layer(c: Any, context: int, s: float, splits: int) -> list[tuple[str, Work]]:
+    """The per-launch work of each kernel of one layer (layer 0's norm is plain)."""
+    h, inter = c.hidden_size, c.intermediate_size
+    hq, hk, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+    nq, nkv = hq * d, hk * d
+    g = hq // hk
+    attn = counting.attention_forward(1, hq, 1, context, d, kv_heads=hk, dtype="bfloat16")
+    partials = splits * hk * (g * d + g) * 4
+    gemv = counting.gemv
+    return [
+        ("qkv_gemv", gemv(nq + 2 * nkv, h, dtype="bfloat16")),
+        ("qk_norm_rope_kv", _w("qk_norm_rope_kv", 8 * (nq + nkv),
+                               (nq + 2 * nkv + 2 * d) * s + 2 * (d // 2) * 4 + 4,
+                               (nq + 2 * nkv) * s)),
+        ("attn_split", _w("attn_split", attn.flops, nq * s + 2 * hk * context * d * s + 4,
+                          partials, attn.precision)),
+        ("attn_combine", _w("attn_combine", 3 * splits * hk * g * d, partials, nq * s)),
+        ("o_gemv_residual", _w("o_gemv_residual", 2 * h * nq + h,
+                               (h * nq + nq + h) * s, h * s)),
+        ("rms_norm", counting.rmsnorm(1, h, dtype="bfloat16")),
+        ("gate_up_silu_gemv", _w("gate_up_silu_gemv", 4 * inter * h + 5 * inter,
+                                 (2 * inter * h + h) * s, inter * s)),
+        ("down_gemv", gemv(h, inter, dtype="bfloat16")),
+    ]
+
+
+def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
+              splits: int | None = None, head_rows: int = 16) -> list[CostRow]:
+    """The cost rows of one decode step attending to ``context`` positions.
+
+    ``splits``: KV splits of decode attention (default: two blocks per SM of an H200
+    over the KV heads, as the step picks); ``head_rows``: rows per block of the lm_head
+    (sets the number of argmax partials). The embedding row read is counted in
+    ``embed``; the lm_head reads the whole (vocab, hidden) matrix.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> cfg = SimpleNamespace(vocab_size=300, hidden_size=96, intermediate_size=160,
+        ...                       num_hidden_layers=2, num_attention_heads=4,
+        ...                       num_key_value_heads=2, head_dim=16,
+        ...                       tie_word_embeddings=False)
+        >>> {r.kernel: r.launches for r in step_cost(cfg, 8)}["qkv_gemv"]
+        2
+    """
+    c, s = config, dtype_size(dtype)
+    if context < 1:
+        raise ValueError(f"step_cost(): context must be >= 1 (the new token), got {context}")
+    h, v, layers = c.hidden_size, c.vocab_size, c.num_hidden_layers
+    splits = splits or max(1, -(-2 * 132 // c.num_key_value_heads))
+    rows: dict[str, list] = {}
+
+    def add(kind: str, w: Work, n: int = 1) -> None:
+        entry = rows.setdefault(kind, [0, None])
+        entry[0] += n
+        total = _times(w, n, kind)
+        prev = entry[1]
+        entry[1] = total if prev is None else Work(
+            kind, prev.flops + total.flops, prev.bytes_read + total.bytes_read,
+            prev.bytes_written + total.bytes_written, total.precision)
+
+    add("embed", _w("embed", 0, h * s + 8, h * s))
+    add("rms_norm", counting.rmsnorm(1, h, dtype="bfloat16"))          # layer 0's input norm
+    add_norm = _w("add_rms_norm", 5 * h, 3 * h * s, 2 * h * s)
+    if layers > 1:
+        add("add_rms_norm", add_norm, layers - 1)
+    for kind, w in _per_layer(c, context, s, splits):
+        add(kind, w, layers)
+    add("final_add_rms_norm", add_norm)
+    blocks = -(-v // head_rows)
+    add("lm_head_partial", _w("lm_head_partial", 2 * v * h, (v * h + h) * s + 12,
+                              v * 4 + 8 * blocks))
+    add("pick_token", _w("pick_token", 2 * blocks, 8 * blocks + 4, 4))
+    add("advance", _w("advance", 1, 4, 4))
+    return [CostRow(kind, n, w) for kind, (n, w) in rows.items()]
+
+
+def decode_bytes_per_token(config: Any, context: int, *, dtype: str = "bfloat16") -> int:
+    """The bytes a decode step must read at least: every weight except the embedding
+    table (which counts only as the lm_head, tied or not) plus the KV cache of
+    ``context`` positions — the numerator of "fraction of the HBM roofline".
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> cfg = SimpleNamespace(vocab_size=151936, hidden_size=2560,
+        ...                       intermediate_size=9728, num_hidden_layers=36,
+        ...                       num_attention_heads=32, num_key_value_heads=8,
+        ...                       head_dim=128, tie_word_embeddings=True)
+        >>> round(decode_bytes_per_token(cfg, 256) / 1e9, 3)
+        8.083
+    """
+    c, s = config, dtype_size(dtype)
+    h, inter, d = c.hidden_size, c.intermediate_size, c.head_dim
+    nq, nkv = c.num_attention_heads * d, c.num_key_value_heads * d
+    per_layer = (h * (nq + 2 * nkv) + nq * h + 3 * inter * h + 2 * h + 2 * d) * s
+    kv = c.num_hidden_layers * 2 * nkv * context * s
+    return int(c.num_hidden_layers * per_layer + (c.vocab_size * h + h) * s + kv)
+
+
+def cost_table(rows: list[CostRow]) -> str:
+    """A plain-text table of the rows with their share of the step's bytes.
+
+    Example:
+        >>> print(cost_table([CostRow("advance", 1, Work("advance", 1, 4, 4, "fp32"))]))
+        kernel               launches        bytes        FLOPs  FLOP/B  bytes %
+        advance                     1            8            1   0.125    100.0
+    """
+    total = sum(r.bytes for r in rows) or 1
+    lines = [f"{'kernel':<20} {'launches':>8} {'bytes':>12} {'FLOPs':>12} {'FLOP/B':>7} "
+             f"{'bytes %':>8}"]
+    for r in rows:
+        lines.append(f"{r.kernel:<20} {r.launches:>8} {r.bytes:>12} {r.flops:>12} "
+                     f"{r.intensity:>7.3g} {100 * r.bytes / total:>8.1f}")
+    return "\n".join(lines)
