@@ -19,23 +19,20 @@ time only, each result checked first):
   streamed back to back over distinct weights (more than 1 GiB of them, so L2 never holds
   the next one), which is how a decode step meets them; torch.mv in the same rounds.
 
-    python benchmarks/ceilings.py --out ceilings.json [--rounds 3]
+Run with the memory group: ``python -m benchmarks --only memory --ceilings``.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cuda.tile as ct
 
-import cuda.tile as ct  # noqa: E402
+import tilelab as tl
 
-import tilelab as tl  # noqa: E402
-from probe_rounds import time_rounds  # noqa: E402
+from .common import Context, time_rounds
+
+__all__ = ["run", "mix_ceiling", "fill_kernel"]
 
 NOMINAL_BPS = 4.8e12          # H200 datasheet HBM3e bandwidth
 MIB = 1 << 20
@@ -74,7 +71,7 @@ def _rel_err(out, ref) -> float:
 
 
 class Timer:
-    """Named calls timed in interleaved rounds (:func:`probe_rounds.time_rounds`); a
+    """Named calls timed in interleaved rounds (:func:`benchmarks.common.time_rounds`); a
     call's figure is the median of its round medians."""
 
     def __init__(self, rounds: int, rep: int):
@@ -373,31 +370,20 @@ def decode(torch, ceilings: dict, rounds: int, rep: int) -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="ceilings.json")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rep", type=int, default=20)
-    ap.add_argument("--only", default="memory,kernels,rope,decode")
-    ns = ap.parse_args()
+def run(ctx: Context) -> dict[str, Any]:
+    """The memory ceilings, the library's memory-bound kernels against them, RoPE by
+    token count and the decode GEMVs alone and streamed (the memory group's
+    ``--ceilings``). GPU only: on the CPU backend it reports itself skipped."""
+    if ctx.backend != "gpu":
+        return {"status": "skipped", "reason": "needs the GPU backend (torch CUDA timing)"}
     import torch
 
     from tilelab.runtime.device import gpu
-    from suite_env import env_info
 
     torch.cuda.set_stream(torch.cuda.ExternalStream(gpu().stream_handle))
-    res: dict = {"env": env_info("gpu"), "argv": sys.argv[1:], "nominal_Bps": NOMINAL_BPS}
-    res["memory"] = memory_ceilings(torch, ns.rounds, ns.rep)
-    if "kernels" in ns.only:
-        res["kernels"] = library_kernels(torch, res["memory"], ns.rounds, ns.rep)
-    if "rope" in ns.only:
-        res["rope_sizes"] = rope_sizes(torch, ns.rounds, ns.rep)
-    if "decode" in ns.only:
-        res["decode"] = decode(torch, res["memory"], ns.rounds, ns.rep)
-    Path(ns.out).write_text(json.dumps(res, indent=1))
-    print(f"wrote {ns.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    res: dict[str, Any] = {"status": "ok", "nominal_Bps": NOMINAL_BPS}
+    res["memory"] = memory_ceilings(torch, ctx.rounds, ctx.rep)
+    res["kernels"] = library_kernels(torch, res["memory"], ctx.rounds, ctx.rep)
+    res["rope_sizes"] = rope_sizes(torch, ctx.rounds, ctx.rep)
+    res["decode"] = decode(torch, res["memory"], ctx.rounds, ctx.rep)
+    return res

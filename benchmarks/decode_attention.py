@@ -10,21 +10,19 @@ heads, head_dim 128, bf16) at a few batch sizes and cache lengths, with torch SD
 (``enable_gqa``) in the same rounds. Bandwidth counts the K and V read once (q and the
 output are negligible).
 
-    python benchmarks/decode_attention.py --out decode_attention.json
+Run with the decode group: ``python -m benchmarks --only decode --decode-attention``.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
-from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tilelab as tl
+from tilelab.kernels import DecodeConfig, decode_attention
 
-import tilelab as tl  # noqa: E402
-from probe_rounds import print_failures, time_rounds  # noqa: E402
-from tilelab.kernels import DecodeConfig, decode_attention  # noqa: E402
+from .common import Context, time_rounds
+
+__all__ = ["run", "variants", "SHAPES"]
 
 NOMINAL_BPS = 4.8e12
 SHAPES = ((1, 32768), (8, 4096), (32, 2048), (64, 8192))     # (batch, cache length)
@@ -46,20 +44,18 @@ def variants(bsz: int, sms: int = 132) -> dict[str, DecodeConfig | None]:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="decode_attention.json")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rep", type=int, default=20)
-    ns = ap.parse_args()
+def run(ctx: Context) -> dict[str, Any]:
+    """Every shape of :data:`SHAPES` over :func:`variants`, checked against SDPA in
+    float32 and timed with SDPA in the same interleaved rounds. GPU only."""
+    if ctx.backend != "gpu":
+        return {"status": "skipped", "reason": "needs the GPU backend (torch CUDA timing)"}
     import torch
 
-    from suite_env import env_info
     from tilelab.runtime.device import gpu
 
     torch.cuda.set_stream(torch.cuda.ExternalStream(gpu().stream_handle))
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    res: dict = {"env": env_info("gpu"), "argv": sys.argv[1:], "nominal_Bps": NOMINAL_BPS,
+    res: dict = {"status": "ok", "nominal_Bps": NOMINAL_BPS,
                  "heads": H, "heads_kv": HKV, "head_dim": D, "cases": {}}
     for bsz, cache in SHAPES:
         q = torch.randn(bsz, H, 1, D, device="cuda", dtype=torch.bfloat16)
@@ -88,7 +84,7 @@ def main() -> int:
                     *a[:3], out=a[3], config=cfg, sync=False)
             except Exception as e:      # a config that does not compile or launch
                 item.update(status="error", error=f"{type(e).__name__}: {e}"[:400])
-        times = time_rounds(calls, ns.rounds, ns.rep)
+        times = time_rounds(calls, ctx.rounds, ctx.rep)
         t_torch = statistics.median(times["torch"])
         print(cid, flush=True)
         for name in sorted(calls, key=lambda n: statistics.median(times[n])):
@@ -99,11 +95,8 @@ def main() -> int:
             print(f"   {name:16s} {sec * 1e6:9.1f} us  {nbytes / sec / 1e12:.2f} TB/s "
                   f"({100 * nbytes / sec / NOMINAL_BPS:.0f}%)  {t_torch / sec:.2f}x torch",
                   flush=True)
-        print_failures(row["variants"], 16)
-    Path(ns.out).write_text(json.dumps(res, indent=1))
-    print(f"wrote {ns.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        for name, item in row["variants"].items():
+            if item.get("status") not in (None, "ok"):
+                print(f"   {name:16s} {item['status']} "
+                      f"{item.get('error', item.get('rel_err'))}", flush=True)
+    return res

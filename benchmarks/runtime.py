@@ -1,48 +1,41 @@
-"""Runtime benchmark (issue: GPU runtime): bandwidth, safety overhead, launch overhead,
-graph replay and GEMM, each next to its baseline timed in the same process.
+"""The ``runtime`` group: what the runtime costs next to its baselines, in one process.
 
-Run on a GPU machine:  python benchmarks/runtime_bench.py --out results.json
-Every figure is a median of CUDA-event timings after warm-up, on fresh random data,
-after a correctness check against a reference.
+* **elementwise**: the tour's safe ``vector_add`` (2^28 elements, f32 and bf16, several
+  tiles) against ``torch.add`` and the same kernel written raw in cuTile (``ct.launch``);
+* **launch**: host time per launch, safe (sync, async with the future kept, dropped or
+  the last kept) against a bare ``cuda.core.launch`` of the same cubin, the driver call
+  through cuda-bindings, ctypes and the native module; loops of 2000 launches and
+  interleaved loops of 500 (which stay below the driver's queue depth);
+* **graphs**: CUDA graph replay of 100 small launches (a chain and independent
+  branches) against torch's CUDA graph of the same adds and a raw cuTile kernel in a
+  torch graph;
+* **gemm**: the tour's safe bf16 GEMM (row-major and grouped) against the raw cuTile
+  twin and cuBLAS, in interleaved rounds;
+* **ceilings**: a 1 GiB device copy and torch's bf16 GEMM, the two ceilings above.
+
+Every result is checked (a NaN-poisoned output compared with torch) before it is timed.
+GPU only (torch CUDA timing): on the CPU backend the group reports itself skipped.
+
+Example:
+    >>> run(Context(backend="cpu"))["status"]
+    'skipped'
 """
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import platform
 import statistics
-import sys
 import time
-from pathlib import Path
+import traceback
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tilelab as tl
+from tilelab.kernels.examples import gemm, vector_add
 
-import tilelab as tl  # noqa: E402
-from tilelab.kernels.examples import gemm, vector_add  # noqa: E402
+from .common import Context
 
-
-def env_info() -> dict:
-    import importlib.metadata as md
-
-    from tilelab.compiler.toolchain import find_toolchain
-    from tilelab.runtime.device import gpu
-
-    g = gpu()
-    vers = {}
-    for pkg in ("tilelab", "cuda-tile", "cuda-core", "cuda-bindings", "torch", "cupy-cuda13x",
-                "numpy"):
-        try:
-            vers[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            vers[pkg] = None
-    vers["tilelab"] = tl.__version__
-    return {"gpu": g.name, "arch": g.arch, "sms": g.num_sms, "l2_bytes": g.l2_bytes,
-            "driver_cuda": g.driver_version, "toolchain": find_toolchain().describe(),
-            "python": platform.python_version(), "versions": vers,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+__all__ = ["run"]
 
 
 def torch_on_tilelab_stream():
@@ -52,14 +45,6 @@ def torch_on_tilelab_stream():
 
     torch.cuda.set_stream(torch.cuda.ExternalStream(gpu().stream_handle))
     return torch
-
-
-def rel_err(out, ref) -> float:
-    out = np.asarray(out, np.float64)
-    ref = np.asarray(ref, np.float64)
-    if np.isnan(out).any():
-        return float("inf")
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
 def bw(nbytes: float, seconds: float) -> float:
@@ -81,7 +66,7 @@ def bench_ceilings(torch, res: dict) -> None:
 
 
 def bench_elementwise(torch, res: dict, n: int, tiles: list[int]) -> None:
-    from raw_kernels import raw_add
+    from .raw_kernels import raw_add
     import cuda.tile as ct
 
     out = {}
@@ -119,105 +104,132 @@ def bench_elementwise(torch, res: dict, n: int, tiles: list[int]) -> None:
     res["elementwise_n"] = n
 
 
-def bench_launch_overhead(torch, res: dict) -> None:
-    from cuda.core import LaunchConfig, launch as cu_launch
+@dataclass
+class _Launch:
+    """One prepared vector add of 1024 elements and the pieces a bare launch needs."""
+
+    s: Any
+    x: Any
+    y: Any
+    z: Any
+    zp: Any
+    config: Any
+    k: Any
+    words: list
+    packed: tuple
+    grid: tuple
+
+    def per_call(self, fn, sync_each: bool = False, n: int = 2000) -> float:
+        """Median over 7 loops of the host seconds per call of ``n`` calls of ``fn``."""
+        samples = []
+        for _ in range(7):
+            self.s.sync()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+                if sync_each:
+                    self.s.sync()
+            t1 = time.perf_counter()
+            self.s.sync()
+            samples.append((t1 - t0) / n)
+        return statistics.median(samples)
+
+
+def _prepare_launch() -> _Launch:
+    from cuda.core import LaunchConfig
 
     from tilelab.runtime.device import gpu
+    from tilelab.runtime.launch import _pack_params
 
-    g = gpu()
-    s = g.stream
     x = tl.randn(1024, device="cuda")
     y = tl.randn(1024, device="cuda")
     z = tl.empty(1024, device="cuda")
     zp = z.partition(1024)
     vector_add(zp, x, y)
+    if not np.allclose(z.numpy(), x.numpy() + y.numpy()):
+        raise AssertionError("vector_add computed a wrong sum: nothing timed")
     L = vector_add._launcher
     norm, dev = L.prepare((zp, x, y))
     plan = L.plan(norm, dev)
-    words = L.words(plan, norm)
-    config = LaunchConfig(grid=L.grid_for(plan, None), block=(1, 1, 1))
-    k = plan.cu_kernel
-    N = 2000
+    grid = L.grid_for(plan, None)
+    return _Launch(gpu().stream, x, y, z, zp, LaunchConfig(grid=grid, block=(1, 1, 1)),
+                   plan.cu_kernel, L.words(plan, norm), _pack_params(plan, norm), grid)
 
-    def per_call(fn, sync_each=False):
-        samples = []
-        for _ in range(7):
-            s.sync()
-            t0 = time.perf_counter()
-            for _ in range(N):
-                fn()
-                if sync_each:
-                    s.sync()
-            t1 = time.perf_counter()
-            s.sync()
-            samples.append((t1 - t0) / N)
-        return statistics.median(samples)
 
-    out = res["launch_overhead"] = {}
-    from cuda.bindings import driver
-
-    from tilelab.runtime.launch import _pack_params
-
-    packed = _pack_params(plan, norm)
-    sh = s.handle
-    gx, gy, gz = L.grid_for(plan, None)
-    out["bare_async_us"] = per_call(lambda: cu_launch(s, config, k, *words)) * 1e6
-    out["driver_async_us"] = per_call(lambda: driver.cuLaunchKernel(
-        k.handle, gx, gy, gz, 1, 1, 1, 0, sh, packed[0], 0)) * 1e6
-    kh, shi = int(k.handle), int(sh)
-    try:
-        out["driver_int_async_us"] = per_call(lambda: driver.cuLaunchKernel(
-            kh, gx, gy, gz, 1, 1, 1, 0, shi, packed[0], 0)) * 1e6
-    except Exception as e:
-        out["driver_int_error"] = repr(e)
+def _driver_calls(st: _Launch, out: dict) -> Any:
+    """The bare launch, the driver call (cuda-bindings, ctypes) and the native module's
+    call alone; returns the native module (or None)."""
     import ctypes
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-        fn = libcuda.cuLaunchKernel
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-        assert fn(kh, gx, gy, gz, 1, 1, 1, 0, shi, packed[0], None) == 0
-        s.sync()
-        out["ctypes_async_us"] = per_call(
-            lambda: fn(kh, gx, gy, gz, 1, 1, 1, 0, shi, packed[0], None)) * 1e6
-    except Exception as e:
-        out["ctypes_error"] = repr(e)
+
+    from cuda.bindings import driver
+    from cuda.core import launch as cu_launch
+
     from tilelab.runtime import native
 
+    (gx, gy, gz), p = st.grid, st.packed[0]
+    kh, shi = int(st.k.handle), int(st.s.handle)
+    out["bare_async_us"] = st.per_call(lambda: cu_launch(st.s, st.config, st.k,
+                                                         *st.words)) * 1e6
+    out["driver_async_us"] = st.per_call(lambda: driver.cuLaunchKernel(
+        st.k.handle, gx, gy, gz, 1, 1, 1, 0, st.s.handle, p, 0)) * 1e6
+    try:
+        out["driver_int_async_us"] = st.per_call(lambda: driver.cuLaunchKernel(
+            kh, gx, gy, gz, 1, 1, 1, 0, shi, p, 0)) * 1e6
+    except Exception as e:
+        out["driver_int_error"] = repr(e)
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        assert fn(kh, gx, gy, gz, 1, 1, 1, 0, shi, p, None) == 0
+        st.s.sync()
+        out["ctypes_async_us"] = st.per_call(
+            lambda: fn(kh, gx, gy, gz, 1, 1, 1, 0, shi, p, None)) * 1e6
+    except Exception as e:
+        out["ctypes_error"] = repr(e)
     nat = native.load()
     out["native_status"] = native.status()
     if nat is not None:   # the native module's call alone (what a prepared launch makes)
-        cap = nat.prepare(kh, gx, gy, gz, shi, packed[0])
-        out["native_async_us"] = per_call(lambda: nat.launch(cap)) * 1e6
-    out["bare_sync_us"] = per_call(lambda: cu_launch(s, config, k, *words), True) * 1e6
-    out["safe_sync_us"] = per_call(lambda: vector_add(zp, x, y)) * 1e6
-    futs = []
+        cap = nat.prepare(kh, gx, gy, gz, shi, p)
+        out["native_async_us"] = st.per_call(lambda: nat.launch(cap)) * 1e6
+    return nat
 
-    def async_call():
-        futs.append(vector_add.launch_async(zp, x, y))
 
-    out["safe_async_us"] = per_call(async_call) * 1e6
+def _safe_calls(st: _Launch, out: dict) -> None:
+    """Safe sync and async launches (future kept, dropped, last kept) vs the bare ones."""
+    from cuda.core import launch as cu_launch
+
+    zp, x, y = st.zp, st.x, st.y
+    out["bare_sync_us"] = st.per_call(lambda: cu_launch(st.s, st.config, st.k, *st.words),
+                                      True) * 1e6
+    out["safe_sync_us"] = st.per_call(lambda: vector_add(zp, x, y)) * 1e6
+    futs: list = []
+    out["safe_async_us"] = st.per_call(
+        lambda: futs.append(vector_add.launch_async(zp, x, y))) * 1e6
     for f in futs:
         f.wait()
     futs.clear()
-    # the same launch with its future dropped at once, and with only the last one kept
-    out["safe_async_drop_us"] = per_call(lambda: vector_add.launch_async(zp, x, y)) * 1e6
+    out["safe_async_drop_us"] = st.per_call(lambda: vector_add.launch_async(zp, x, y)) * 1e6
     tl.synchronize()
     last = [None]
 
     def keep_last():
         last[0] = vector_add.launch_async(zp, x, y)
 
-    out["safe_async_keep_last_us"] = per_call(keep_last) * 1e6
+    out["safe_async_keep_last_us"] = st.per_call(keep_last) * 1e6
     last[0].wait()
-    out["ratio_sync"] = out["safe_sync_us"] / out["bare_sync_us"]
-    out["ratio_async"] = out["safe_async_us"] / out["bare_async_us"]
-    out["ratio_async_drop"] = out["safe_async_drop_us"] / out["bare_async_us"]
-    out["ratio_async_keep_last"] = out["safe_async_keep_last_us"] / out["bare_async_us"]
-    out["safe_sync_inline_partition_us"] = per_call(
-        lambda: vector_add(z.partition(1024), x, y)) * 1e6
-    out["interleaved"] = _launch_interleaved(s, config, k, words, zp, x, y, nat)
-    # graph replay of 100 small launches
+    for v in ("sync", "async", "async_drop", "async_keep_last"):
+        bare = out["bare_sync_us"] if v == "sync" else out["bare_async_us"]
+        out[f"ratio_{v}"] = out[f"safe_{v}_us"] / bare
+    out["safe_sync_inline_partition_us"] = st.per_call(
+        lambda: vector_add(st.z.partition(1024), x, y)) * 1e6
+
+
+def _tilelab_graphs(st: _Launch, out: dict) -> Any:
+    """Replay of 100 small launches: a chain (one output) and independent branches."""
+    from cuda.core import launch as cu_launch
+
+    zp, x, y = st.zp, st.x, st.y
     with tl.graph() as gr:
         for _ in range(100):
             vector_add(zp, x, y)
@@ -233,11 +245,20 @@ def bench_launch_overhead(torch, res: dict) -> None:
     assert all(np.allclose(o.numpy(), x.numpy() + y.numpy()) for o in outs[:3])
     r = tl.bench(lambda: gi.replay(), rep=30, warmup=5, flush_l2=False)
     out["graph_independent_device_us_per_kernel"] = r.median * 1e6 / 100
-    r = tl.bench(lambda: cu_launch(s, config, k, *words), rep=30, warmup=5, inner=100,
-                 flush_l2=False)
+    r = tl.bench(lambda: cu_launch(st.s, st.config, st.k, *st.words), rep=30, warmup=5,
+                 inner=100, flush_l2=False)
     out["stream_launch_device_us_per_kernel"] = r.median * 1e6
-    # the baseline for graph replay: torch's CUDA graph of 100 dependent adds of the
-    # same size (each writes the output the next one overwrites)
+    return gr
+
+
+def _torch_graphs(torch, out: dict) -> None:
+    """The baselines of graph replay: torch's CUDA graph of 100 dependent adds of the same
+    size, and the same cuTile kernel written raw, launched with ct.launch into a torch
+    graph (what the chain costs without tilelab)."""
+    import cuda.tile as ct
+
+    from .raw_kernels import raw_add
+
     tx, ty = (torch.randn(1024, device="cuda") for _ in range(2))
     tz = torch.empty_like(tx)
     side = torch.cuda.Stream()
@@ -253,11 +274,6 @@ def bench_launch_overhead(torch, res: dict) -> None:
     assert torch.equal(tz, tx + ty)
     r = tl.bench(lambda: tg.replay(), rep=30, warmup=5, flush_l2=False)
     out["torch_graph_chain_device_us_per_kernel"] = r.median * 1e6 / 100
-    # and the same cuTile kernel written raw, launched with ct.launch into a torch graph:
-    # what the chain costs without tilelab (the kernel, not the graph, sets the pace)
-    from raw_kernels import raw_add
-    import cuda.tile as ct
-
     rz = torch.empty_like(tx)
     with torch.cuda.stream(side):
         ct.launch(side, (1, 1, 1), raw_add, (rz, tx, ty, 1024))
@@ -273,6 +289,19 @@ def bench_launch_overhead(torch, res: dict) -> None:
     assert torch.equal(rz, tx + ty)
     r = tl.bench(lambda: rg.replay(), rep=30, warmup=5, flush_l2=False)
     out["raw_cutile_graph_chain_device_us_per_kernel"] = r.median * 1e6 / 100
+
+
+def bench_launch_overhead(torch, res: dict) -> None:
+    """Host time per launch and graph replay, each next to its bare or torch baseline
+    (``res["launch_overhead"]``)."""
+    out = res["launch_overhead"] = {}
+    st = _prepare_launch()
+    nat = _driver_calls(st, out)
+    _safe_calls(st, out)
+    out["interleaved"] = _launch_interleaved(st.s, st.config, st.k, st.words, st.zp, st.x,
+                                             st.y, nat)
+    gr = _tilelab_graphs(st, out)
+    _torch_graphs(torch, out)
     r = tl.bench(lambda: gr.replay(), rep=30, warmup=5, flush_l2=False)
     out["graph_replay_again_device_us_per_kernel"] = r.median * 1e6 / 100
     tl.synchronize()
@@ -329,7 +358,7 @@ def _launch_interleaved(s, config, k, words, zp, x, y, nat, n: int = 500,
 def bench_gemm(torch, res: dict, m: int, rounds: int = 3) -> None:
     """Safe GEMM (row-major and grouped) vs the same kernel through raw ct.launch vs
     cuBLAS, measured in interleaved rounds (median of the rounds' medians)."""
-    from raw_kernels import raw_gemm
+    from .raw_kernels import raw_gemm
     import cuda.tile as ct
 
     a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
@@ -365,37 +394,35 @@ def bench_gemm(torch, res: dict, m: int, rounds: int = 3) -> None:
     res[f"gemm_bf16_{m}"] = out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="runtime_bench.json")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="ceilings,elementwise,launch,gemm")
-    ns = ap.parse_args()
-    torch = torch_on_tilelab_stream()
-    res = {"env": env_info()}
-    only = ns.only.split(",")
+def run(ctx: Context) -> dict[str, Any]:
+    """The runtime figures (see the module docstring), or why they were not measured.
+
+    ``ctx.quick`` shrinks the sizes (2^24 elements, two tiles, a 2048³ GEMM).
+    """
+    if ctx.backend != "gpu":
+        return {"status": "skipped", "reason": "needs the GPU backend (torch CUDA timing)"}
+    try:
+        torch = torch_on_tilelab_stream()
+    except Exception as e:
+        return {"status": "error", "error": f"torch with CUDA is needed: {e}"}
+    res: dict[str, Any] = {}
+    quick = ctx.quick
     steps = [("ceilings", lambda: bench_ceilings(torch, res)),
              ("elementwise", lambda: bench_elementwise(
-                 torch, res, 1 << (24 if ns.quick else 28),
-                 [1024, 4096] if ns.quick else [1024, 2048, 4096, 8192, 16384])),
+                 torch, res, 1 << (24 if quick else 28),
+                 [1024, 4096] if quick else [1024, 2048, 4096, 8192, 16384])),
              ("launch", lambda: bench_launch_overhead(torch, res)),
-             ("gemm", lambda: bench_gemm(torch, res, 2048 if ns.quick else 8192))]
+             ("gemm", lambda: bench_gemm(torch, res, 2048 if quick else 8192))]
+    errors = {}
     for name, fn in steps:
-        if name not in only:
-            continue
-        t0 = time.time()
+        t0 = time.monotonic()
         try:
             fn()
         except Exception as e:  # keep the other figures; report the failure
-            import traceback
-
-            res[f"{name}_error"] = traceback.format_exc()
-            print(f"[{name}] FAILED: {e}", flush=True)
-        print(f"[{name}] {time.time() - t0:.1f}s", flush=True)
-        Path(ns.out).write_text(json.dumps(res, indent=1))
-    print(json.dumps({k: v for k, v in res.items() if k != "env"}, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            errors[name] = traceback.format_exc()[-2000:]
+            print(f"  runtime/{name}: FAILED: {type(e).__name__}: {e}", flush=True)
+        print(f"  runtime/{name}: {time.monotonic() - t0:.1f}s", flush=True)
+    res["status"] = "error" if errors else "ok"
+    if errors:
+        res["errors"] = errors
+    return res

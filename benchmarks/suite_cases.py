@@ -63,6 +63,9 @@ class Op:
     scale: dict = field(default_factory=dict)      #: input name -> std of its values
     tol: dict = field(default_factory=lambda: {"float32": 1e-4, "float16": 1e-2,
                                                "bfloat16": 2e-2})
+    #: (torch, params) -> (label, pure torch function of the ``args`` inputs, returning
+    #: the output): what the torch.compile baseline compiles (memory-bound ops)
+    pure: Callable[[Any, dict], tuple[str, Callable[..., Any]]] | None = None
 
 
 # --------------------------------------------------------------------------- ops
@@ -117,16 +120,22 @@ def _rmsnorm_ref(xp, inp, p):
     return x / xp.sqrt(xp.mean(x * x) + p["eps"]) * w
 
 
-def _rmsnorm_torch(torch, inp, p):
-    x, w, eps = inp["x"], inp["w"], p["eps"]
+def _rmsnorm_pure(torch, p):
+    eps = p["eps"]
     fused = getattr(torch.nn.functional, "rms_norm", None)
     if fused is not None:
-        return "torch F.rms_norm", lambda: fused(x, (x.shape[-1],), w, eps)
+        return "F.rms_norm", lambda x, w: fused(x, (x.shape[-1],), w, eps)
 
-    def eager():
+    def eager(x, w):
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
-    return "torch eager rmsnorm", eager
+    return "eager rmsnorm", eager
+
+
+def _rmsnorm_torch(torch, inp, p):
+    label, fn = _rmsnorm_pure(torch, p)
+    x, w = inp["x"], inp["w"]
+    return f"torch {label}", lambda: fn(x, w)
 
 
 def _rope_ref(xp, inp, p):
@@ -137,14 +146,21 @@ def _rope_ref(xp, inp, p):
     return xp.cat([x1 * c - x2 * s, x2 * c + x1 * s])
 
 
-def _rope_torch(torch, inp, p):
-    x, c, s = inp["x"], inp["cos"][:, None, :], inp["sin"][:, None, :]
+def _rope_pure(torch, p):
+    """Eager RoPE: six kernels (four products, two sums) and the concatenation."""
     half = p["D"] // 2
 
-    def eager():
+    def rope(x, cos, sin):
+        c, s = cos[:, None, :], sin[:, None, :]
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
-    return "torch eager rope", eager
+    return "eager rope", rope
+
+
+def _rope_torch(torch, inp, p):
+    _, rope = _rope_pure(torch, p)
+    x, c, s = inp["x"], inp["cos"], inp["sin"]
+    return "torch eager rope", lambda: rope(x, c, s)
 
 
 def _rope_work(p: dict, dt: str) -> Work:
@@ -179,24 +195,27 @@ OPS: dict[str, Op] = {
         "add", ("x", "y"), lambda p: {"x": (p["n"],), "y": (p["n"],), "out": (p["n"],)},
         lambda xp, i, p: xp.f(i["x"]) + xp.f(i["y"]),
         lambda torch, i, p: ("torch.add", lambda: torch.add(i["x"], i["y"], out=i["out"])),
-        lambda p, dt: counting.elementwise(p["n"], inputs=2, dtype=dt)),
+        lambda p, dt: counting.elementwise(p["n"], inputs=2, dtype=dt),
+        pure=lambda torch, p: ("torch.add", lambda x, y: torch.add(x, y))),
     "softmax": Op(
         "softmax", ("x",), lambda p: {"x": (p["rows"], p["cols"]),
                                       "out": (p["rows"], p["cols"])},
         lambda xp, i, p: xp.softmax(xp.f(i["x"])),
         lambda torch, i, p: ("torch.softmax", lambda: torch.softmax(i["x"], -1)),
-        lambda p, dt: counting.softmax(p["rows"], p["cols"], dtype=dt), scale={"x": 2.0}),
+        lambda p, dt: counting.softmax(p["rows"], p["cols"], dtype=dt), scale={"x": 2.0},
+        pure=lambda torch, p: ("torch.softmax", lambda x: torch.softmax(x, -1))),
     "rmsnorm": Op(
         "rmsnorm", ("x", "w"), lambda p: {"x": (p["rows"], p["cols"]), "w": (p["cols"],),
                                           "out": (p["rows"], p["cols"])},
         _rmsnorm_ref, _rmsnorm_torch,
         lambda p, dt: counting.rmsnorm(p["rows"], p["cols"], dtype=dt),
-        kwargs=lambda p: {"eps": p["eps"]}),
+        kwargs=lambda p: {"eps": p["eps"]}, pure=_rmsnorm_pure),
     "rope": Op(
         "rope", ("x", "cos", "sin"),
         lambda p: {"x": (p["T"], p["H"], p["D"]), "cos": (p["T"], p["D"] // 2),
                    "sin": (p["T"], p["D"] // 2), "out": (p["T"], p["H"], p["D"])},
-        _rope_ref, _rope_torch, _rope_work, scale={"cos": 0.7, "sin": 0.7}),
+        _rope_ref, _rope_torch, _rope_work, scale={"cos": 0.7, "sin": 0.7},
+        pure=_rope_pure),
 }
 
 

@@ -15,14 +15,13 @@ Example:
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 import tilelab as tl
 
-__all__ = ["Arrays", "TorchArrays", "NumpyArrays", "make_arrays", "XP", "rel_err"]
+__all__ = ["Arrays", "TorchArrays", "NumpyArrays", "make_arrays", "XP"]
 
 TORCH_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -225,16 +224,4 @@ class XP:
 
     def index(self, values: list) -> Any:
         return self.mod.tensor(values) if self.is_torch else np.asarray(values)
-
-
-def rel_err(out: Any, ref: Any) -> tuple[float, str]:
-    """(||out - ref|| / ||ref||, problem) with inf and a reason on a shape mismatch or a
-    NaN/inf where the reference is finite (a poisoned output never written)."""
-    from tilelab.perf.autotune import relative_error
-
-    oshape, rshape = tuple(getattr(out, "shape", ())), tuple(getattr(ref, "shape", ()))
-    if oshape != rshape:
-        return math.inf, f"output shape {oshape}, expected {rshape}"
-    err = relative_error(out, ref)
-    return err, ("non-finite values (unwritten output?)" if math.isinf(err) else "")
 

@@ -32,23 +32,20 @@ import importlib.util
 import inspect
 import math
 import pkgutil
-import sys
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import tilelab as tl
 from tilelab.perf.autotune import Autotuned, autotune
 
-from suite_cases import OPS
-from suite_tuning import raw_library_adapter, tune_impl
+from .suite_cases import OPS
+from .suite_tuning import raw_library_adapter, tune_impl
 
 __all__ = ["Impl", "Registry", "ALIASES", "call_host", "host_call_args", "is_host_function",
            "async_host_call"]
 
-HERE = Path(__file__).resolve().parent
-RAW_MODULES = ("raw_kernels", "raw_matmul_attention")
+RAW_MODULES = ("benchmarks.raw_kernels", "benchmarks.raw_matmul_attention")
 
 #: names an op's host function may have (also tried with _host/_forward/_fwd suffixes)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -300,6 +297,11 @@ def _raw_tour(op: str, module: Any) -> Callable | None:
 
 # --------------------------------------------------------------------------- registry
 
+def _short(module: str) -> str:
+    """'raw_kernels' for 'benchmarks.raw_kernels': the file name a result names."""
+    return module.rpartition(".")[2]
+
+
 class Registry:
     """Looks up the safe and raw implementations of each op, once per process.
 
@@ -349,8 +351,6 @@ class Registry:
     def raw_modules(self) -> list[tuple[str, Any]]:
         if self._raw is None:
             self._raw = []
-            if str(HERE) not in sys.path:
-                sys.path.insert(0, str(HERE))
             for name in self.raw_module_names:
                 try:
                     found = importlib.util.find_spec(name) is not None
@@ -422,7 +422,7 @@ class Registry:
                         if obj is not None and is_host_function(obj) and \
                                 getattr(obj, "__module__", "") == mod.__name__ and \
                                 _takes(obj, n_args):
-                            return Impl(f"benchmarks/{mod_name}.py:{name}", obj, "raw")
+                            return Impl(f"benchmarks/{_short(mod_name)}.py:{name}", obj, "raw")
         for mod_name, mod in self.raw_modules():
             if family == "tour":
                 fn = _raw_tour(op, mod)
@@ -431,7 +431,7 @@ class Registry:
             else:
                 fn = None
             if fn is not None:
-                return Impl(f"benchmarks/{mod_name}.py ({fn.__name__} adapter)", fn, "raw",
+                return Impl(f"benchmarks/{_short(mod_name)}.py ({fn.__name__} adapter)", fn, "raw",
                             family=family, builtin=True)
         return None
 

@@ -29,6 +29,13 @@ DEFAULT_TARGETS: dict[str, dict] = {
     "memory_geomean_vs_torch": {
         "min": 1.00, "path": ["memory", "geomean_vs_torch"],
         "what": "geometric mean of torch time / tilelab time over memory-bound cases"},
+    "memory_min_vs_compile": {
+        "min": 1.00, "path": ["memory", "min_vs_compile"],
+        "what": "worst memory-bound kernel's torch.compile (Inductor) time / tilelab time"},
+    "memory_min_fraction_of_copy": {
+        "min": 0.95, "path": ["memory", "min_fraction_of_copy"],
+        "what": "worst memory-bound kernel's bandwidth / a copy of the same bytes timed in "
+                "the same rounds"},
     "attention_geomean_vs_sdpa": {
         "min": 1.00, "path": ["attention", "geomean_vs_sdpa"],
         "what": "geometric mean of SDPA time / tilelab time over sequence lengths"},
@@ -88,13 +95,21 @@ def summarize(cases: list[dict]) -> dict:
         vals = [f for f in fr if f is not None]
         copies = [f for f in (_fig(c, "tilelab_fraction_of_copy") for c in cs)
                   if f is not None]
+        comp = [f for f in (_fig(c, "tilelab_vs_compile") for c in cs) if f is not None]
         out[group] = {
             name: {c["id"]: {"TBps": (_fig(c, "tilelab_byte_per_s") or 0) / 1e12,
                              "fraction_of_bandwidth": _fig(c, "tilelab_fraction_of_bandwidth"),
                              "fraction_of_copy": _fig(c, "tilelab_fraction_of_copy"),
-                             "vs_torch": _fig(c, "tilelab_vs_torch")} for c in cs},
+                             "vs_torch": _fig(c, "tilelab_vs_torch"),
+                             "vs_compile": _fig(c, "tilelab_vs_compile")} for c in cs},
             "min_fraction_of_bandwidth": min(vals) if vals else None,
             "min_fraction_of_copy": min(copies) if copies else None,
+            "min_vs_compile": min(comp) if comp else None,
+            "geomean_vs_compile": _geomean(comp),
+            "compile_not_timed": sorted({f"{(c['variants'].get('compile') or {}).get('status')}:"
+                                         f" {(c['variants'].get('compile') or {}).get('reason')}"
+                                         for c in cs if "compile" in (c.get("variants") or {})
+                                         and _fig(c, "tilelab_vs_compile") is None}),
             "mean_fraction_of_bandwidth": sum(vals) / len(vals) if vals else None,
             "geomean_vs_torch": _geomean(_fig(c, "tilelab_vs_torch") for c in cs),
             "cases": len(cs)}
@@ -220,39 +235,69 @@ def _r(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
 
 
-def table(cases: list[dict], summary: dict, targets: dict) -> str:
-    """The plain-text table printed last: one row per case, then the group figures and
-    the targets."""
+def _achieved(c: dict) -> str:
+    f, v = c.get("figures") or {}, c.get("variants") or {}
+    if c.get("metric") == "flops" and f.get("tilelab_flop_per_s"):
+        frac = f.get("tilelab_fraction_of_peak")
+        return f"{f['tilelab_flop_per_s'] / 1e12:.1f} TFLOP/s" + \
+            (f" ({frac:.0%} of peak)" if frac else "")
+    if f.get("tilelab_byte_per_s"):
+        ach = f"{f['tilelab_byte_per_s'] / 1e12:.2f} TB/s " \
+              f"({f.get('tilelab_fraction_of_bandwidth', 0):.0%} of nominal"
+        if f.get("tilelab_fraction_of_copy") is not None:
+            ach += f", {f['tilelab_fraction_of_copy']:.1%} of copy"
+        return ach + ")"
+    return (c.get("error") or (v.get("tilelab") or {}).get("reason") or "")[:60]
+
+
+def _row(c: dict, vs_old: str) -> str:
+    v, f = c.get("variants") or {}, c.get("figures") or {}
+    sr = f.get("safe_vs_raw")
+    return (f"{c['id'][:44]:<44} {c.get('status', '?'):<8} {_t(v.get('torch')):>10} "
+            f"{_t(v.get('tilelab')):>10} {_host(v.get('tilelab')):>10} "
+            f"{_t(v.get('raw')):>10} {_r(f.get('tilelab_vs_torch')):>8} "
+            f"{_r(f.get('tilelab_vs_compile')):>7} "
+            f"{_r(sr) + ('' if f.get('safe_vs_raw_like_for_like', True) else '*'):>8} "
+            f"{vs_old:>8}  {_achieved(c)}")
+
+
+def table(cases: list[dict], summary: dict, targets: dict,
+          comparison: dict | None = None) -> str:
+    """The plain-text table printed last: one row per case (with its change against the
+    previous result, from :func:`benchmarks.suite_compare.compare`), then the group
+    figures, the regressions and the targets.
+
+    Example:
+        >>> print(table([], {}, {}).splitlines()[0])      # doctest: +NORMALIZE_WHITESPACE
+        case status torch tilelab tl host raw tl/torch tl/comp safe/raw vs old achieved
+    """
+    from .suite_compare import describe_change
+
+    per = (comparison or {}).get("per_case", {})
     head = f"{'case':<44} {'status':<8} {'torch':>10} {'tilelab':>10} {'tl host':>10} " \
-           f"{'raw':>10} {'tl/torch':>8} {'safe/raw':>8}  achieved"
+           f"{'raw':>10} {'tl/torch':>8} {'tl/comp':>7} {'safe/raw':>8} {'vs old':>8}  achieved"
     lines = [head, "-" * len(head)]
-    for c in cases:
-        v = c.get("variants") or {}
-        f = c.get("figures") or {}
-        if c.get("metric") == "flops" and f.get("tilelab_flop_per_s"):
-            frac = f.get("tilelab_fraction_of_peak")
-            ach = f"{f['tilelab_flop_per_s'] / 1e12:.1f} TFLOP/s" + \
-                (f" ({frac:.0%} of peak)" if frac else "")
-        elif f.get("tilelab_byte_per_s"):
-            ach = f"{f['tilelab_byte_per_s'] / 1e12:.2f} TB/s " \
-                  f"({f.get('tilelab_fraction_of_bandwidth', 0):.0%} of nominal"
-            if f.get("tilelab_fraction_of_copy") is not None:
-                ach += f", {f['tilelab_fraction_of_copy']:.0%} of copy"
-            ach += ")"
-        else:
-            ach = (c.get("error") or (v.get("tilelab") or {}).get("reason") or "")[:60]
-        sr = f.get("safe_vs_raw")
-        lines.append(f"{c['id'][:44]:<44} {c.get('status', '?'):<8} {_t(v.get('torch')):>10} "
-                     f"{_t(v.get('tilelab')):>10} {_host(v.get('tilelab')):>10} "
-                     f"{_t(v.get('raw')):>10} "
-                     f"{_r(f.get('tilelab_vs_torch')):>8} "
-                     f"{_r(sr) + ('' if f.get('safe_vs_raw_like_for_like', True) else '*'):>8}"
-                     f"  {ach}")
-    lines.append("")
-    lines.append("tl/torch = torch time / tilelab time (cuBLAS for GEMM, SDPA for attention; "
-                 ">1: tilelab faster); safe/raw = raw time / safe time (* = not like for like)")
-    lines.append("tl host = host time per tilelab call (median; the call launches without "
-                 "waiting, sync=False, unless marked s)")
+    lines += [_row(c, describe_change(per.get(c["id"]))) for c in cases]
+    lines += ["", "tl/torch = torch time / tilelab time (cuBLAS for GEMM, SDPA for attention; "
+              ">1: tilelab faster); tl/comp = torch.compile (Inductor) time / tilelab time; "
+              "safe/raw = raw time / safe time (* = not like for like)",
+              "tl host = host time per tilelab call (median; the call launches without "
+              "waiting, sync=False, unless marked s); vs old = tilelab median against the "
+              "previous result of the case (! = slower by more than "
+              f"{(comparison or {}).get('threshold', 0.02):.0%})"]
+    lines += _summary_lines(summary)
+    if comparison is not None:
+        lines += _comparison_lines(comparison)
+    lines.append("targets (the issue's unless --targets):")
+    for name, t in targets.items():
+        mark = {True: "MET", False: "NOT MET", None: "not measured"}[t["met"]]
+        lines.append(f"  {name:<36} >= {t['target_min']:<5} achieved {_r(t['achieved']):>6}  "
+                     f"{mark}")
+    return "\n".join(lines)
+
+
+def _summary_lines(summary: dict) -> list[str]:
+    lines = []
     g = summary.get("gemm", {}).get("geomean_vs_cublas", {})
     if g:
         lines.append("GEMM geomean vs cuBLAS: " + ", ".join(f"{k} {_r(v)}" for k, v in g.items()))
@@ -263,15 +308,28 @@ def table(cases: list[dict], summary: dict, targets: dict) -> str:
             lines.append(f"{group}: {key} {_r(summary[group].get(key))}"
                          + (f" (min fraction of a copy in this run {_r(extra)})"
                             if extra is not None else ""))
+    mem = summary.get("memory", {})
+    if mem.get("min_vs_compile") is not None:
+        lines.append(f"memory vs torch.compile: min {_r(mem['min_vs_compile'])}, geomean "
+                     f"{_r(mem.get('geomean_vs_compile'))}")
+    for why in mem.get("compile_not_timed", []):
+        lines.append(f"memory: torch.compile baseline not timed ({why[:150]})")
     if "safe_vs_raw" in summary:
         s = summary["safe_vs_raw"]
         lines.append(f"safe vs raw: geomean {_r(s['geomean'])} over {s['pairs']} pairs "
                      f"(per op: {', '.join(f'{k} {_r(v)}' for k, v in s['per_op'].items())})")
     lines.append("status: " + ", ".join(f"{k} {v}" for k, v in
                                         summary.get("status_counts", {}).items()))
-    lines.append("targets (the issue's unless --targets):")
-    for name, t in targets.items():
-        mark = {True: "MET", False: "NOT MET", None: "not measured"}[t["met"]]
-        lines.append(f"  {name:<36} >= {t['target_min']:<5} achieved {_r(t['achieved']):>6}  "
-                     f"{mark}")
-    return "\n".join(lines)
+    return lines
+
+
+def _comparison_lines(comparison: dict) -> list[str]:
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(comparison.get("counts", {}).items()))
+    files = ", ".join(comparison.get("files") or []) or "no previous result of this device"
+    lines = [f"against the previous results ({files}): {counts or 'no cases'}"]
+    for cid in comparison.get("regressions", []):
+        e = comparison["per_case"][cid]
+        base = ", ".join(f"{n} {ch * 100:+.1f}%" for n, ch in e.get("baselines", {}).items())
+        lines.append(f"  REGRESSION {cid}: {e['old_s'] * 1e6:.1f} -> {e['new_s'] * 1e6:.1f} us "
+                     f"({e['change'] * 100:+.1f}%; baselines in the same run: {base or '-'})")
+    return lines

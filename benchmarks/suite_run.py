@@ -30,12 +30,12 @@ import tilelab as tl
 from tilelab.perf.autotune import config_json
 from tilelab.perf.bench import BenchResult
 
-from probe_rounds import rotated
-from suite_cases import Case
-from suite_data import Arrays, rel_err
-from suite_kernels import Impl, Registry, async_host_call, host_call_args
+from .common import Nominal, rel_err, rotated
+from .suite_cases import Case
+from .suite_data import Arrays
+from .suite_kernels import Impl, Registry, async_host_call, host_call_args
 
-__all__ = ["RunOptions", "Nominal", "Variant", "run_case"]
+__all__ = ["RunOptions", "Nominal", "Variant", "run_case", "compile_variant"]
 
 
 @dataclass
@@ -52,18 +52,8 @@ class RunOptions:
     rounds: int = 1
     flush_l2: bool = True
     seed: int = 0
-
-
-@dataclass
-class Nominal:
-    """The ceilings figures are quoted against (datasheet, dense)."""
-
-    gpu: str
-    bandwidth: float
-    peaks: dict
-
-    def peak(self, precision: str) -> float | None:
-        return self.peaks.get(precision)
+    #: time torch.compile (Inductor) of the torch baseline in the memory cases (GPU)
+    compile_baseline: bool = True
 
 
 @dataclass
@@ -76,7 +66,7 @@ class Variant:
     Calling the variant runs it synchronously (the correctness check); :meth:`timed` is
     what ``tl.bench`` calls: asynchronously where the function takes ``sync``."""
 
-    name: str                    #: 'torch', 'tilelab', 'tilelab_as_raw', 'raw', 'copy'
+    name: str                    #: 'torch', 'compile', 'tilelab', 'tilelab_as_raw', 'raw', 'copy'
     impl: str                    #: what runs
     fn: Callable
     args: list | None = None
@@ -88,6 +78,8 @@ class Variant:
     #: checks a variant that does not compute the case (the copy ceiling): None when
     #: its own result is right, else why not
     verify: Callable[[], str | None] | None = None
+    #: why this variant is reported but neither checked nor timed (None: it runs)
+    skip: str | None = None
     #: the future of the last asynchronous timed call (waited for by :meth:`settle`)
     pending: Any = field(default=None, init=False, repr=False, compare=False)
     _timed: Any = field(default=None, init=False, repr=False, compare=False)
@@ -177,14 +169,62 @@ def _copy_variant(case: Case, arrays: Arrays) -> Variant:
                    verify=lambda: None if t.equal(dst, src) else "copy differs from source")
 
 
+def compile_variant(case: Case, arrays: Arrays, tinp: dict, enabled: bool = True) -> Variant:
+    """torch.compile (Inductor, mode 'default', ``dynamic=False``, ``fullgraph=True``: one
+    graph, no fallback to eager between its parts) of the case's pure torch function,
+    compiled once per case: the correctness check's call compiles and warms it, outside
+    every timing. Eager RoPE is six kernels; the compiled one is fused,
+    so this is the baseline a fused kernel has to beat. On the CPU backend, or without
+    torch.compile or triton, the variant is reported ``skipped`` with the reason.
+
+    Example:
+        >>> from benchmarks.suite_cases import build_cases
+        >>> from benchmarks.suite_data import make_arrays
+        >>> a = make_arrays("cpu")
+        >>> case = build_cases("tiny", ["memory"])[2]
+        >>> compile_variant(case, a, {}).skip                 # doctest: +ELLIPSIS
+        'the torch.compile baseline runs on the GPU backend only...'
+    """
+    t = arrays.torch
+    label, fn = case.spec.pure(t, case.params) if t is not None and case.spec.pure else \
+        ("torch", None)
+    impl = f"torch.compile (Inductor, mode default, dynamic=False, fullgraph) of {label}"
+    why = _compile_unavailable(arrays, enabled)
+    if why is None and fn is None:
+        why = f"no pure torch function for {case.op!r} to compile"
+    if why is not None:
+        return Variant("compile", impl, lambda: None, skip=why)
+    compiled = t.compile(fn, mode="default", dynamic=False, fullgraph=True)
+    args = [tinp[a] for a in case.spec.args]
+    return Variant("compile", impl, lambda: compiled(*args))
+
+
+def _compile_unavailable(arrays: Arrays, enabled: bool) -> str | None:
+    """Why the torch.compile baseline cannot run here (None: it can)."""
+    import importlib.util
+
+    if not enabled:
+        return "the torch.compile baseline was turned off (--no-compile-baseline)"
+    if arrays.backend != "gpu":
+        return ("the torch.compile baseline runs on the GPU backend only (Inductor on the "
+                "CPU would spend minutes compiling C++ and time nothing about a GPU)")
+    if not callable(getattr(arrays.torch, "compile", None)):
+        return "this torch has no torch.compile"
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed: Inductor cannot generate GPU kernels"
+    return None
+
+
 def _variants(case: Case, arrays: Arrays, registry: Registry, inp: dict,
-              safe: Impl, via_gemm: bool, notes: list) -> list[Variant]:
+              safe: Impl, via_gemm: bool, notes: list, opts: RunOptions) -> list[Variant]:
     out: list[Variant] = []
     if arrays.torch is not None:
         tinp = {k: arrays.to_torch(v) for k, v in inp.items()}
         label, fn = case.spec.torch(arrays.torch, tinp, case.params)
         out.append(Variant("torch", label, fn, poison=tinp["out"]))
         if case.group == "memory":
+            if case.spec.pure is not None:
+                out.append(compile_variant(case, arrays, tinp, opts.compile_baseline))
             out.append(_copy_variant(case, arrays))
     else:
         notes.append("torch not installed: no torch baseline")
@@ -225,7 +265,10 @@ def _tuning_info(v: Variant) -> tuple[dict, dict]:
 
 def _check(case: Case, arrays: Arrays, v: Variant, ref: Any) -> dict:
     """Run once into a NaN-poisoned output; compare with the reference (or, for a
-    variant with ``verify``, check its own result)."""
+    variant with ``verify``, check its own result). A variant with ``skip`` only says
+    why it did not run."""
+    if v.skip is not None:
+        return {"impl": v.impl, "status": "skipped", "reason": v.skip}
     if v.poison is not None:           # the copy ceiling has no output to poison
         arrays.poison(v.poison)
     t0 = time.perf_counter()
@@ -373,10 +416,15 @@ def _case_figures(checks: dict) -> dict:
     for key in ("fraction_of_peak", "fraction_of_bandwidth", "flop_per_s", "byte_per_s"):
         if tlv.get(key) is not None:
             fig[f"tilelab_{key}"] = tlv[key]
+    if "compile" in checks:
+        fig["tilelab_vs_compile"] = _ratio(tlv, checks["compile"])
     copy = checks.get("copy", {})
     if copy.get("byte_per_s") and tlv.get("byte_per_s"):
         fig["copy_byte_per_s"] = copy["byte_per_s"]
         fig["tilelab_fraction_of_copy"] = tlv["byte_per_s"] / copy["byte_per_s"]
+        if checks.get("compile", {}).get("byte_per_s"):
+            fig["compile_fraction_of_copy"] = checks["compile"]["byte_per_s"] / \
+                copy["byte_per_s"]
     return fig
 
 
@@ -424,7 +472,7 @@ def _run(case: Case, arrays: Arrays, registry: Registry, opts: RunOptions, nomin
     inp = _inputs(case, arrays)
     ref = arrays.snapshot(case.spec.reference(
         arrays.xp(), {k: v for k, v in inp.items() if k != "out"}, case.params))
-    variants = _variants(case, arrays, registry, inp, safe, via_gemm, res["notes"])
+    variants = _variants(case, arrays, registry, inp, safe, via_gemm, res["notes"], opts)
     checks: dict = {}
     for v in variants:
         checks[v.name] = _check(case, arrays, v, ref)

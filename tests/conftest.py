@@ -4,7 +4,17 @@ import os
 import tempfile
 
 # Keep the user's ~/.cache/tilelab out of the tests (and start from a cold cache).
-os.environ.setdefault("TILELAB_CACHE_DIR", tempfile.mkdtemp(prefix="tilelab-test-cache-"))
+_OWN_CACHE = None
+if "TILELAB_CACHE_DIR" not in os.environ:
+    _OWN_CACHE = os.environ["TILELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelab-test-cache-")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove the private compile cache made above (a cache the caller named stays)."""
+    if _OWN_CACHE is not None:
+        import shutil
+
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 def pytest_sessionstart(session):

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
+from benchmarks import suite
+from benchmarks.suite_cases import build_cases
+from benchmarks.suite_data import make_arrays
+from benchmarks.suite_kernels import Registry
+from benchmarks.suite_report import check_targets, summarize
+from benchmarks.suite_run import RunOptions, run_case
 
-import suite  # noqa: E402
-from suite_cases import build_cases  # noqa: E402
-from suite_data import make_arrays  # noqa: E402
-from suite_kernels import Registry  # noqa: E402
-from suite_report import check_targets, summarize  # noqa: E402
-from suite_run import RunOptions, run_case  # noqa: E402
+BENCH = Path(suite.__file__).resolve().parent
+#: the groups with checked-and-timed cases (runtime and compile have their own tests)
+CASE_GROUPS = "memory,decode,gemm,attention"
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -27,6 +27,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 def cpu_backend(monkeypatch, tmp_path):
     monkeypatch.setenv("TILELAB_BACKEND", "cpu")
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+    # the decode group's script has its own tests; here the case engine is under test
+    from benchmarks import groups
+
+    monkeypatch.setattr(groups, "run_decode_script",
+                        lambda ctx: {"status": "skipped", "reason": "stubbed in the tests"})
 
 
 def load(path: Path) -> dict:
@@ -37,7 +42,8 @@ def load(path: Path) -> dict:
 
 def run_suite(tmp_path: Path, *args: str) -> dict:
     out = tmp_path / "out" / "suite.json"
-    assert suite.main(["--quick", "--out", str(out), *args]) == 0
+    only = [] if "--only" in args else ["--only", CASE_GROUPS]
+    assert suite.main(["--quick", "--out", str(out), *only, *args]) == 0
     return load(out)
 
 
@@ -52,9 +58,10 @@ def test_quick_cpu_run_writes_the_schema(tmp_path, capsys):
     except ImportError:   # CI installs no torch: the suite then runs without baselines
         has_torch = False
     doc = run_suite(tmp_path, *([] if has_torch else ["--no-torch"]))
-    assert doc["schema"] == "tilelab-suite/1"
-    assert {"env", "nominal", "run", "targets", "summary", "kernels", "cases",
+    assert doc["schema"] == "tilelab-suite/2"
+    assert {"env", "nominal", "run", "groups", "targets", "summary", "kernels", "cases",
             "roofline"} <= set(doc)
+    assert list(doc["groups"]) == ["memory", "decode", "gemm", "attention"]
     env = doc["env"]
     assert env["backend"] == "cpu" and env["date"]
     assert {"tilelab", "cuda-tile"} <= set(env["versions"])
@@ -89,8 +96,9 @@ def test_quick_cpu_run_writes_the_schema(tmp_path, capsys):
     assert Path(doc["roofline"]["path"]).read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
     tail = printed[printed.index("wrote "):].splitlines()
-    assert tail[2].startswith("case ") and "tl/torch" in tail[2]      # the table is last
-    assert "tl host" in tail[2]
+    assert tail[2].startswith("group ") and tail[3].startswith("memory ")   # per group
+    head = next(i for i, line in enumerate(tail) if line.startswith("case "))
+    assert "tl/torch" in tail[head] and "tl host" in tail[head]   # the case table is last
     assert "safe_vs_raw_geomean" in tail[-1]
 
 
@@ -106,7 +114,7 @@ def test_without_torch_there_are_no_baselines(tmp_path):
 
 def test_a_copy_that_does_not_copy_is_reported_wrong():
     """The copy ceiling is checked like any variant, against its own source."""
-    from suite_run import Variant, _check
+    from benchmarks.suite_run import Variant, _check
 
     case = build_cases("tiny", ["memory"])[0]
     arrays = make_arrays("cpu", False)
@@ -190,13 +198,16 @@ def test_isolated_groups_run_in_child_processes(tmp_path):
 
 def test_replot_redraws_a_saved_result(tmp_path, capsys):
     """Only the latest suite PNG stays in the tree: any saved result can be redrawn."""
-    result = sorted((BENCH / "results").glob("suite_r3*_h200_*.json"))[-1]
+    result = sorted((BENCH / "results").glob("suite_*h200_*.json"))[-1]
     png = tmp_path / "again.png"
     assert suite.main(["--replot", str(result), "--png", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert f"wrote {png}" in capsys.readouterr().out
-    # superseded runs are kept gzipped: those redraw too
-    (old,) = (BENCH / "results").glob("suite_r3g_h200_*.json.gz")
+    # a gzipped result redraws too
+    import gzip
+
+    old = tmp_path / "old.json.gz"
+    old.write_bytes(gzip.compress(result.read_bytes()))
     png.unlink()
     assert suite.main(["--replot", str(old), "--png", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -205,7 +216,7 @@ def test_replot_redraws_a_saved_result(tmp_path, capsys):
 def test_gemm_pairs_drop_the_hints_raw_kernels_cannot_take():
     """Safe/raw pairs run the same tiles and schedule: a tuned winner's cuTile hints
     (worker warps, latency, occupancy) are dropped from the safe side of the pair."""
-    from suite_tuning import _mirror_gemm
+    from benchmarks.suite_tuning import _mirror_gemm
     from tilelab.kernels.matmul import MatmulConfig
 
     best = {"config": MatmulConfig(tm=128, tn=256, tk=64, num_worker_warps=8, latency=4)}
@@ -218,7 +229,7 @@ def test_gemm_pairs_drop_the_hints_raw_kernels_cannot_take():
 def test_gemm_pairs_keep_swapped_tiles():
     """A swapped-tile winner (swap_ab) pairs with the raw swapped kernel; the persistent
     raw twin has no swapped form, so that pair runs unswapped tiles on both sides."""
-    from suite_tuning import _mirror_gemm
+    from benchmarks.suite_tuning import _mirror_gemm
     from tilelab.kernels.matmul import MatmulConfig
 
     best = {"config": MatmulConfig(tm=16, tn=64, tk=256, latency=4, swap_ab=True)}
@@ -236,7 +247,7 @@ def test_decode_pairs_mirror_the_weight_rows_default():
     """Decode's gemv(w, x) reads the (N, K) weight through its transposed view: an
     untuned decode case mirrors the rows GEMV default (M = 1 GEMMs on a row-major B of
     the same width now take swapped tiles, which the raw GEMV cannot run)."""
-    from suite_tuning import _mirror_gemm
+    from benchmarks.suite_tuning import _mirror_gemm
     from tilelab.kernels.matmul import default_config
 
     for case in build_cases("full", ["decode"]):
@@ -250,7 +261,7 @@ def test_attention_pairs_keep_the_schedule_and_hints():
     """Attention pairs run the same tiles, schedule (persistent or not) and cuTile hints
     on both sides; only the load-latency hints, which the raw kernel lacks, are dropped.
     The untuned default at 8192 keys is the persistent warp-specialized kernel."""
-    from suite_tuning import _mirror_attention
+    from benchmarks.suite_tuning import _mirror_attention
     from tilelab.kernels.attention import AttentionConfig
 
     case = next(c for c in build_cases("full", ["attention"]) if c.params["S"] == 8192)
@@ -268,7 +279,10 @@ def test_attention_pairs_keep_the_schedule_and_hints():
 def test_list_prints_cases(capsys):
     assert suite.main(["--list", "--sizes", "full", "--only", "gemm"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 30 and any("qwen3_down_proj_M8192" in line for line in lines)
+    assert lines[0].startswith("gemm: ")           # the group and what it measures
+    assert len(lines) == 32 and any("qwen3_down_proj_M8192" in line for line in lines)
+    # last, the plan of a GPU run of these groups, from the previous results' case times
+    assert lines[-1].startswith("plan: gemm ~") and "for 30 of 30 cases" in lines[-1]
 
 
 def test_full_preset_has_the_issue_sizes():
@@ -362,7 +376,7 @@ def test_timing_launches_library_calls_without_waiting_and_releases_them():
     correctness check before it is a plain synchronous call."""
     import tilelab as tl
     from tilelab.runtime.ledger import LEDGER
-    from suite_run import Variant, _time
+    from benchmarks.suite_run import Variant, _time
 
     tl.synchronize()                                        # start from a clear ledger
     arrays = make_arrays("cpu", False)
@@ -388,8 +402,8 @@ def test_timing_launches_library_calls_without_waiting_and_releases_them():
 def test_rounds_rotate_which_variant_is_timed_first(monkeypatch):
     """Round r starts at variant r (torch, tilelab, raw; tilelab, raw, torch; raw, torch,
     tilelab): with the clocks sagging through a run, a fixed order favoured the first."""
-    import suite_run
-    from suite_run import Variant, _time_all
+    from benchmarks import suite_run
+    from benchmarks.suite_run import Variant, _time_all
     from tilelab.perf.bench import BenchResult
 
     order: list[str] = []

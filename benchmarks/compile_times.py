@@ -1,0 +1,195 @@
+"""The ``compile`` group: compile times, cold and warm, and what a warm ``tilelab
+compile`` costs in a new process.
+
+* **cold**: the tour's kernels (vector add, bf16 GEMM 128x128x64, row softmax,
+  persistent GEMM) compiled into an empty cache, per arch (sm_90 with ``--quick``;
+  sm_80, sm_90, sm_100 and sm_120 otherwise), with each stage's time. Gate: a cubin
+  came out and the cache missed.
+* **warm_new_process**: a fresh Python process per run compiles the same kernels
+  against the cache the cold run filled (the imports are outside the timed region, as
+  a notebook pays them once). Gate: every compile hits the cache.
+* **cli**: the whole ``tilelab compile FILE::add --arch sm_90`` command, warm cache, in
+  a new process, timed wall clock from the shell's side (median of the runs); the baselines in the same
+  interleaved runs are ``python -c pass`` (the interpreter's start) and ``python -c
+  "import tilelab"``. Gate: the command succeeds and reports a disk cache hit. Target:
+  a median under 0.2 s.
+
+No GPU is needed: the group runs the same on the CPU backend.
+
+Example:
+    >>> r = run(Context(backend="cpu", quick=True, options={"compile_runs": 1}))
+    ... # doctest: +SKIP
+    >>> r["cli"]["target_met"] in (True, False)                     # doctest: +SKIP
+    True
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import Context
+
+__all__ = ["run", "CLI_TARGET_S", "ARCHS"]
+
+ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
+CLI_TARGET_S = 0.2
+
+_CASES = textwrap.dedent("""
+    import tilelab as tl
+    from tilelab.kernels.examples import gemm, next_pow2, persistent_gemm, softmax, vector_add
+    x = tl.spec(1 << 20, "float32")
+    a = tl.spec((4096, 4096), "bfloat16")
+    s = tl.spec((4096, 1000), "float32")
+    CASES = {
+        "vector_add": (vector_add, (x.partition(1024), x, x)),
+        "gemm_bf16_128x128x64": (gemm, (a.partition((128, 128)), a, a, 64)),
+        "softmax": (softmax, (s.partition((4, next_pow2(1000))), s)),
+        "persistent_gemm": (persistent_gemm,
+                            (a.partition((128, 128), schedule=tl.persistent(group_m=8)),
+                             a, a, 64)),
+    }
+""")
+
+_WARM = _CASES + textwrap.dedent("""
+    import json, sys, time
+    out = {}
+    for name, (k, args) in CASES.items():
+        t0 = time.perf_counter()
+        art = k.compile(*args, arch=sys.argv[1])
+        out[name] = {"seconds": time.perf_counter() - t0, "hit": art.cache_hit}
+    print(json.dumps(out))
+""")
+
+_CLI_KERNEL = textwrap.dedent('''
+    import tilelab as tl
+
+
+    @tl.kernel
+    def add(z: tl.Out, x: tl.In, y: tl.In):
+        z.store(tl.load_like(x, z) + tl.load_like(y, z))
+
+
+    _X = tl.spec(4096, "float32")
+    TILELAB_EXAMPLES = {"add": (_X.partition(256), _X, _X)}
+''')
+
+
+def _cold(archs: tuple[str, ...]) -> dict:
+    ns: dict = {}
+    exec(_CASES, ns)
+    out = {}
+    for arch in archs:
+        for name, (k, args) in ns["CASES"].items():
+            t0 = time.perf_counter()
+            art = k.compile(*args, arch=arch)
+            wall = time.perf_counter() - t0
+            ok = bool(art.cubin) and not art.cache_hit
+            out[f"{name}@{arch}"] = {"status": "ok" if ok else "wrong", "wall_s": wall,
+                                     "cache_hit": art.cache_hit, "stages_s": art.timings,
+                                     "cubin_bytes": len(art.cubin)}
+            print(f"  compile/cold {name:22s} {arch:7s} {wall * 1e3:8.0f} ms", flush=True)
+    return out
+
+
+def _warm(env: dict, arch: str, runs: int) -> dict:
+    per: dict[str, list[float]] = {}
+    misses: list[str] = []
+    for _ in range(runs):
+        p = subprocess.run([sys.executable, "-c", _WARM, arch], env=env,
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            return {"status": "error", "error": p.stderr[-2000:]}
+        for name, r in json.loads(p.stdout.strip().splitlines()[-1]).items():
+            if not r["hit"]:
+                misses.append(name)
+            per.setdefault(name, []).append(r["seconds"])
+    out: dict[str, Any] = {"status": "wrong" if misses else "ok", "arch": arch, "runs": runs}
+    if misses:
+        out["reason"] = f"missed the cache in a new process: {sorted(set(misses))}"
+    for name, xs in per.items():
+        out[name] = {"median_s": statistics.median(xs), "max_s": max(xs), "runs_s": xs}
+        print(f"  compile/warm {name:22s} {arch}: median "
+              f"{statistics.median(xs) * 1e3:.1f} ms", flush=True)
+    return out
+
+
+def _cli_command(src: Path) -> list[str]:
+    """The console script installed beside this interpreter (what a user types), else
+    ``python -m tilelab``."""
+    script = Path(sys.executable).with_name("tilelab")
+    base = [str(script)] if script.exists() else [sys.executable, "-m", "tilelab"]
+    return base + ["compile", f"{src}::add", "--arch", "sm_90", "--emit", "resources"]
+
+
+def _cli(env: dict, workdir: Path, runs: int) -> dict:
+    src = workdir / "cli_kernel.py"
+    src.write_text(_CLI_KERNEL)
+    cmds = {"tilelab_compile": _cli_command(src),
+            "python_start": [sys.executable, "-c", "pass"],
+            "import_tilelab": [sys.executable, "-c", "import tilelab"]}
+    first = subprocess.run(cmds["tilelab_compile"], env=env, capture_output=True, text=True,
+                           timeout=600)            # fills the cache (not timed)
+    if first.returncode != 0:
+        return {"status": "error", "error": (first.stdout + first.stderr)[-2000:]}
+    times: dict[str, list[float]] = {n: [] for n in cmds}
+    hits = []
+    for _ in range(runs):                          # interleaved: the same host load
+        for name, cmd in cmds.items():
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+            times[name].append(time.perf_counter() - t0)
+            if name == "tilelab_compile":
+                hits.append(p.returncode == 0 and "(disk cache hit)" in p.stdout)
+    med = {n: statistics.median(xs) for n, xs in times.items()}
+    out: dict[str, Any] = {
+        "status": "ok" if all(hits) else "wrong", "command": " ".join(cmds["tilelab_compile"]),
+        "runs": runs, "median_s": med["tilelab_compile"],
+        "python_start_median_s": med["python_start"],
+        "import_tilelab_median_s": med["import_tilelab"], "runs_s": times,
+        "target_s": CLI_TARGET_S, "target_met": med["tilelab_compile"] < CLI_TARGET_S}
+    if not all(hits):
+        out["reason"] = "a warm run failed or did not report a disk cache hit"
+    print(f"  compile/cli tilelab compile (warm, new process): median "
+          f"{med['tilelab_compile'] * 1e3:.0f} ms (target < {CLI_TARGET_S * 1e3:.0f}); "
+          f"python -c pass {med['python_start'] * 1e3:.0f} ms, import tilelab "
+          f"{med['import_tilelab'] * 1e3:.0f} ms", flush=True)
+    return out
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    """Cold, warm and CLI compile times in a private cache (removed afterwards).
+
+    Options: ``compile_runs`` (new-process runs per measurement; default 5, 3 with
+    ``--quick``), ``compile_archs`` (comma-separated; default sm_90 with ``--quick``, all
+    four otherwise).
+    """
+    runs = int(ctx.option("compile_runs", 0) or (3 if ctx.quick else 5))
+    archs = ctx.option("compile_archs", "") or ("sm_90" if ctx.quick else ",".join(ARCHS))
+    archs = tuple(a.strip() for a in str(archs).split(",") if a.strip())
+    workdir = Path(tempfile.mkdtemp(prefix="tilelab-compile-bench-"))
+    saved = os.environ.get("TILELAB_CACHE_DIR")
+    os.environ["TILELAB_CACHE_DIR"] = str(workdir / "cache")
+    try:
+        env = dict(os.environ)
+        res: dict[str, Any] = {"archs": list(archs), "cold": _cold(archs)}
+        res["warm_new_process"] = _warm(env, "sm_90" if "sm_90" in archs else archs[0], runs)
+        res["cli"] = _cli(env, workdir, runs)
+    finally:
+        if saved is None:
+            os.environ.pop("TILELAB_CACHE_DIR", None)
+        else:
+            os.environ["TILELAB_CACHE_DIR"] = saved
+        shutil.rmtree(workdir, ignore_errors=True)
+    parts = [res["warm_new_process"]["status"], res["cli"]["status"],
+             *(c["status"] for c in res["cold"].values())]
+    res["status"] = next((s for s in ("error", "wrong") if s in parts), "ok")
+    return res
