@@ -26,10 +26,35 @@ from tilelab.runtime.future import Future
 from tilelab.runtime.graph import Graph, graph
 from tilelab.runtime.streams import new_stream as stream
 from tilelab.runtime.interpret import interpret
-from tilelab.perf.bench import bench
-from tilelab.perf.autotune import autotune
 
 __version__ = "0.1.0"
+
+
+#: names of tilelab.perf re-exported here, imported at their first use (compiling and
+#: running kernels need none of tilelab.perf, whose import costs a tenth of tilelab's)
+_LAZY = {"bench": "tilelab.perf.bench", "autotune": "tilelab.perf.autotune"}
+
+
+def __getattr__(name):
+    """``tl.bench`` and ``tl.autotune``, imported on first use.
+
+    Example:
+        >>> import tilelab as tl
+        >>> tl.bench.__module__
+        'tilelab.perf.bench'
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tilelab' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def load_ipython_extension(ipython):

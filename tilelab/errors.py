@@ -19,6 +19,7 @@ __all__ = [
     "BorrowError",
     "CompileError",
     "LaunchError",
+    "ConfigError",
     "ToolchainError",
 ]
 
@@ -170,4 +171,14 @@ class ToolchainError(TilelabError):
     Example:
         Without the ``nvidia-cuda-tileiras`` package the error says which package to
         install.
+    """
+
+
+class ConfigError(TilelabError, ValueError):
+    """A ``TILELAB_*`` setting has a value it does not take (see :mod:`tilelab.config`);
+    the message names the variable, the value and the values allowed.
+
+    Example:
+        ``TILELAB_BACKEND=tpu`` raises ConfigError: "TILELAB_BACKEND='tpu' is not
+        allowed; it takes auto, cpu, gpu (cuda means gpu)".
     """

@@ -68,7 +68,7 @@ def _cases() -> list[Case]:
     return [
         Case("add", lambda x, y, **kw: K.add(x, y, **kw),
              lambda: [_t(4, 64, seed=1), _t(4, 64, seed=2)], lambda: _e(4, 64)),
-        Case("mul_scalar", lambda x, **kw: K.mul(x, 2.0, act="relu", **kw),
+        Case("mul_scalar", lambda x, **kw: K.mul(x, 2.0, activation="relu", **kw),
              lambda: [_t(300, seed=3)], lambda: _e(300)),
         Case("gelu", lambda x, **kw: K.gelu(x, **kw), lambda: [_t(4, 64, seed=4)],
              lambda: _e(4, 64)),
@@ -329,7 +329,7 @@ def test_native_call_key_is_the_python_key(native_module):
 def test_options_and_scalars_are_part_of_the_key(key_path):
     x, z = _t(64, seed=3), _e(64)
     assert (K.add(x, x, out=z).numpy() < 0).any()
-    assert (K.add(x, x, act="relu", out=z).numpy() >= 0).all()
+    assert (K.add(x, x, activation="relu", out=z).numpy() >= 0).all()
     one = tl.tensor(np.ones(4, np.float32), device="cpu")
     w = _e(4)
     assert (K.div(one, 0.0, out=w).numpy() == np.inf).all()

@@ -20,6 +20,7 @@ from tilelab.kernels import reference as ref
 from tilelab.runtime.tensor import empty as real_empty
 
 ew = importlib.import_module("tilelab.kernels.elementwise")
+hs = importlib.import_module("tilelab.kernels._host")
 sm = importlib.import_module("tilelab.kernels.softmax")
 nm = importlib.import_module("tilelab.kernels.norms")
 rp = importlib.import_module("tilelab.kernels.rope")
@@ -119,7 +120,7 @@ def test_python_scalars_on_either_side(dtype, rng):
     check_ew(ew.mul(cpu(x), 2.5), ref.mul(x, 2.5), dtype)
     check_ew(ew.sub(1.5, cpu(x)), ref.sub(1.5, x), dtype)
     x = (np.abs(x.astype(np.float32)) + 0.1).astype(NP_DTYPE[dtype])
-    check_ew(ew.div(1.0, cpu(x), act="relu"), ref.div(1.0, x, "relu"), dtype)
+    check_ew(ew.div(1.0, cpu(x), activation="relu"), ref.div(1.0, x, "relu"), dtype)
     check_ew(ew.maximum(cpu(x), 0.0), ref.relu(x), dtype)
 
 
@@ -139,7 +140,7 @@ def test_strided_and_tiled_edges(rng):
 def test_fused_add_activation(act, dtype, rng):
     scale = 1.5 if act == "exp" else 4.0         # exp stays inside f16's range
     x, y = rand(rng, (33, 70), dtype, scale), rand(rng, (33, 70), dtype, scale)
-    check_ew(ew.add(cpu(x), cpu(y), act=act), ref.add(x, y, act), dtype)
+    check_ew(ew.add(cpu(x), cpu(y), activation=act), ref.add(x, y, act), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -219,8 +220,9 @@ def test_elementwise_errors():
         ew.add(f32, cpu(np.zeros((8, 4), np.float32)))
     with pytest.raises(ValueError, match="block_n=48 must be a positive power of two"):
         ew.relu(f32, block_n=48)
-    with pytest.raises(ValueError, match="unknown activation 'tanh'"):
-        ew.add(f32, f32, act="tanh")
+    with pytest.raises(ValueError, match=r"add\(\): unknown activation='tanh'; choose None, "
+                                         r"a tilelab.kernels.Activation or one of 'none'"):
+        ew.add(f32, f32, activation="tanh")
     with pytest.raises(ValueError, match="unknown op"):
         ew.binary("pow", f32, f32)
     with pytest.raises(TypeError, match="two scalars"):
@@ -619,9 +621,9 @@ def _small_calls():
     q, k = cpu(rand(r, (6, 3, 8))), cpu(rand(r, (6, 1, 8)))
     pos = cpu(np.array([3, 1, 4, 1, 5, 9], np.int32))
     return {
-        "binary": ew._binary_call("add", x, b, act="gelu_erf", block_m=4, block_n=16),
+        "binary": ew._binary_call("add", x, b, activation="gelu_erf", block_m=4, block_n=16),
         "binary_column": ew._binary_call("div", x, c, block_m=4, block_n=16),
-        "binary_scalar": ew._binary_call("sub", 2.0, x, act="silu", block_m=4, block_n=16),
+        "binary_scalar": ew._binary_call("sub", 2.0, x, activation="silu", block_m=4, block_n=16),
         "unary": ew._unary_call(x, "sigmoid", "sigmoid", block_n=64),
         "softmax_rows": sm._softmax_call(x, block_m=4),
         "softmax_online": sm._softmax_call(x, block_m=2, block_n=16),
@@ -667,7 +669,7 @@ def test_no_races_in_any_order(name):
 
 def test_row_schedule_gives_each_block_whole_rows():
     y = tl.zeros((10, 100), device="cpu")
-    p = y.partition((2, 16), schedule=ew._row_schedule(10, 2))
+    p = y.partition((2, 16), schedule=hs.row_schedule(10, 2))
     assert p.num_blocks() == 5
     for m in range(p.grid[0]):
         assert {p.owner((m, n)) for n in range(p.grid[1])} == {m}
@@ -707,7 +709,7 @@ def _typical_gpu_calls():
     cos, sin = t((4096, 64), "float32"), t((4096, 64), "float32")
     pos = t(2048, "int32")
     return {
-        "binary": ew._binary_call("add", h, h, act="silu"),
+        "binary": ew._binary_call("add", h, h, activation="silu"),
         "binary_row": ew._binary_call("mul", h, w),
         "binary_scalar": ew._binary_call("mul", h, 0.5),
         "unary": ew._unary_call(h, "gelu_tanh", "gelu"),
@@ -788,15 +790,15 @@ def test_row_kernels_carry_the_measured_hints(monkeypatch):
     def options(k):
         return k.options.occupancy, k.options.num_worker_warps
 
-    assert options(ew._row_kernel(sm.softmax_split_kernel, "softmax", "cpu")) == (4, None)
+    assert options(hs.row_kernel(sm.softmax_split_kernel, "softmax", "cpu")) == (4, None)
     monkeypatch.setattr(dev, "current_arch", lambda: "sm_90")
-    assert options(ew._row_kernel(sm.softmax_split_kernel, "softmax", "cuda")) == (4, None)
-    assert options(ew._row_kernel(nm.norm_rows_kernel, "norm", "cuda")) == (4, None)
-    monkeypatch.setitem(ew.ROW_HINTS_BY_ARCH, "sm_90",
+    assert options(hs.row_kernel(sm.softmax_split_kernel, "softmax", "cuda")) == (4, None)
+    assert options(hs.row_kernel(nm.norm_rows_kernel, "norm", "cuda")) == (4, None)
+    monkeypatch.setitem(hs.ROW_HINTS_BY_ARCH, "sm_90",
                         {"softmax": {"occupancy": 4, "num_worker_warps": 8}})
-    assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, 8)
+    assert options(hs.row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, 8)
     monkeypatch.setattr(dev, "current_arch", lambda: "sm_100")
-    assert options(ew._row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, None)
+    assert options(hs.row_kernel(sm.softmax_rows_kernel, "softmax", "cuda")) == (4, None)
 
 
 def test_looped_row_kernels_carry_their_occupancy_hints():

@@ -11,6 +11,7 @@ import pytest
 import tilelab as tl
 from tilelab.errors import BorrowError
 from tilelab.runtime import launch as L, native
+from tilelab.runtime.launch import prepared as P
 from tilelab.runtime.ledger import LEDGER
 
 from conftest import NO_NATIVE, recorder
@@ -112,19 +113,19 @@ def test_prepare_and_bind_check_their_arguments(bound):
         match = None
 
     with pytest.raises(TypeError, match=r"NoSlots.match is not a __slots__ member"):
-        mod.bind_hot(NoSlots, L.PreparedRecord, L._Future, L.LaunchInfo, [0], [0], {},
-                     print, print, print, L._Pin, L._PKG_DIR)
+        mod.bind_hot(NoSlots, P.PreparedRecord, P.Future, P.LaunchInfo, [0], [0], {},
+                     print, print, print, P._Pin, P._PKG_DIR)
     with pytest.raises(AttributeError, match="match"):
-        mod.bind_hot(object, L.PreparedRecord, L._Future, L.LaunchInfo, [0], [0], {},
-                     print, print, print, L._Pin, L._PKG_DIR)
+        mod.bind_hot(object, P.PreparedRecord, P.Future, P.LaunchInfo, [0], [0], {},
+                     print, print, print, P._Pin, P._PKG_DIR)
 
 
 # ---- the C async path ------------------------------------------------------------------
 def _count_runs(monkeypatch) -> list:
     """A list that grows by one at each call of the Python prepared-launch path."""
     runs: list = []
-    real_run = L._GpuLaunch.run
-    monkeypatch.setattr(L._GpuLaunch, "run", lambda *a: runs.append(1) or real_run(*a))
+    real_run = P.PreparedLaunch.run
+    monkeypatch.setattr(P.PreparedLaunch, "run", lambda *a: runs.append(1) or real_run(*a))
     return runs
 
 
@@ -218,8 +219,8 @@ def test_scalars_match_by_identity_in_c(nfake, monkeypatch):
     nfake.prepare(zp, x, a, b, kernel=axpb)
     runs = _count_runs(monkeypatch)
     eq_calls = []
-    real_eq = L._Same.__eq__
-    monkeypatch.setattr(L._Same, "__eq__", lambda s, o: eq_calls.append(1) or real_eq(s, o))
+    real_eq = P._Same.__eq__
+    monkeypatch.setattr(P._Same, "__eq__", lambda s, o: eq_calls.append(1) or real_eq(s, o))
     axpb.launch_async(zp, x, a, b).wait()       # Python learns the call site
     n_eq = len(eq_calls)
     axpb.launch_async(zp, x, a, b).wait()       # C, comparing 1.0 and 1000 itself
@@ -243,7 +244,7 @@ def test_the_c_path_refuses_other_or_dead_arguments(nfake):
     fast = nfake.prepare(zp, x, y)
 
     def hot(args):       # in launch_async's place: the caller is this test's line
-        return L._HOT[0](fast, args)
+        return L.DRIVER.hot(fast, args)
 
     add.launch_async(zp, x, y).wait()           # Python learns the call site
     assert hot((zp, x, y)) is not None and len(nfake.launches) == 2
@@ -287,10 +288,8 @@ def test_hot_off_keeps_the_python_path(fake_libcuda, monkeypatch):
     monkeypatch.setenv("TILELAB_HOT", "0")
     native._reset()
     mod = native.load(str(fake_libcuda))
-    hot = [None]
-    monkeypatch.setattr(L, "_HOT", hot)
-    for name in ("_native_launch", "_native_launch_on", "_native_sync", "_native_prepare"):
-        monkeypatch.setattr(L, name, None)
-    L._bind_native(mod)
-    assert hot == [None] and L._native_launch is mod.launch
+    d = L.DriverPath()
+    d.use_native(mod)
+    assert d.hot is None and d.native_launch is mod.launch and d.path == "native"
+    assert d.why.endswith("; async launches on the Python path (TILELAB_HOT=0)")
     native._reset()

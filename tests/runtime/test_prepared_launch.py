@@ -18,6 +18,7 @@ import pytest
 import tilelab as tl
 from tilelab.errors import BorrowError, LaunchError
 from tilelab.runtime import launch as L
+from tilelab.runtime.launch import prepared as P
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, Ledger
 
 
@@ -87,20 +88,19 @@ class FakeGpu:
         self._launches: list[tuple] = []
         self._result = driver.CUresult.CUDA_SUCCESS
         self.streams = {}
-        monkeypatch.setattr(L, "_cuLaunchKernel", [self._cu_launch_kernel])
-        monkeypatch.setattr(L, "_SUCCESS", [driver.CUresult.CUDA_SUCCESS])
-        monkeypatch.setattr(L, "_DRIVER_LAUNCH", [True])
-        monkeypatch.setattr(L, "_default_gpu", lambda: self.gpu)
-        for name in ("_native_launch", "_native_launch_on", "_native_sync",
-                     "_native_prepare"):
-            monkeypatch.setattr(L, name, None)
+        d = L.DRIVER
+        monkeypatch.setattr(d, "path", "driver")
+        monkeypatch.setattr(d, "why", "a fake driver (tests)")
+        monkeypatch.setattr(d, "cu_launch_kernel", self._cu_launch_kernel)
+        monkeypatch.setattr(d, "success", driver.CUresult.CUDA_SUCCESS)
+        monkeypatch.setattr(d, "gpu", lambda: self.gpu)
+        for name in ("native_launch", "native_launch_on", "native_sync", "native_prepare",
+                     "hot"):
+            monkeypatch.setattr(d, name, None)
         monkeypatch.setattr("tilelab.runtime.streams.resolve_stream", self._resolve)
         # the first launch of new arguments takes the full path: on the GPU there, here
         # preparing them as a GPU launch would do, then running the prepared launch
         monkeypatch.setattr(L.Launcher, "_launch_cpu", self._launch_gpu)
-        hot = [None]   # (Kernel.launch_async reads the list it imported)
-        monkeypatch.setattr(L, "_HOT", hot)
-        monkeypatch.setattr("tilelab.runtime.kernel._HOT", hot)
         if mode == "native":
             from conftest import recorder
 
@@ -112,8 +112,8 @@ class FakeGpu:
             mod = native.load(str(lib))
             assert mod is not None, native.status()
             self.lib = recorder(lib)
-            L._bind_native(mod)
-            assert L._HOT[0] is not None
+            d.use_native(mod)
+            assert d.hot is not None and d.path == "native"
 
     @property
     def launches(self) -> list[tuple]:
@@ -162,7 +162,7 @@ class FakeGpu:
         cpu_plan = launcher.plan(norm, "cpu")
         plan = dataclasses.replace(cpu_plan, device="gpu", cu_kernel=_CuKernel())
         claims = launcher.check_aliases(plan, norm)
-        fast = L._GpuLaunch(launcher, plan, args, norm, launcher.grid_for(cpu_plan, None),
+        fast = P.PreparedLaunch(launcher, plan, args, norm, launcher.grid_for(cpu_plan, None),
                             claims, True)
         launcher._fast[hash(args)] = fast
         return fast
@@ -222,7 +222,7 @@ def test_dropped_future_keeps_memory_and_says_so(fake, monkeypatch):
     fake.prepare(*args)
     add.launch_async(zp, x, y).wait()   # (the call site is known from here on)
     if fake.mode == "native" and sys.version_info >= (3, 11):   # (the C path's Pythons)
-        monkeypatch.setattr(L._GpuLaunch, "run", None)   # the C path alone launches next
+        monkeypatch.setattr(P.PreparedLaunch, "run", None)   # the C path alone launches next
     storage = weakref.ref(x.storage)
     add.launch_async(zp, x, y)   # dropped at once
     del args, x
@@ -280,13 +280,13 @@ def test_a_prepared_launch_whose_argument_died_is_stale(fake):
     del args, y
     gc.collect()
     y2 = tl.randn(1024, device="cpu")
-    assert fast.run((zp, x, y2), None, True) is L._STALE
+    assert fast.run((zp, x, y2), None, True) is P._STALE
     assert not fake.launches
 
 
 def test_scalars_match_by_identity_not_equality():
     one, half, yes, big = 1, 0.5, True, 10 ** 30
-    m = L._match_of((one, half, yes, big))
+    m = P._match_of((one, half, yes, big))
     assert (one, half, yes, big) == m
     assert (yes, half, yes, big) != m and (1.0, half, yes, big) != m   # equal, not the same
     assert (one, half, 1, big) != m and (one, half, yes, int(str(big))) != m
@@ -297,7 +297,7 @@ def test_scalars_match_by_identity_not_equality():
 
         __hash__ = object.__hash__
 
-    assert L._match_of((Eq(),)) is None   # its == would say nothing about identity
+    assert P._match_of((Eq(),)) is None   # its == would say nothing about identity
 
 
 def test_freeing_an_argument_invalidates_the_prepared_launch(fake):
@@ -314,9 +314,9 @@ def test_unchecked_and_graph_capture_take_the_full_path(fake):
     args = _args()
     fast = fake.prepare(*args)
     with tl.unchecked():
-        assert fast.run(args, None, True) is L._STALE
+        assert fast.run(args, None, True) is P._STALE
     with tl.graph():
-        assert fast.run(args, None, True) is L._STALE
+        assert fast.run(args, None, True) is P._STALE
     assert fast.run(args, None, True) is None and len(fake.launches) == 1
 
 
@@ -406,9 +406,11 @@ def test_driver_errors_and_the_cuda_core_fallback(fake, monkeypatch):
     def old_bindings(*argv):
         raise TypeError("an argument of another type")
 
-    L._cuLaunchKernel[0] = old_bindings
+    L.DRIVER.cu_launch_kernel = old_bindings
     fut = add.launch_async(zp, x, y)   # falls back to cuda.core.launch for good
-    assert L._DRIVER_LAUNCH[0] is False
+    assert L.DRIVER.path == "cuda.core"
+    assert L.DRIVER.why.startswith("cuda-bindings' cuLaunchKernel does not take packed "
+                                   "parameters (an argument of another type)")
     assert launched == [(fake.gpu.stream, fast.config, fast.kernel, *fast.words)]
     assert "test_prepared_launch.py" in fut._record.site
     fut.wait()
@@ -462,3 +464,25 @@ def test_unregister_puts_back_a_log_appended_to_meanwhile():
     log.append(_record(7))          # appended between the emptiness test and removal
     led._unregister(7, log)
     assert led._logs[7] is log
+
+
+def test_a_foreign_arguments_stream_is_the_default_launch_stream(fake):
+    """Memory borrowed on a framework's current stream (``Storage.stream``, set by
+    tilelab.runtime.foreign for torch and cupy GPU tensors) makes that stream the
+    launches' default: on the Python path and on the native module's C path."""
+    zp, x, y = args = _args()
+    home = object()
+    x.storage.stream = home
+    fake.prepare(*args)
+    s = fake.streams[home]
+    add(zp, x, y)
+    fut = add.launch_async(zp, x, y)
+    fut2 = add.launch_async(zp, x, y)
+    assert [argv[8] for argv in fake.launches] == [s.handle] * 3
+    assert fut.stream is s and fut2.stream is s
+    if fake.mode == "native":
+        assert fake.lib.fake_last_synced() == s.handle
+    else:
+        assert s.syncs == 1 and fake.gpu.stream.syncs == 0
+    fut2.wait()
+    assert LEDGER.pending_count == 0

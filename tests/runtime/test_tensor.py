@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import tilelab.runtime.device as dev
 import tilelab.runtime.tensor as T
 from tilelab.compiler.signature import ArraySpec
-from tilelab.errors import BorrowError, LaunchError
+from tilelab.errors import BorrowError, ConfigError, LaunchError
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, unchecked
 
 CPU = "cpu"
@@ -474,7 +474,8 @@ def test_backend_override(monkeypatch):
     monkeypatch.setenv("TILELAB_BACKEND", "cpu")
     assert dev.backend() == "cpu" and T.zeros(1).device == "cpu"
     monkeypatch.setenv("TILELAB_BACKEND", "tpu")
-    with pytest.raises(LaunchError, match="not a backend"):
+    with pytest.raises(ConfigError, match="TILELAB_BACKEND='tpu' is not allowed; it takes "
+                                          "auto, cpu, gpu"):
         dev.backend()
 
 

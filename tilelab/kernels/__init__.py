@@ -6,13 +6,19 @@ without copies). ``tilelab.kernels.examples`` holds the four kernels of the tour
 
 **Synchronous or not.** By default (``sync=True``) a call returns when its kernels have
 finished, like ``kernel(...)``. With ``sync=False`` it launches without waiting, on
-``stream=`` (default: tilelab's stream), and returns ``(out, future)``: ``future`` is the
-``tl.Future`` of the call's last launch, and since one stream runs a call's launches in
-order, observing it (``future.wait()``) observes them all. Until then the outputs are
-borrowed: reading ``out`` raises ``tl.BorrowError``. A call with nothing to launch (empty
-tensors) returns a future that is already done; inside ``with tl.graph():`` the launches
-are recorded and the future is None. Functions with two outputs return
-``((y, h), future)``.
+``stream=`` (default: the caller's stream, i.e. the current stream of torch or cupy when
+the call is given their GPU tensors, else tilelab's; see :mod:`tilelab.runtime.foreign`),
+and returns ``(out, future)``: ``future`` is the ``tl.Future`` of the call's last launch,
+and since one stream runs a call's launches in order, observing it (``future.wait()``)
+observes them all. Until then the outputs are borrowed: reading ``out`` raises
+``tl.BorrowError``. A call with nothing to launch (empty tensors) returns a future that
+is already done; inside ``with tl.graph():`` the launches are recorded and the future is
+None. Functions with two outputs return ``((y, h), future)``.
+
+**Activations.** Every kernel that fuses an activation (the element-wise ops, the GEMM
+epilogue) takes it as ``activation=``: None, an :class:`Activation` or its name
+(``"relu"``, ``"gelu"`` = ``"gelu_tanh"``, ``"gelu_erf"``, ``"silu"``, ``"sigmoid"``,
+``"exp"``); see :mod:`tilelab.kernels.activation`.
 
 **Repeated calls are cheap.** A call repeated with the same tensor objects (torch and
 numpy arrays included, as long as they still describe the same memory) and ``out=``
@@ -34,6 +40,7 @@ Example:
     4.0
 """
 from tilelab.kernels._host import Plan, clear_caches
+from tilelab.kernels.activation import Activation
 from tilelab.kernels.elementwise import (add, sub, mul, div, maximum, minimum, binary, exp,
                                          relu, gelu, silu, sigmoid, unary)
 from tilelab.kernels.softmax import softmax, log_softmax
@@ -57,5 +64,5 @@ __all__ = [
     "plan_matmul", "plan_bmm", "compile_matmul", "matmul_search_space", "AttentionConfig",
     "DecodeConfig", "attention", "decode_attention", "plan_attention",
     "plan_decode_attention", "compile_attention", "compile_decode_attention",
-    "attention_search_space", "Plan", "clear_caches",
+    "attention_search_space", "Plan", "clear_caches", "Activation",
 ]

@@ -16,10 +16,9 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
-from tilelab.kernels._host import CallCache, TensorResult
-from tilelab.kernels.elementwise import (TILE_ELEMS, _Call, _as_tensor, _check_block,
-                                         _check_same_device, _output, _partition_2d,
-                                         _pow2_ceil)
+from tilelab.kernels._host import (TILE_ELEMS, Call, CallCache, check_block,
+                                   check_same_device, output, partition_2d, pow2_ceil,
+                                   tensor_arg, TensorResult)
 
 __all__ = ["embedding"]
 
@@ -40,17 +39,17 @@ def embedding_kernel(out: tl.Out, ids: tl.In, table: tl.In):
 
 def _embedding_call(ids: Any, table: Any, *, check_ids: bool = True,
                     block_t: int | None = None, block_d: int | None = None,
-                    out: Any = None) -> _Call:
+                    out: Any = None) -> Call:
     fn = "embedding"
-    block_t = _check_block(block_t, "block_t", fn)
-    block_d = _check_block(block_d, "block_d", fn)
-    it = _as_tensor(ids, "ids", fn)
+    block_t = check_block(block_t, "block_t", fn)
+    block_d = check_block(block_d, "block_d", fn)
+    it = tensor_arg(ids, "ids", fn)
     if it.dtype.name not in ("int32", "int64"):
         raise TypeError(f"{fn}(): ids must be int32 or int64, got {it.dtype.name}")
-    tt = _as_tensor(table, "table", fn)
+    tt = tensor_arg(table, "table", fn)
     if tt.ndim != 2:
         raise ValueError(f"{fn}(): table must be 2-D (vocab, dim), got shape {tt.shape}")
-    device = _check_same_device(fn, ids=it, table=tt)
+    device = check_same_device(fn, ids=it, table=tt)
     vocab, dim = tt.shape
     if check_ids and it.size:
         v = it.numpy()
@@ -60,14 +59,14 @@ def _embedding_call(ids: Any, table: Any, *, check_ids: bool = True,
             raise ValueError(f"{fn}(): ids{list(map(int, where))} = "
                              f"{int(v.reshape(-1)[bad[0]])} is outside the table's "
                              f"{vocab} rows (0..{vocab - 1})")
-    o = _output(out, it.shape + (dim,), tt.dtype, device, "out", fn)
+    o = output(out, it.shape + (dim,), tt.dtype, device, "out", fn)
     if it.size == 0 or dim == 0:
-        return _Call(embedding_kernel, None, o)
+        return Call(embedding_kernel, None, o)
     flat = it.reshape(-1) if it.is_contiguous else it.contiguous().reshape(-1)
-    bd = block_d or min(_pow2_ceil(dim), TILE_ELEMS)
-    bt = block_t or max(1, min(_pow2_ceil(flat.shape[0]), TILE_ELEMS // bd))
+    bd = block_d or min(pow2_ceil(dim), TILE_ELEMS)
+    bt = block_t or max(1, min(pow2_ceil(flat.shape[0]), TILE_ELEMS // bd))
     ov = o if o.ndim == 2 else o.reshape(flat.shape[0], dim)
-    return _Call(embedding_kernel, (_partition_2d(ov, bt, bd), flat, tt), o)
+    return Call(embedding_kernel, (partition_2d(ov, bt, bd), flat, tt), o)
 
 
 #: prepared calls (see tilelab.kernels._host); only with check_ids=False: the check
@@ -84,7 +83,7 @@ def embedding(ids: Any, table: Any, *, check_ids: bool = True, block_t: int | No
     ``[0, vocab)``: a ValueError names the first one that does not, unless
     ``check_ids=False`` (no host read; such ids then give rows of zeros).
     ``block_t`` tokens x ``block_d`` columns per tile (powers of two). ``sync=False``
-    launches without waiting (on ``stream``, default tilelab's) and returns
+    launches without waiting (on ``stream``, default the caller's) and returns
     ``(out, future)`` (see :mod:`tilelab.kernels`).
 
     Example:

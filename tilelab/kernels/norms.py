@@ -8,7 +8,7 @@ instead of three kernels. Statistics are float32.
 
 Rows up to 8192 elements fit one tile (one read, one write; the variance is the exact
 two-pass ``mean((h - mean)^2)`` over the tile in registers). Longer rows use a
-persistent schedule (see ``_row_schedule``) and stream the row twice: once for the
+persistent schedule (see ``row_schedule``) and stream the row twice: once for the
 statistics, merging per-tile means and squared deviations with Chan's formula (no
 ``E[h^2] - E[h]^2`` cancellation), then once to normalize and store. ``rms_norm`` of
 bf16/fp16 rows of 16384 or 32768 still reads them once, as 128 or 256 sub-rows of 128
@@ -21,11 +21,16 @@ from typing import Any
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._host import CallCache, PairResult, TensorResult
-from tilelab.kernels.elementwise import (NORM_TILE_ELEMS, _Call, _as_tensor, _check_block,
-                                         _check_float, _check_same_device, _grid_schedule,
-                                         _long_row_split, _output, _partition_2d,
-                                         _row_kernel, _row_schedule, _row_tiles, _rows_of)
+from tilelab.kernels._host import (Call, CallCache, check_block, check_float,
+                                   check_same_device, grid_schedule, long_row_split, output,
+                                   PairResult, partition_2d, row_kernel, row_schedule,
+                                   row_tiles, rows_of, tensor_arg, TensorResult)
+
+#: Element budget of a whole-row tile of the normalization kernels: 2 rows of 4096.
+#: (RMSNorm 65536 x 4096 bf16 on the H200 without an occupancy hint: 364 us with 8 rows
+#: per tile, 1016 us with 1; with the occupancy hint of ``ROW_HINTS`` 2 rows fit without
+#: register spills.)
+NORM_TILE_ELEMS = 8192
 
 __all__ = ["layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
 
@@ -161,10 +166,10 @@ def norm_looped_kernel(y: tl.Out, x: tl.In, w: tl.In, b: tl.In, eps: float,
                        RMS: ct.Constant[int], HAS_BIAS: ct.Constant[int]):
     """Norm of long rows: streamed statistics, then one store per column tile.
 
-    Launch with ``y.partition((bm, bn), schedule=_row_schedule(rows, bm))``.
+    Launch with ``y.partition((bm, bn), schedule=row_schedule(rows, bm))``.
 
     Example:
-        >>> sched = _row_schedule(64, 1)
+        >>> sched = row_schedule(64, 1)
         >>> norm_looped_kernel(y.partition((1, 4096), schedule=sched),
         ...                    x, w, w, 1e-6, 1, 0)                       # doctest: +SKIP
     """
@@ -188,7 +193,7 @@ def add_norm_looped_kernel(y: tl.Out, h_out: tl.Out, x: tl.In, r: tl.In, w: tl.I
     """h = x + r and y = norm(h) for long rows (statistics pass, then store pass).
 
     Example:
-        >>> sched = _row_schedule(64, 1)
+        >>> sched = row_schedule(64, 1)
         >>> add_norm_looped_kernel(y.partition((1, 4096), schedule=sched),
         ...                        h.partition((1, 4096), schedule=sched),
         ...                        x, r, w, w, 1e-6, 1, 0)                 # doctest: +SKIP
@@ -212,48 +217,63 @@ def add_norm_looped_kernel(y: tl.Out, h_out: tl.Out, x: tl.In, r: tl.In, w: tl.I
 # ======================================================================================
 
 
-def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: float,
-               rms: bool, block_m: int | None, block_n: int | None, out: Any) -> _Call:
-    block_m = _check_block(block_m, "block_m", fn)
-    block_n = _check_block(block_n, "block_n", fn)
+def _norm_operands(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: float
+                   ) -> tuple[tl.Tensor, tl.Tensor, tl.Tensor | None, tl.Tensor | None, str]:
+    """(x, weight, bias or None, residual or None, device), checked."""
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
         raise ValueError(f"{fn}(): eps must be a non-negative float, got {eps!r}")
-    xt = _as_tensor(x, "x", fn)
-    _check_float(xt, "x", fn)
+    xt = tensor_arg(x, "x", fn)
+    check_float(xt, "x", fn)
     if xt.ndim == 0:
         raise ValueError(f"{fn}(): x must have at least one dimension")
     n = xt.shape[-1]
-    wt = _as_tensor(weight, "weight", fn)
-    _check_float(wt, "weight", fn)
+    wt = tensor_arg(weight, "weight", fn)
+    check_float(wt, "weight", fn)
     if wt.shape != (n,):
         raise ValueError(f"{fn}(): weight must have shape ({n},) (the last dimension of x "
                          f"{xt.shape}), got {wt.shape}")
     bt = None
     if bias is not None:
-        bt = _as_tensor(bias, "bias", fn)
-        _check_float(bt, "bias", fn)
+        bt = tensor_arg(bias, "bias", fn)
+        check_float(bt, "bias", fn)
         if bt.shape != (n,):
             raise ValueError(f"{fn}(): bias must have shape ({n},), got {bt.shape}")
     rt = None
     if residual is not None:
-        rt = _as_tensor(residual, "residual", fn)
+        rt = tensor_arg(residual, "residual", fn)
         if rt.shape != xt.shape or rt.dtype != xt.dtype:
             raise ValueError(f"{fn}(): residual must match x ({xt.shape} {xt.dtype.name}), "
                              f"got {rt.shape} {rt.dtype.name}")
-    device = _check_same_device(fn, x=xt, weight=wt, bias=bt, residual=rt)
-    outs = out if residual is not None and out is not None else (out, None)
-    if residual is not None and out is not None and (not isinstance(out, tuple)
-                                                     or len(out) != 2):
+    device = check_same_device(fn, x=xt, weight=wt, bias=bt, residual=rt)
+    return xt, wt, bt, rt, device
+
+
+def _norm_outputs(fn: str, out: Any, xt: tl.Tensor, fused: bool,
+                  device: str) -> tuple[tl.Tensor, tl.Tensor | None]:
+    """(y, h): the output, and with a residual the sum ``h`` (None without one)."""
+    outs = out if fused and out is not None else (out, None)
+    if fused and out is not None and (not isinstance(out, tuple) or len(out) != 2):
         raise TypeError(f"{fn}(): out must be a pair (out, h) of tensors")
-    y = _output(outs[0], xt.shape, xt.dtype, device, "out", fn)
-    h = None if rt is None else _output(outs[1], xt.shape, xt.dtype, device, "h", fn)
+    y = output(outs[0], xt.shape, xt.dtype, device, "out", fn)
+    h = None if not fused else output(outs[1], xt.shape, xt.dtype, device, "h", fn)
+    return y, h
+
+
+def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: float,
+               rms: bool, block_m: int | None, block_n: int | None, out: Any) -> Call:
+    """The launch of a (fused add +) layer norm or RMSNorm (see :func:`layer_norm`)."""
+    block_m = check_block(block_m, "block_m", fn)
+    block_n = check_block(block_n, "block_n", fn)
+    xt, wt, bt, rt, device = _norm_operands(fn, x, weight, bias, residual, eps)
+    y, h = _norm_outputs(fn, out, xt, residual is not None, device)
     result = y if h is None else (y, h)
     if xt.size == 0:
-        return _Call(norm_rows_kernel, None, result)
-    xv, yv = _rows_of(xt), _rows_of(y)
+        return Call(norm_rows_kernel, None, result)
+    n = xt.shape[-1]
+    xv, yv = rows_of(xt), rows_of(y)
     rows = xv.shape[0]
-    bm, bn, looped = _row_tiles(rows, n, block_m, block_n, NORM_TILE_ELEMS)
-    g = _long_row_split(n, xt.dtype.itemsize) if looped else 0
+    bm, bn, looped = row_tiles(rows, n, block_m, block_n, NORM_TILE_ELEMS)
+    g = long_row_split(n, xt.dtype.itemsize) if looped else 0
     if (g and rms and rt is None and block_m is None and block_n is None
             and xv.is_contiguous and yv.is_contiguous and wt.is_contiguous):
         # RMSNorm of 16-bit rows of 16384/32768 in one pass, as G sub-rows of 128: on the
@@ -261,26 +281,26 @@ def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: floa
         # bf16 93.2 -> 71.9 us, torch 109.5; 2048 x 32768 103.7 -> 80.7, torch 108.1).
         # Layer norm was slower so (123 vs 105 us at 16384), and the fused add untimed.
         wd = n // g
-        kernel = _row_kernel(rms_split_kernel, "norm_16k" if n <= 16384 else "norm_32k",
-                             device)
+        kernel = row_kernel(rms_split_kernel, "norm_16k" if n <= 16384 else "norm_32k",
+                            device)
         ys = yv.reshape(rows * g, wd)
-        return _Call(kernel, (_partition_2d(ys, g, wd), xv.reshape(rows * g, wd),
-                              wt.reshape(g, wd), float(eps)), result)
-    sched = _row_schedule(rows, bm) if looped else _grid_schedule(-(-rows // bm))
+        return Call(kernel, (partition_2d(ys, g, wd), xv.reshape(rows * g, wd),
+                             wt.reshape(g, wd), float(eps)), result)
+    sched = row_schedule(rows, bm) if looped else grid_schedule(-(-rows // bm))
     flags = (float(eps), int(rms), int(bt is not None))
     b_arg = bt if bt is not None else wt      # never read when HAS_BIAS is 0
     looped_hints = "norm_looped" if rms else "layer_norm_looped"
     if h is None:
-        kernel = (_row_kernel(norm_looped_kernel, looped_hints, device) if looped
-                  else _row_kernel(norm_rows_kernel, "norm", device))
+        kernel = (row_kernel(norm_looped_kernel, looped_hints, device) if looped
+                  else row_kernel(norm_rows_kernel, "norm", device))
         args = (yv.partition((bm, bn), schedule=sched), xv, wt, b_arg) + flags
     else:
-        kernel = (_row_kernel(add_norm_looped_kernel, looped_hints, device) if looped
-                  else _row_kernel(add_norm_rows_kernel, "norm", device))
+        kernel = (row_kernel(add_norm_looped_kernel, looped_hints, device) if looped
+                  else row_kernel(add_norm_rows_kernel, "norm", device))
         args = (yv.partition((bm, bn), schedule=sched),
-                _rows_of(h).partition((bm, bn), schedule=sched), xv, _rows_of(rt), wt,
+                rows_of(h).partition((bm, bn), schedule=sched), xv, rows_of(rt), wt,
                 b_arg) + flags
-    return _Call(kernel, args, result)
+    return Call(kernel, args, result)
 
 
 #: prepared calls (see tilelab.kernels._host)
@@ -303,7 +323,7 @@ def layer_norm(x: Any, weight: Any, bias: Any = None, *, eps: float = 1e-5,
     ``weight``/``bias`` are ``(N,)`` float tensors (any float dtype; ``bias`` may be
     None). Statistics are float32; the result has x's dtype. ``block_n >= N`` (default
     up to 8192) normalizes whole rows in one pass; smaller ``block_n`` streams them.
-    ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
+    ``sync=False`` launches without waiting (on ``stream``, default the caller's) and
     returns ``(out, future)`` (see :mod:`tilelab.kernels`); so do the other norms.
 
     Example:

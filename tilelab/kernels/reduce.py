@@ -20,10 +20,9 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
-from tilelab.kernels._host import CallCache, PairResult, TensorResult
-from tilelab.kernels.elementwise import (TILE_ELEMS, _Call, _as_tensor, _check_block,
-                                         _check_float, _output, _pow2_ceil, _row_kernel,
-                                         _rows_of)
+from tilelab.kernels._host import (TILE_ELEMS, Call, CallCache, check_block, check_float,
+                                   output, PairResult, pow2_ceil, row_kernel, rows_of,
+                                   tensor_arg, TensorResult)
 
 __all__ = ["row_sum", "row_mean", "row_max", "row_min", "row_argmax"]
 
@@ -97,16 +96,16 @@ def row_argmax_kernel(values: tl.Out, indices: tl.Out, x: tl.In, BN: ct.Constant
 
 def _reduce_setup(fn: str, x: Any, block_m: int | None, block_n: int | None
                   ) -> tuple[tl.Tensor, tl.Tensor, int, int]:
-    block_m = _check_block(block_m, "block_m", fn)
-    block_n = _check_block(block_n, "block_n", fn)
-    xt = _as_tensor(x, "x", fn)
-    _check_float(xt, "x", fn)
+    block_m = check_block(block_m, "block_m", fn)
+    block_n = check_block(block_n, "block_n", fn)
+    xt = tensor_arg(x, "x", fn)
+    check_float(xt, "x", fn)
     if xt.ndim == 0:
         raise ValueError(f"{fn}(): x must have at least one dimension")
-    xv = _rows_of(xt)
+    xv = rows_of(xt)
     rows, n = xv.shape
-    bn = block_n or min(_pow2_ceil(n), TILE_ELEMS)
-    bm = block_m or max(1, min(_pow2_ceil(rows), TILE_ELEMS // bn))
+    bn = block_n or min(pow2_ceil(n), TILE_ELEMS)
+    bm = block_m or max(1, min(pow2_ceil(rows), TILE_ELEMS // bn))
     return xt, xv, bm, bn
 
 
@@ -116,37 +115,37 @@ def _flat(t: tl.Tensor) -> tl.Tensor:
 
 
 def _reduce_call(op: str, x: Any, *, block_m: int | None = None,
-                 block_n: int | None = None, out: Any = None) -> _Call:
+                 block_n: int | None = None, out: Any = None) -> Call:
     fn = f"row_{op}"
     xt, xv, bm, bn = _reduce_setup(fn, x, block_m, block_n)
-    y = _output(out, xt.shape[:-1], xt.dtype, xt.device, "out", fn)
+    y = output(out, xt.shape[:-1], xt.dtype, xt.device, "out", fn)
     if xt.shape[-1] == 0 and xv.shape[0]:
         if op != "sum":
             raise ValueError(f"{fn}(): rows are empty (x has shape {xt.shape}); only "
                              "row_sum is defined for them")
         y.copy_(np.zeros(y.shape, y.dtype))
-        return _Call(row_reduce_kernel, None, y)
+        return Call(row_reduce_kernel, None, y)
     if xv.shape[0] == 0:
-        return _Call(row_reduce_kernel, None, y)
-    kernel = _row_kernel(row_reduce_kernel, "reduce", xt.device)
-    return _Call(kernel, (_flat(y).partition(bm), xv, REDUCTIONS[op], bn), y)
+        return Call(row_reduce_kernel, None, y)
+    kernel = row_kernel(row_reduce_kernel, "reduce", xt.device)
+    return Call(kernel, (_flat(y).partition(bm), xv, REDUCTIONS[op], bn), y)
 
 
 def _argmax_call(x: Any, *, block_m: int | None = None, block_n: int | None = None,
-                 out: Any = None) -> _Call:
+                 out: Any = None) -> Call:
     fn = "row_argmax"
     xt, xv, bm, bn = _reduce_setup(fn, x, block_m, block_n)
     if out is not None and (not isinstance(out, tuple) or len(out) != 2):
         raise TypeError(f"{fn}(): out must be a pair (values, indices)")
     outs = out or (None, None)
-    v = _output(outs[0], xt.shape[:-1], xt.dtype, xt.device, "values", fn)
-    i = _output(outs[1], xt.shape[:-1], np.dtype("int64"), xt.device, "indices", fn)
+    v = output(outs[0], xt.shape[:-1], xt.dtype, xt.device, "values", fn)
+    i = output(outs[1], xt.shape[:-1], np.dtype("int64"), xt.device, "indices", fn)
     if xt.shape[-1] == 0 and xv.shape[0]:
         raise ValueError(f"{fn}(): rows are empty (x has shape {xt.shape})")
     if xv.shape[0] == 0:
-        return _Call(row_argmax_kernel, None, (v, i))
+        return Call(row_argmax_kernel, None, (v, i))
     args = (_flat(v).partition(bm), _flat(i).partition(bm), xv, bn)
-    return _Call(_row_kernel(row_argmax_kernel, "reduce", xt.device), args, (v, i))
+    return Call(row_kernel(row_argmax_kernel, "reduce", xt.device), args, (v, i))
 
 
 #: prepared calls (see tilelab.kernels._host)
@@ -168,7 +167,7 @@ def row_sum(x: Any, *, block_m: int | None = None, block_n: int | None = None,
             out: Any = None, sync: bool = True, stream: Any = None) -> TensorResult:
     """Sum over the last dimension (float32 accumulation, x's dtype out).
 
-    ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
+    ``sync=False`` launches without waiting (on ``stream``, default the caller's) and
     returns ``(out, future)`` (see :mod:`tilelab.kernels`); so do the other reductions.
 
     Example:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from tilelab.kernels.activation import Activation, activation_code
+
 __all__ = [
     "binary", "add", "sub", "mul", "div", "maximum", "minimum",
     "unary", "exp", "relu", "gelu", "silu", "sigmoid",
@@ -39,115 +41,115 @@ def _f64(a: Any) -> np.ndarray:
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
 
 
-def unary(x: Any, act: str | None) -> np.ndarray:
-    """``act(x)`` in float64 (act: None, relu, gelu/gelu_tanh, gelu_erf, silu, sigmoid, exp).
+def unary(x: Any, activation: Any) -> np.ndarray:
+    """``activation(x)`` in float64 for any :class:`~tilelab.kernels.Activation` or name
+    (None, none, relu, gelu/gelu_tanh, gelu_erf, silu, sigmoid, exp).
 
     Example:
         >>> from tilelab.kernels import reference as ref
         >>> ref.unary([0.0, 2.0], "relu")
         array([0., 2.])
     """
+    act = activation_code(activation, "reference")
     v = _f64(x)
-    if act in (None, "none"):
+    if act is Activation.NONE:
         return v
-    if act == "relu":
+    if act is Activation.RELU:
         return np.maximum(v, 0.0)
     with np.errstate(over="ignore"):
-        if act in ("gelu", "gelu_tanh"):
+        if act is Activation.GELU_TANH:
             # 0.5 * v * (1 + tanh(u)) written as v * sigmoid(2u): 1 + tanh(u) would
             # cancel to 0 for u < -19 even in float64
             u = math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)
             return v / (1.0 + np.exp(-2.0 * u))
-        if act == "gelu_erf":
+        if act is Activation.GELU_ERF:
             return 0.5 * v * _ERFC(-v / math.sqrt(2.0))   # erfc keeps the tail exact
-        if act == "silu":
+        if act is Activation.SILU:
             return v / (1.0 + np.exp(-v))
-        if act == "sigmoid":
+        if act is Activation.SIGMOID:
             return 1.0 / (1.0 + np.exp(-v))
-        if act == "exp":
-            return np.exp(v)
-    raise ValueError(f"unknown activation {act!r}")
+        return np.exp(v)
 
 
-def binary(op: str, x: Any, y: Any, act: str | None = None) -> np.ndarray:
-    """``act(x <op> y)`` with numpy broadcasting, in float64.
+def binary(op: str, x: Any, y: Any, activation: Any = None) -> np.ndarray:
+    """``activation(x <op> y)`` with numpy broadcasting, in float64.
 
     Example:
         >>> from tilelab.kernels import reference as ref
-        >>> ref.binary("sub", [[1.0, 2.0]], [3.0, 1.0], act="relu")
+        >>> ref.binary("sub", [[1.0, 2.0]], [3.0, 1.0], activation="relu")
         array([[0., 1.]])
     """
     a, b = _f64(x), _f64(y)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
              "maximum": np.maximum, "minimum": np.minimum}[op](a, b)
-    return unary(r, act)
+    return unary(r, activation)
 
 
-def add(x: Any, y: Any, act: str | None = None) -> np.ndarray:
-    """``act(x + y)``.
+def add(x: Any, y: Any, activation: Any = None) -> np.ndarray:
+    """``activation(x + y)``.
 
     Example:
         >>> from tilelab.kernels import reference as ref
         >>> ref.add([1.0], [2.0])
         array([3.])
     """
-    return binary("add", x, y, act)
+    return binary("add", x, y, activation)
 
 
-def sub(x: Any, y: Any, act: str | None = None) -> np.ndarray:
-    """``act(x - y)``.
+def sub(x: Any, y: Any, activation: Any = None) -> np.ndarray:
+    """``activation(x - y)``.
 
     Example:
         >>> from tilelab.kernels import reference as ref
         >>> ref.sub([1.0], [2.0])
         array([-1.])
     """
-    return binary("sub", x, y, act)
+    return binary("sub", x, y, activation)
 
 
-def mul(x: Any, y: Any, act: str | None = None) -> np.ndarray:
-    """``act(x * y)``.
+def mul(x: Any, y: Any, activation: Any = None) -> np.ndarray:
+    """``activation(x * y)``.
 
     Example:
         >>> from tilelab.kernels import reference as ref
         >>> ref.mul([1.5], [2.0])
         array([3.])
     """
-    return binary("mul", x, y, act)
+    return binary("mul", x, y, activation)
 
 
-def div(x: Any, y: Any, act: str | None = None) -> np.ndarray:
-    """``act(x / y)``.
+def div(x: Any, y: Any, activation: Any = None) -> np.ndarray:
+    """``activation(x / y)``.
 
     Example:
         >>> from tilelab.kernels import reference as ref
         >>> ref.div([1.0], [4.0])
         array([0.25])
     """
-    return binary("div", x, y, act)
+    return binary("div", x, y, activation)
 
 
-def maximum(x: Any, y: Any, act: str | None = None) -> np.ndarray:
-    """``act(max(x, y))`` (NaN propagates).
+def maximum(x: Any, y: Any, activation: Any = None) -> np.ndarray:
+    """``activation(max(x, y))`` (NaN propagates).
 
     Example:
         >>> from tilelab.kernels import reference as ref
         >>> ref.maximum([1.0, 5.0], 2.0)
         array([2., 5.])
     """
-    return binary("maximum", x, y, act)
+    return binary("maximum", x, y, activation)
 
 
-def minimum(x: Any, y: Any, act: str | None = None) -> np.ndarray:
-    """``act(min(x, y))`` (NaN propagates).
+def minimum(x: Any, y: Any, activation: Any = None) -> np.ndarray:
+    """``activation(min(x, y))`` (NaN propagates).
 
     Example:
         >>> from tilelab.kernels import reference as ref
         >>> ref.minimum([1.0, 5.0], 2.0)
         array([1., 2.])
     """
-    return binary("minimum", x, y, act)
+    return binary("minimum", x, y, activation)
 
 
 def exp(x: Any) -> np.ndarray:

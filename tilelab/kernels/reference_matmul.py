@@ -7,6 +7,8 @@ product in attention, and the final rounding to the output dtype.
 
 Example:
     >>> import numpy as np
+
+from tilelab.kernels.reference import unary
     >>> matmul_ref(np.ones((2, 3)), np.ones((3, 4)), bias=np.arange(4.0))[0]
     array([3., 4., 5., 6.])
 """
@@ -16,6 +18,8 @@ import math
 from typing import Any
 
 import numpy as np
+
+from tilelab.kernels.reference import unary
 
 __all__ = ["to_f64", "activation_ref", "matmul_ref", "bmm_ref", "attention_ref",
            "decode_attention_ref", "rel_error"]
@@ -33,29 +37,18 @@ def to_f64(x: Any) -> np.ndarray:
     return np.asarray(x).astype(np.float64)
 
 
-def activation_ref(x: np.ndarray, activation: str | None) -> np.ndarray:
-    """The fused activations of :func:`tilelab.kernels.matmul.matmul`, in float64.
+def activation_ref(x: np.ndarray, activation: Any) -> np.ndarray:
+    """The fused activations of :func:`tilelab.kernels.matmul.matmul`, in float64 (the
+    same function as the element-wise reference, :func:`tilelab.kernels.reference.unary`).
 
     Example:
         >>> activation_ref(np.array([-1.0, 2.0]), "relu")
         array([0., 2.])
     """
-    if activation is None:
-        return x
-    if activation == "relu":
-        return np.maximum(x, 0.0)
-    if activation in ("gelu", "gelu_tanh"):
-        c = math.sqrt(2.0 / math.pi)
-        return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x ** 3)))
-    if activation == "gelu_erf":
-        erf = np.vectorize(math.erf, otypes=[np.float64])
-        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-    if activation == "silu":
-        return x / (1.0 + np.exp(-x))
-    raise ValueError(f"unknown activation {activation!r}")
+    return unary(x, activation)
 
 
-def matmul_ref(a: Any, b: Any, *, bias: Any = None, activation: str | None = None,
+def matmul_ref(a: Any, b: Any, *, bias: Any = None, activation: Any = None,
                residual: Any = None, alpha: float = 1.0) -> np.ndarray:
     """``act(alpha * a @ b + bias) + residual`` in float64.
 

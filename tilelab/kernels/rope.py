@@ -23,10 +23,9 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
-from tilelab.kernels._host import CallCache, PairResult, TensorResult
-from tilelab.kernels.elementwise import (TILE_ELEMS, _Call, _as_tensor, _check_block,
-                                         _check_float, _check_same_device, _grid_schedule,
-                                         _output, _pow2_ceil, _row_kernel)
+from tilelab.kernels._host import (TILE_ELEMS, Call, CallCache, check_block, check_float,
+                                   check_same_device, grid_schedule, output, PairResult,
+                                   pow2_ceil, row_kernel, tensor_arg, TensorResult)
 
 __all__ = ["rope", "apply_rope", "rope_tables"]
 
@@ -180,76 +179,97 @@ def _tokens_view(t: tl.Tensor, name: str, fn: str) -> tuple[tl.Tensor, int]:
 
 
 def _table(t: Any, name: str, half: int, fn: str) -> tl.Tensor:
-    tt = _as_tensor(t, name, fn)
-    _check_float(tt, name, fn)
+    tt = tensor_arg(t, name, fn)
+    check_float(tt, name, fn)
     if tt.ndim != 2 or tt.shape[1] not in (half, 2 * half):
         raise ValueError(f"{fn}(): {name} must be (max_pos, {half}) or (max_pos, "
                          f"{2 * half}), got {tt.shape}")
     return tt[:, :half] if tt.shape[1] != half else tt
 
 
-def _rope_call(fn: str, q: Any, k: Any, cos: Any, sin: Any, positions: Any,
-               block_t: int | None, check_positions: bool, out: Any) -> _Call:
-    block_t = _check_block(block_t, "block_t", fn)
-    qt = _as_tensor(q, "q", fn)
-    _check_float(qt, "q", fn)
-    kt = None if k is None else _as_tensor(k, "k", fn)
+def _qk_views(fn: str, q: Any, k: Any) -> tuple:
+    """(q, k or None, q as tokens, k as tokens or None, seq_len, head_dim), checked."""
+    qt = tensor_arg(q, "q", fn)
+    check_float(qt, "q", fn)
+    kt = None if k is None else tensor_arg(k, "k", fn)
     if kt is not None:
-        _check_float(kt, "k", fn)
+        check_float(kt, "k", fn)
     hd = qt.shape[-1] if qt.ndim else 0
     if hd < 2 or hd & (hd - 1):
         raise ValueError(f"{fn}(): head_dim must be a power of two >= 2 (each half is a "
                          f"tile), got {hd}")
     qv, seq_len = _tokens_view(qt, "q", fn)
+    kv = None
     if kt is not None:
         kv, _ = _tokens_view(kt, "k", fn)
         lead = qt.shape[:-2]
         if kt.ndim != qt.ndim or kt.shape[:-2] != lead or kt.shape[-1] != hd:
             raise ValueError(f"{fn}(): k {kt.shape} must match q {qt.shape} in every "
                              "dimension but heads")
+    return qt, kt, qv, kv, seq_len, hd
+
+
+def _positions(fn: str, positions: Any, qt: tl.Tensor, tokens: int, seq_len: int,
+               max_pos: int, check_positions: bool) -> tl.Tensor | None:
+    """The checked ``positions`` tensor, or None (then the seq index is the position)."""
+    if positions is None:
+        if seq_len > max_pos:
+            raise ValueError(f"{fn}(): sequence length {seq_len} exceeds the tables' "
+                             f"{max_pos} positions")
+        return None
+    if qt.ndim == 4:
+        raise ValueError(f"{fn}(): positions are for (tokens, heads, head_dim) tensors; "
+                         "(batch, seq, heads, head_dim) ones take the seq index (view "
+                         "them as (batch * seq, heads, head_dim) to pass positions)")
+    pt = tensor_arg(positions, "positions", fn)
+    if pt.dtype.name not in ("int32", "int64"):
+        raise TypeError(f"{fn}(): positions must be int32 or int64, got "
+                        f"{pt.dtype.name}")
+    if pt.shape != (tokens,):
+        raise ValueError(f"{fn}(): positions must have shape ({tokens},) (one per "
+                         f"token), got {pt.shape}")
+    if check_positions and tokens:
+        p = pt.numpy()
+        bad = np.flatnonzero((p < 0) | (p >= max_pos))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{fn}(): positions[{i}] = {int(p[i])} is outside the "
+                             f"tables (0..{max_pos - 1})")
+    return pt
+
+
+def _rope_outputs(fn: str, out: Any, qt: tl.Tensor, kt: tl.Tensor | None,
+                  device: str) -> tuple[tl.Tensor, tl.Tensor | None]:
+    """(q_out, k_out or None)."""
+    outs = out if (kt is not None and out is not None) else (out, None)
+    if kt is not None and out is not None and (not isinstance(out, tuple) or len(out) != 2):
+        raise TypeError(f"{fn}(): out must be a pair (q_out, k_out)")
+    qo = output(outs[0], qt.shape, qt.dtype, device, "q_out", fn)
+    ko = None if kt is None else output(outs[1], kt.shape, kt.dtype, device, "k_out", fn)
+    return qo, ko
+
+
+def _rope_call(fn: str, q: Any, k: Any, cos: Any, sin: Any, positions: Any,
+               block_t: int | None, check_positions: bool, out: Any) -> Call:
+    """The launch of :func:`rope` / :func:`apply_rope` (``k`` None: one tensor)."""
+    block_t = check_block(block_t, "block_t", fn)
+    qt, kt, qv, kv, seq_len, hd = _qk_views(fn, q, k)
     half = hd // 2
     ct_, st_ = _table(cos, "cos", half, fn), _table(sin, "sin", half, fn)
     if ct_.shape[0] != st_.shape[0]:
         raise ValueError(f"{fn}(): cos {ct_.shape} and sin {st_.shape} differ in length")
-    max_pos = ct_.shape[0]
     tokens = qv.shape[0]
-    pt = None
-    if positions is not None:
-        if qt.ndim == 4:
-            raise ValueError(f"{fn}(): positions are for (tokens, heads, head_dim) tensors; "
-                             "(batch, seq, heads, head_dim) ones take the seq index (view "
-                             "them as (batch * seq, heads, head_dim) to pass positions)")
-        pt = _as_tensor(positions, "positions", fn)
-        if pt.dtype.name not in ("int32", "int64"):
-            raise TypeError(f"{fn}(): positions must be int32 or int64, got "
-                            f"{pt.dtype.name}")
-        if pt.shape != (tokens,):
-            raise ValueError(f"{fn}(): positions must have shape ({tokens},) (one per "
-                             f"token), got {pt.shape}")
-        if check_positions and tokens:
-            p = pt.numpy()
-            bad = np.flatnonzero((p < 0) | (p >= max_pos))
-            if bad.size:
-                i = int(bad[0])
-                raise ValueError(f"{fn}(): positions[{i}] = {int(p[i])} is outside the "
-                                 f"tables (0..{max_pos - 1})")
-    elif seq_len > max_pos:
-        raise ValueError(f"{fn}(): sequence length {seq_len} exceeds the tables' "
-                         f"{max_pos} positions")
-    device = _check_same_device(fn, q=qt, k=kt, cos=ct_, sin=st_, positions=pt)
-    outs = out if (kt is not None and out is not None) else (out, None)
-    if kt is not None and out is not None and (not isinstance(out, tuple) or len(out) != 2):
-        raise TypeError(f"{fn}(): out must be a pair (q_out, k_out)")
-    qo = _output(outs[0], qt.shape, qt.dtype, device, "q_out", fn)
-    ko = None if kt is None else _output(outs[1], kt.shape, kt.dtype, device, "k_out", fn)
+    pt = _positions(fn, positions, qt, tokens, seq_len, ct_.shape[0], check_positions)
+    device = check_same_device(fn, q=qt, k=kt, cos=ct_, sin=st_, positions=pt)
+    qo, ko = _rope_outputs(fn, out, qt, kt, device)
     result = qo if ko is None else (qo, ko)
     heads = [qv.shape[1]] + ([kv.shape[1]] if kt is not None else [])
     if tokens == 0 or 0 in heads:
-        return _Call(rope_seq_kernel, None, result)
-    bhs = [_pow2_ceil(h) for h in heads]
-    bt = block_t or max(1, min(_pow2_ceil(tokens), TILE_ELEMS // (max(bhs) * hd)))
-    sched = _grid_schedule(-(-tokens // bt))
-    # outputs are contiguous (see _output): view them as (tokens, heads * head_dim)
+        return Call(rope_seq_kernel, None, result)
+    bhs = [pow2_ceil(h) for h in heads]
+    bt = block_t or max(1, min(pow2_ceil(tokens), TILE_ELEMS // (max(bhs) * hd)))
+    sched = grid_schedule(-(-tokens // bt))
+    # outputs are contiguous (see output): view them as (tokens, heads * head_dim)
     parts = [qo.reshape(tokens, heads[0] * hd).partition((bt, bhs[0] * hd), schedule=sched)]
     ins = [qv]
     if kt is not None:
@@ -258,11 +278,11 @@ def _rope_call(fn: str, q: Any, k: Any, cos: Any, sin: Any, positions: Any,
         ins.append(kv)
     last = pt if pt is not None else seq_len
     if kt is None:
-        kernel = _row_kernel(rope_pos_kernel if pt is not None else rope_seq_kernel,
-                             "rope", device)
+        kernel = row_kernel(rope_pos_kernel if pt is not None else rope_seq_kernel,
+                            "rope", device)
     else:
         kernel = rope_qk_pos_kernel if pt is not None else rope_qk_seq_kernel
-    return _Call(kernel, (*parts, *ins, ct_, st_, last, hd), result)
+    return Call(kernel, (*parts, *ins, ct_, st_, last, hd), result)
 
 
 #: prepared calls (see tilelab.kernels._host)
@@ -294,7 +314,7 @@ def rope(q: Any, k: Any, cos: Any, sin: Any, *, positions: Any = None,
     the 4-D layout always uses the seq index). Out-of-range positions raise ValueError (a host check that
     reads ``positions``; with ``check_positions=False`` they read zero tables and give
     zero vectors). ``block_t`` tokens per tile (power of two). ``sync=False``
-    launches without waiting (on ``stream``, default tilelab's) and returns
+    launches without waiting (on ``stream``, default the caller's) and returns
     ``((q_rotated, k_rotated), future)`` (see :mod:`tilelab.kernels`).
 
     Example:

@@ -14,7 +14,7 @@
   sum ``s`` of ``exp(x - m)`` (rescaled by ``exp(m_old - m_new)`` when the max grows),
   then writes ``exp(x - m) / s`` tile by tile: two reads and one write.
 
-The online form uses a persistent schedule (see ``_row_schedule``): the partition still
+The online form uses a persistent schedule (see ``row_schedule``): the partition still
 hands every tile to exactly one block, and the kernel recomputes the row statistics
 whenever the loop hands it a tile of another row, so it is correct under any order.
 Statistics are float32 whatever the storage dtype.
@@ -26,11 +26,10 @@ from typing import Any
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._host import CallCache, TensorResult
-from tilelab.kernels.elementwise import (_Call, _as_tensor, _check_block, _check_float,
-                                         _long_row_split, _output, _partition_2d,
-                                         _pow2_ceil, _row_kernel,
-                                         _row_schedule, _row_tiles, _rows_of)
+from tilelab.kernels._host import (Call, CallCache, check_block, check_float,
+                                   long_row_split, output, partition_2d, pow2_ceil,
+                                   row_kernel, row_schedule, row_tiles, rows_of, tensor_arg,
+                                   TensorResult)
 
 __all__ = ["softmax", "log_softmax"]
 
@@ -142,10 +141,10 @@ def _online_stats(x, m, bm, bn):
 def softmax_online_kernel(y: tl.Out, x: tl.In, LOG: ct.Constant[int]):
     """Softmax of long rows: online statistics, then one write per column tile.
 
-    Launch with ``y.partition((bm, bn), schedule=_row_schedule(rows, bm))``.
+    Launch with ``y.partition((bm, bn), schedule=row_schedule(rows, bm))``.
 
     Example:
-        >>> sched = _row_schedule(64, 1)
+        >>> sched = row_schedule(64, 1)
         >>> softmax_online_kernel(y.partition((1, 4096), schedule=sched), x, 0)  # doctest: +SKIP
     """
     bm, bn = y.tile_shape
@@ -167,38 +166,38 @@ def softmax_online_kernel(y: tl.Out, x: tl.In, LOG: ct.Constant[int]):
 
 
 def _softmax_call(x: Any, *, log: bool = False, block_m: int | None = None,
-                  block_n: int | None = None, out: Any = None) -> _Call:
+                  block_n: int | None = None, out: Any = None) -> Call:
     fn = "log_softmax" if log else "softmax"
-    block_m = _check_block(block_m, "block_m", fn)
-    block_n = _check_block(block_n, "block_n", fn)
-    xt = _as_tensor(x, "x", fn)
-    _check_float(xt, "x", fn)
+    block_m = check_block(block_m, "block_m", fn)
+    block_n = check_block(block_n, "block_n", fn)
+    xt = tensor_arg(x, "x", fn)
+    check_float(xt, "x", fn)
     if xt.ndim == 0:
         raise ValueError(f"{fn}(): x must have at least one dimension")
-    y = _output(out, xt.shape, xt.dtype, xt.device, "out", fn)
+    y = output(out, xt.shape, xt.dtype, xt.device, "out", fn)
     if xt.size == 0:
-        return _Call(softmax_rows_kernel, None, y)
-    xv, yv = _rows_of(xt), _rows_of(y)
+        return Call(softmax_rows_kernel, None, y)
+    xv, yv = rows_of(xt), rows_of(y)
     rows, n = xv.shape
-    bm, bn, looped = _row_tiles(rows, n, block_m, block_n)
+    bm, bn, looped = row_tiles(rows, n, block_m, block_n)
     g = _split_rows(n)
-    w = _pow2_ceil(n // g)
-    long_one_pass = looped and _long_row_split(n, xt.dtype.itemsize) == g
+    w = pow2_ceil(n // g)
+    long_one_pass = looped and long_row_split(n, xt.dtype.itemsize) == g
     if (block_m is None and block_n is None and (long_one_pass or (not looped and bm == 1))
             and g >= 8 and xv.is_contiguous and yv.is_contiguous):
         # one row per tile, as G sub-rows: 4-6% faster at 8192 on the H200, and read
         # once instead of twice up to 32768 (1.5-1.6x the online form)
         xs, ys = xv.reshape(rows * g, n // g), yv.reshape(rows * g, n // g)
         hints = next(name for most, name in SPLIT_HINTS if g * w <= most)
-        kernel = _row_kernel(softmax_split_kernel, hints, xt.device)
-        return _Call(kernel, (_partition_2d(ys, g, w), xs, int(log), int(w != n // g)), y)
+        kernel = row_kernel(softmax_split_kernel, hints, xt.device)
+        return Call(kernel, (partition_2d(ys, g, w), xs, int(log), int(w != n // g)), y)
     if looped:
-        part = yv.partition((bm, bn), schedule=_row_schedule(rows, bm))
+        part = yv.partition((bm, bn), schedule=row_schedule(rows, bm))
         hints = "softmax_online_f32" if xt.dtype.itemsize == 4 else "softmax_online"
-        kernel = _row_kernel(softmax_online_kernel, hints, xt.device)
-        return _Call(kernel, (part, xv, int(log)), y)
-    kernel = _row_kernel(softmax_rows_kernel, "softmax", xt.device)
-    return _Call(kernel, (_partition_2d(yv, bm, bn), xv, int(log), int(bn != n)), y)
+        kernel = row_kernel(softmax_online_kernel, hints, xt.device)
+        return Call(kernel, (part, xv, int(log)), y)
+    kernel = row_kernel(softmax_rows_kernel, "softmax", xt.device)
+    return Call(kernel, (partition_2d(yv, bm, bn), xv, int(log), int(bn != n)), y)
 
 
 #: prepared calls (see tilelab.kernels._host)
@@ -213,7 +212,7 @@ def softmax(x: Any, *, block_m: int | None = None, block_n: int | None = None,
     (the tile spans the row); longer rows, or any ``block_n`` smaller than the row, use
     the online two-pass form. ``block_m`` rows share a tile. A row that is entirely
     ``-inf`` gives NaN, as in torch.
-    ``sync=False`` launches without waiting (on ``stream``, default tilelab's) and
+    ``sync=False`` launches without waiting (on ``stream``, default the caller's) and
     returns ``(out, future)`` (see :mod:`tilelab.kernels`).
 
     Example:

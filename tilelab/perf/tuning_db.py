@@ -211,6 +211,8 @@ def default_db() -> TuningDB | None:
         >>> isinstance(default_db(), (TuningDB, type(None)))
         True
     """
-    if os.environ.get("TILELAB_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    from tilelab import config
+
+    if not config.cache_enabled():
         return None
     return TuningDB()

@@ -150,17 +150,15 @@ def backend() -> str:
         >>> d.backend() in ("gpu", "cpu")
         True
     """
-    forced = os.environ.get("TILELAB_BACKEND", "").strip().lower()
-    if forced in ("", "auto"):
+    from tilelab import config
+
+    forced = config.backend()   # ConfigError for a value that is not a backend
+    if forced == "auto":
         return "gpu" if gpu_available() else "cpu"
     if forced == "cpu":
         return "cpu"
-    if forced in ("gpu", "cuda"):
-        _require_gpu("TILELAB_BACKEND=gpu")
-        return "gpu"
-    raise LaunchError(f"TILELAB_BACKEND={forced!r} is not a backend",
-                      hint="set TILELAB_BACKEND to 'cpu' or 'gpu', or unset it to choose "
-                           "automatically")
+    _require_gpu("TILELAB_BACKEND=gpu")
+    return "gpu"
 
 
 def default_device() -> str:
@@ -333,7 +331,9 @@ def num_sms(device: str = "cuda:0") -> int:
         True
     """
     if device == "cpu":
-        return max(1, int(os.environ.get("TILELAB_CPU_PERSISTENT_BLOCKS", "4")))
+        from tilelab import config
+
+        return config.cpu_persistent_blocks()
     return gpu().num_sms
 
 

@@ -15,10 +15,10 @@ producer makes that stream wait for the data (an event, no host synchronization)
 from __future__ import annotations
 
 import ctypes
+import functools
 import weakref
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from tilelab.dlpack_abi import (DLManagedTensor as _DLManagedTensor,
@@ -52,11 +52,23 @@ _TO_DL: dict[np.dtype, tuple[int, int]] = {
     **{np.dtype(f"int{b}"): (_kDLInt, b) for b in (8, 16, 32, 64)},
     **{np.dtype(f"uint{b}"): (_kDLUInt, b) for b in (8, 16, 32, 64)},
     **{np.dtype(f"float{b}"): (_kDLFloat, b) for b in (16, 32, 64)},
-    np.dtype(ml_dtypes.bfloat16): (_kDLBfloat, 16),
-    np.dtype(ml_dtypes.float8_e4m3fn): (_kDLFloat8_e4m3fn, 8),
-    np.dtype(ml_dtypes.float8_e5m2): (_kDLFloat8_e5m2, 8),
 }
 _FROM_DL = {v: k for k, v in _TO_DL.items()}
+#: the ml_dtypes types' codes, for when one is first asked for (see _add_ml_dtypes)
+_ML_CODES = {"bfloat16": (_kDLBfloat, 16), "float8_e4m3fn": (_kDLFloat8_e4m3fn, 8),
+             "float8_e5m2": (_kDLFloat8_e5m2, 8)}
+
+
+@functools.lru_cache(maxsize=None)
+def _add_ml_dtypes() -> None:
+    """Add bfloat16 and the fp8 types to the tables (importing ml_dtypes) once."""
+    from tilelab.compiler.dtypes import ml_dtype
+
+    for name, code in _ML_CODES.items():
+        dt = ml_dtype(name)
+        _TO_DL[dt] = code
+        _FROM_DL[code] = dt
+        _CARRIER[dt] = np.dtype(np.uint16 if dt.itemsize == 2 else np.uint8)
 
 
 def dtype_to_dlpack(dtype: np.dtype) -> tuple[int, int, int]:
@@ -67,8 +79,11 @@ def dtype_to_dlpack(dtype: np.dtype) -> tuple[int, int, int]:
         >>> dtype_to_dlpack(np.dtype(ml_dtypes.bfloat16))
         (4, 16, 1)
     """
+    dt = np.dtype(dtype)
+    if dt not in _TO_DL and dt.name in _ML_CODES:
+        _add_ml_dtypes()
     try:
-        code, bits = _TO_DL[np.dtype(dtype)]
+        code, bits = _TO_DL[dt]
     except KeyError:
         raise BufferError(f"dtype {dtype} has no DLPack code") from None
     return code, bits, 1
@@ -83,8 +98,11 @@ def dlpack_to_dtype(code: int, bits: int, lanes: int = 1) -> np.dtype:
     """
     if lanes != 1:
         raise TypeError(f"DLPack vector dtypes (lanes={lanes}) are not supported")
+    key = (int(code), int(bits))
+    if key not in _FROM_DL and key in _ML_CODES.values():
+        _add_ml_dtypes()
     try:
-        return _FROM_DL[(int(code), int(bits))]
+        return _FROM_DL[key]
     except KeyError:
         raise TypeError(f"DLPack dtype (code={code}, bits={bits}) is not supported by "
                         "tilelab (bool, int/uint 8-64, float16/32/64, bfloat16, "
@@ -114,15 +132,16 @@ _USED_V = b"used_dltensor_versioned"
 # when a consumer drops the capsule while an exception is pending). numpy cannot name
 # bfloat16/float8 or device memory, so those fields are patched in the DLTensor before
 # the capsule is handed out; numpy never reads the data.
-_CARRIER = {np.dtype(ml_dtypes.bfloat16): np.dtype(np.uint16),
-            np.dtype(ml_dtypes.float8_e4m3fn): np.dtype(np.uint8),
-            np.dtype(ml_dtypes.float8_e5m2): np.dtype(np.uint8)}
+#: the carrier dtype of each type numpy lacks (filled by _add_ml_dtypes)
+_CARRIER: dict[np.dtype, np.dtype] = {}
 
 
 def _carrier(t: Any) -> np.ndarray:
     lo, hi = t.byte_range()
     raw = np.asarray(_HostSpan(lo, hi - lo, t._storage.readonly, t)) if hi > lo else \
         np.asarray(_HostSpan(t.data_ptr, 0, t._storage.readonly, t))
+    if t.dtype.name in _ML_CODES:
+        _add_ml_dtypes()
     return np.ndarray(t.shape, _CARRIER.get(t.dtype, t.dtype), buffer=raw,
                       offset=t.data_ptr - lo if hi > lo else 0,
                       strides=tuple(s * t.itemsize for s in t.strides))
@@ -327,12 +346,14 @@ def _consume_capsule(capsule: Any, producer: Any) -> Any:
     return wrap_memory(ptr, shape, strides, dtype, device, owner, readonly)
 
 
-def from_dlpack(obj: Any) -> Any:
+def from_dlpack(obj: Any, stream: int | None = None) -> Any:
     """A tensor viewing ``obj``'s memory, zero copy (torch, cupy, jax, numpy, capsules).
 
     ``obj`` may implement ``__dlpack__`` (preferred), only ``__cuda_array_interface__``,
     or be a DLPack capsule. The tensor keeps ``obj`` alive. GPU producers are asked to
-    make tilelab's stream wait for their pending work.
+    make the consumer's stream wait for their pending work: ``stream`` is that stream's
+    handle as DLPack passes it (-1: no synchronization, for work that will run on the
+    producer's own current stream), None tilelab's stream.
 
     Example:
         >>> import numpy as np
@@ -352,16 +373,16 @@ def from_dlpack(obj: Any) -> Any:
         raise TypeError(f"from_dlpack() needs an object with __dlpack__ or "
                         f"__cuda_array_interface__, got {type(obj).__name__}")
     dev_type, dev_id = obj.__dlpack_device__()
-    stream = None
+    consumer = None
     if dev_type in (kDLCUDA, kDLCUDAManaged):
         _device_of(dev_type, dev_id)
-        stream = _dev.gpu().stream_handle
+        consumer = _dev.gpu().stream_handle if stream is None else stream
     elif dev_type not in (kDLCPU, kDLCUDAHost):
         _device_of(dev_type, dev_id)  # raises
     try:
-        capsule = obj.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
+        capsule = obj.__dlpack__(stream=consumer, max_version=DLPACK_VERSION)
     except TypeError:  # a producer from before DLPack 1.0 has no max_version
-        capsule = obj.__dlpack__(stream=stream)
+        capsule = obj.__dlpack__(stream=consumer)
     return _consume_capsule(capsule, obj)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilelab.errors import AliasError, BorrowError, LaunchError
-from tilelab.runtime.launch import _empty_partition, _tensor_of
+from tilelab.runtime.launch.plan import _empty_partition, _tensor_of
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, locate
 
 __all__ = ["interpret"]

@@ -9,7 +9,8 @@ from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition, KernelOptions
 from tilelab.errors import AliasError, BorrowError, CompileError, LaunchError
 from tilelab.runtime.events import LISTENERS as _LISTENERS
-from tilelab.runtime.launch import _HOT, _STALE, Launcher
+from tilelab.runtime.launch import DRIVER as _DRIVER, Launcher
+from tilelab.runtime.launch.prepared import _STALE
 from tilelab.runtime.ledger import locate
 
 #: the launch-time errors that are given the user's launching line (ledger.locate)
@@ -120,7 +121,7 @@ class Kernel:
             except Exception:  # noqa: BLE001 - unhashable: never prepared
                 fast = None
             if fast is not None:
-                hot = _HOT[0]
+                hot = _DRIVER.hot
                 if hot is not None and stream is None:   # C, or None: Python's turn
                     fut = hot(fast, args)
                     if fut is not None:

@@ -243,7 +243,7 @@ class LaunchRecord:
 
 
 class PreparedRecord(LaunchRecord):
-    """A launch of a prepared launch (``launch.py``'s repeated-launch path): its shared
+    """A launch of a prepared launch (``launch.prepared``, the repeated path): its shared
     :class:`LaunchInfo`, and where it was launched as the launching frame's code object
     and instruction offset (a launch then reads no line table). A constructor of its own
     because one is made on every async launch."""
@@ -319,7 +319,7 @@ class Ledger:
         self._lock = threading.RLock()
         #: stream key -> its unobserved records in registration order. A stream without
         #: pending work has no entry: an empty dict means nothing is pending. Never
-        #: rebound (launch.py's prepared launches keep a reference to it).
+        #: rebound (launch.prepared's prepared launches keep a reference to it).
         self._logs: dict[Any, collections.deque] = {}
 
     # ---- bookkeeping -------------------------------------------------------------

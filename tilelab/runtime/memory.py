@@ -60,6 +60,8 @@ class Storage:
         borrowed: whether the memory belongs to a foreign producer.
         copied_from: None, or what :func:`tilelab.tensor` copied into this memory
             because it could not share it (a launch refuses to write such a copy).
+        stream: None, or the foreign framework's stream that a launch using this
+            memory runs on when it names none (see :mod:`tilelab.runtime.foreign`).
 
     Example:
         >>> s = Storage.allocate(256, "cpu")
@@ -69,7 +71,7 @@ class Storage:
     """
 
     __slots__ = ("ptr", "nbytes", "space", "device", "readonly", "borrowed", "copied_from",
-                 "_buffer", "_host", "_owner", "_freed", "__weakref__")
+                 "stream", "_buffer", "_host", "_owner", "_freed", "__weakref__")
 
     def __init__(self, ptr: int, nbytes: int, device: str, *, buffer: Any = None,
                  host: np.ndarray | None = None, owner: Any = None, readonly: bool = False,
@@ -81,6 +83,7 @@ class Storage:
         self.readonly = readonly
         self.borrowed = borrowed
         self.copied_from: str | None = None
+        self.stream: Any = None
         self._buffer = buffer      # cuda.core Buffer (owned device memory)
         self._host = host          # numpy uint8 array (owned host memory)
         self._owner = owner        # foreign producer (borrowed memory)

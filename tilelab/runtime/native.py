@@ -1,7 +1,8 @@
 """The native launch call: a small C module, built once per machine, that calls
 ``cuLaunchKernel`` for prepared launches and, on Python 3.11+, runs a repeated
 ``kernel.launch_async`` on the default stream entirely in C (``hot``: the same checks,
-ledger record and future as ``launch._GpuLaunch.run``, which takes every rarer case).
+ledger record and future as ``launch.prepared.PreparedLaunch.run``, which takes every
+rarer case).
 
 Why: the binding call (cuda-bindings converting eleven arguments on every launch) and
 the Python bookkeeping were most of a repeated launch's host time; a prepared launch
@@ -114,7 +115,9 @@ def load(libcuda: str = "libcuda.so.1") -> ModuleType | None:
     with _LOCK:
         if _STATE[1] is not None:
             return _STATE[0]
-        mode = os.environ.get("TILELAB_LAUNCH", "native").strip().lower()
+        from tilelab import config
+
+        mode = config.launch()
         if mode != "native":
             _STATE[:] = [None, f"off: TILELAB_LAUNCH={mode}"]
             return None

@@ -153,8 +153,8 @@ static PyObject *nl_sync(PyObject *self, PyObject *arg) {
 
 /* ---- the async fast path ---------------------------------------------------------
  *
- * hot(prepared_launch, args) does what tilelab.runtime.launch._GpuLaunch.run does for a
- * repeated kernel.launch_async(*args) on tilelab's default stream, in C: the same
+ * hot(prepared_launch, args) does what tilelab.runtime.launch.prepared.PreparedLaunch.run
+ * does for a repeated kernel.launch_async(*args) on tilelab's default stream, in C: the same
  * checks in the same order, reading the prepared launch's own slots (so Python and C
  * share one state), then the driver call, the ledger record and the future. Whenever a
  * check would need more than a comparison (a stale launch, an unchecked block or graph
@@ -167,7 +167,7 @@ static PyTypeObject *launch_type, *record_type, *future_type;
 static PyObject *pin_type, *pkg_dir;
 static PyObject *free_epoch, *special_modes, *logs, *push, *appended, *on_error;
 static PyObject *s_ok, *s_helper_epoch, *s_bindings, *s_append;
-/* slot offsets: _GpuLaunch, LaunchInfo, PreparedRecord, Future */
+/* slot offsets: PreparedLaunch, LaunchInfo, PreparedRecord, Future */
 static Py_ssize_t o_match, o_definition, o_helpers, o_epoch, o_free_epoch, o_tls, o_info,
     o_fault, o_native, o_pin, o_caller, o_info_stream, o_r_info, o_r_site, o_r_offset,
     o_r_observed, o_r_keepalive, o_r_orphaned, o_r_event, o_f_record, o_f_error_map;
@@ -270,7 +270,7 @@ static int helpers_unchanged(PyObject *bindings) {
     return 1;
 }
 
-/* _Same (launch.py: a scalar of a prepared launch's match, equal only to that very
+/* _Same (launch/prepared.py: a scalar of a prepared launch's match, equal only to that very
  * object) and the offset of its "value" slot; NULL until bind_match */
 static PyObject *same_type = NULL;
 static Py_ssize_t o_same_value;

@@ -1,0 +1,270 @@
+"""Torch GPU tensors launch on torch's current stream, and a repeated call on them does
+no DLPack import and no stream wait (issue #23), checked without a GPU.
+
+The GPU is a stand-in: the driver's ``cuLaunchKernel`` records its arguments (the
+stream among them) and launches nothing, the GPU and its streams are small fakes, and
+a torch tensor on the GPU is a CPU torch tensor that says it is one (``CudaLike``):
+its ``__dlpack__`` records each import and the stream it was asked to order, and
+``torch.cuda.current_stream`` answers with a fake stream. Everything between — the
+library's wrapper and call caches, the runtime's launch paths, the borrow ledger — is
+tilelab's own code.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tilelab as tl  # noqa: E402
+import tilelab.kernels as K  # noqa: E402
+from tilelab.dlpack_abi import DLManagedTensor  # noqa: E402
+from tilelab.errors import BorrowError  # noqa: E402
+from tilelab.kernels import _host  # noqa: E402
+from tilelab.kernels.examples import vector_add  # noqa: E402
+from tilelab.runtime import launch as L  # noqa: E402
+from tilelab.runtime.ledger import LEDGER  # noqa: E402
+
+_GetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+TILELAB_STREAM = 0x1000
+
+
+class _Event:
+    is_done = True
+
+    def sync(self) -> None:
+        pass
+
+
+class _Stream:
+    """A cuda.core Stream stand-in: a handle; sync and record wait for nothing."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+        self.syncs = 0
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+    def record(self) -> _Event:
+        return _Event()
+
+
+class _Gpu:
+    def __init__(self):
+        self.stream = _Stream(TILELAB_STREAM)
+        self.stream_handle = TILELAB_STREAM
+        self.num_sms = 4
+        self.arch = "sm_90"
+        self._current = threading.local()
+        self._current.ok = True
+
+    def make_current(self) -> None:
+        self._current.ok = True
+
+
+class TorchStream:
+    """What ``torch.cuda.current_stream()`` returns: a handle, ``__cuda_stream__``."""
+
+    def __init__(self, handle: int):
+        self.cuda_stream = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return 0, self.cuda_stream
+
+
+class CudaLike(torch.Tensor):
+    """A CPU torch tensor that says it lives on the GPU; each DLPack export is logged as
+    the stream the consumer asked for."""
+
+    imports: list = []
+
+    @property
+    def is_cuda(self) -> bool:
+        return True
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, stream=None, max_version=None, **kw):
+        CudaLike.imports.append(stream)
+        cap = torch.Tensor.numpy(self.as_subclass(torch.Tensor)).__dlpack__()
+        m = DLManagedTensor.from_address(_GetPointer(cap, b"dltensor"))
+        m.dl_tensor.device.device_type = 2
+        return cap
+
+
+def cuda_like(*shape: int, fill: float = 1.0) -> CudaLike:
+    return torch.full(shape, fill).as_subclass(CudaLike)
+
+
+class FakeGpu:
+    """The stand-in driver and GPU; ``torch_stream`` is torch's current stream."""
+
+    def __init__(self, monkeypatch):
+        from cuda.bindings import driver
+
+        self.gpu = _Gpu()
+        self.launches: list[tuple] = []
+        self.streams: dict[int, _Stream] = {TILELAB_STREAM: self.gpu.stream}
+        self.torch_stream = TorchStream(0x7000)
+        d = L.DRIVER
+        for name, value in (("path", "driver"), ("why", "a stand-in driver (tests)"),
+                            ("cu_launch_kernel", self._launch), ("gpu", lambda: self.gpu),
+                            ("success", driver.CUresult.CUDA_SUCCESS)):
+            monkeypatch.setattr(d, name, value)
+        for name in ("native_launch", "native_launch_on", "native_sync", "native_prepare",
+                     "hot"):
+            monkeypatch.setattr(d, name, None)
+        monkeypatch.setattr("tilelab.runtime.device._require_gpu", lambda what: None)
+        monkeypatch.setattr("tilelab.runtime.device.gpu", lambda: self.gpu)
+        monkeypatch.setattr("tilelab.runtime.device.num_sms", lambda device=None: 4)
+        monkeypatch.setattr("tilelab.runtime.streams.resolve_stream", self._resolve)
+        monkeypatch.setattr(L.launcher, "make_plan", self._make_plan)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None:
+                            self.torch_stream)
+        self.waits = 0
+
+        def wait(*a):
+            self.waits += 1
+
+        monkeypatch.setattr("tilelab.runtime.dlpack._producer_stream_wait", wait)
+        monkeypatch.setattr("tilelab.runtime.dlpack._consumer_stream_wait", wait)
+        CudaLike.imports = []
+
+    def _launch(self, *argv):
+        self.launches.append(argv)
+        return (L.DRIVER.success,)
+
+    def _resolve(self, stream=None):
+        if stream is None:
+            return self.gpu.stream
+        if isinstance(stream, _Stream):
+            return stream
+        handle = stream.__cuda_stream__()[1]
+        return self.streams.setdefault(handle, _Stream(handle))
+
+    @staticmethod
+    def _make_plan(d, args, device):
+        class _CuKernel:
+            handle = 0x5678
+
+        plan = L.plan.make_plan(d, args, "cpu")
+        return dataclasses.replace(plan, device="gpu", cu_kernel=_CuKernel())
+
+    @property
+    def launch_streams(self) -> list[int]:
+        return [argv[8] for argv in self.launches]
+
+    def dlpack_waits(self) -> int:
+        """Imports that asked torch to make another stream wait for its current one."""
+        return sum(s not in (-1, self.torch_stream.cuda_stream) for s in CudaLike.imports)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    _host.clear_caches()
+    vector_add._launcher._fast.clear()
+    yield FakeGpu(monkeypatch)
+    LEDGER.observe_all()
+    _host.clear_caches()
+    vector_add._launcher._fast.clear()
+
+
+def test_a_repeated_library_call_imports_nothing_and_runs_on_torchs_stream(fake):
+    x, y, z = cuda_like(4, 64), cuda_like(4, 64), cuda_like(4, 64)
+    K.add(x, y, out=z)
+    assert len(CudaLike.imports) == 3 and fake.dlpack_waits() == 0 and fake.waits == 0
+    assert CudaLike.imports == [-1, -1, -1]     # same stream: torch must not synchronize
+    assert fake.launch_streams == [0x7000]
+    for _ in range(5):
+        out, fut = K.add(x, y, out=z, sync=False)
+        assert fut.stream is fake.streams[0x7000]
+    K.add(x, y, out=z)
+    assert len(CudaLike.imports) == 3 and fake.waits == 0     # none after the first
+    assert fake.launch_streams == [0x7000] * 7
+    assert fake.streams[0x7000].syncs == 2 and fake.gpu.stream.syncs == 0
+    assert _host.cache_info()["calls"]["binary"]["hits"] == 6
+
+
+def test_another_current_stream_wraps_again_and_launches_there(fake):
+    x, z = cuda_like(256), cuda_like(256)
+    K.relu(x, out=z)
+    fake.torch_stream = TorchStream(0x7100)        # with torch.cuda.stream(s2): ...
+    K.relu(x, out=z)
+    K.relu(x, out=z)
+    assert len(CudaLike.imports) == 4 and fake.dlpack_waits() == 0
+    assert fake.launch_streams == [0x7000, 0x7100, 0x7100]
+
+
+def test_stream_given_wins_over_torchs(fake):
+    x, z = cuda_like(256), cuda_like(256)
+    mine = TorchStream(0x9000)
+    K.relu(x, out=z, stream=mine)
+    K.relu(x, out=z, stream=mine)
+    K.relu(x, out=z)
+    assert fake.launch_streams == [0x9000, 0x9000, 0x7000]
+    assert len(CudaLike.imports) == 2
+
+
+def test_the_ledger_keeps_its_guarantees_per_stream(fake):
+    x, z = cuda_like(256), cuda_like(256)
+    _, fut = K.relu(x, out=z, sync=False)          # pending on torch's stream
+    _, fut2 = K.relu(x, out=z, sync=False)         # the same stream: ordered
+    with pytest.raises(BorrowError, match="another stream"):
+        K.relu(x, out=z, stream=TorchStream(0x9000), sync=False)
+    fut2.wait()
+    K.relu(x, out=z, stream=TorchStream(0x9000))   # nothing pending: fine
+    assert fake.launch_streams == [0x7000, 0x7000, 0x9000]
+
+
+def test_kernels_given_torch_tensors_launch_on_torchs_stream(fake):
+    x, y = cuda_like(512), cuda_like(512)
+    z = tl.from_dlpack(cuda_like(512))             # explicit: tilelab's stream
+    w = tl.from_dlpack(cuda_like(512))
+    assert CudaLike.imports == [TILELAB_STREAM] * 2
+    zp = z.partition(256)
+    vector_add(zp, w, w)
+    vector_add(zp, x, y)
+    fut = vector_add.launch_async(zp, x, y)
+    assert fake.launch_streams == [TILELAB_STREAM, 0x7000, 0x7000]
+    assert fut.stream is fake.streams[0x7000] and fake.waits == 0
+    # each direct launch borrows its torch arguments afresh, never ordering a stream
+    assert CudaLike.imports[2:] == [-1] * 4
+
+
+def test_a_dropped_torch_tensor_frees_its_wrapper_and_a_new_one_is_wrapped(fake):
+    """A new tensor (even at a reused address) is a new wrapper: a hit needs the very
+    object, whose wrapper keeps it — and so its memory — alive."""
+    out = cuda_like(64)
+    x = cuda_like(64)
+    K.relu(x, out=out)
+    w = _host.as_tensor(x)
+    del x
+    x2 = cuda_like(64)
+    K.relu(x2, out=out)
+    assert _host.as_tensor(x2) is not w and len(CudaLike.imports) == 3
+
+
+def test_the_launches_of_one_call_share_its_foreign_stream(monkeypatch):
+    """A launch reading only library scratch is sent to the stream of the call's foreign
+    tensors too, so that the call's launches stay in order."""
+    from tilelab.kernels._plan import call_stream
+    from tilelab.runtime import foreign
+
+    x, scratch = tl.ones(256, device="cpu"), tl.empty(256, device="cpu")
+    mixed = [(vector_add, (scratch.partition(256), x, x)),
+             (vector_add, (scratch.partition(256), scratch, scratch))]
+    x.storage.stream = TorchStream(0x7000)
+    monkeypatch.setattr(foreign, "BORROWED", [0])
+    monkeypatch.setattr("tilelab.kernels._plan._BORROWED", foreign.BORROWED)
+    assert call_stream(mixed) is None       # no foreign borrow yet: not even looked at
+    foreign.BORROWED[0] = 1
+    assert call_stream(mixed).cuda_stream == 0x7000
+    assert call_stream(mixed[:1] * 2) is None      # each defaults to it already
+    x.storage.stream = None
+    assert call_stream(mixed) is None              # tilelab's stream for all

@@ -1,0 +1,403 @@
+"""tilelab's settings: every ``TILELAB_*`` environment variable, its default and meaning.
+
+Each setting is read from the environment when it is used (so a variable set, or a
+test's ``monkeypatch.setenv``, takes effect at once), unless :func:`override` holds a
+value for it. A value that is not allowed raises :class:`~tilelab.errors.ConfigError`
+naming the variable, the value and what it accepts. :data:`SETTINGS` lists them all;
+docs/configuration.md is the same table for readers.
+
+Example:
+    >>> import tilelab.config as config
+    >>> with config.override(backend="cpu"):
+    ...     config.backend()
+    'cpu'
+    >>> config.setting("backend").env
+    'TILELAB_BACKEND'
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from tilelab.errors import ConfigError
+
+__all__ = ["Setting", "SETTINGS", "setting", "get", "override", "backend", "cache_enabled",
+           "cache_dir", "cache_max_bytes", "cpu_persistent_blocks", "hot", "lab_view",
+           "launch", "theme", "tileiras", "require_browser", "require_torch",
+           "screenshot_dir", "chromium", "hypothesis_scale"]
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``TILELAB_*`` variable: its name, default, accepted values and meaning.
+
+    ``parse`` turns the variable's (stripped, non-empty) text into the setting's value,
+    raising ValueError with what it accepts; ``tests`` marks variables that only the
+    test suite and ``.ci/run`` read.
+
+    Example:
+        >>> setting("cache").default
+        True
+    """
+
+    key: str
+    env: str
+    default: Any
+    accepts: str
+    doc: str
+    parse: Callable[[str], Any]
+    tests: bool = False
+
+
+def _choice(*values: str, aliases: dict[str, str] | None = None) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        word = text.lower()
+        word = (aliases or {}).get(word, word)
+        if word not in values:
+            raise ValueError
+        return word
+    return parse
+
+
+def _flag(text: str) -> bool:
+    word = text.lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError
+
+
+def _positive_int(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise ValueError
+    return n
+
+
+def _positive_float(text: str) -> float:
+    x = float(text)
+    if not x > 0:
+        raise ValueError
+    return x
+
+
+def _path(text: str) -> Path:
+    return Path(text).expanduser()
+
+
+_FLAG = "1/0 (also true/false, yes/no, on/off)"
+
+#: every setting, by key (the name :func:`get` and :func:`override` take)
+SETTINGS: dict[str, Setting] = {s.key: s for s in (
+    Setting("backend", "TILELAB_BACKEND", "auto", "auto, cpu, gpu (cuda means gpu)",
+            "Where kernels run and new tensors live: the GPU when one is usable, else the "
+            "CPU interpreter (auto); gpu without a usable GPU raises LaunchError.",
+            _choice("auto", "cpu", "gpu", aliases={"cuda": "gpu"})),
+    Setting("cache", "TILELAB_CACHE", True, _FLAG,
+            "Whether compiled kernels and autotuning results are kept on disk.", _flag),
+    Setting("cache_dir", "TILELAB_CACHE_DIR", None, "a directory path",
+            "Where the disk cache lives (default: $XDG_CACHE_HOME/tilelab, else "
+            "~/.cache/tilelab).", _path),
+    Setting("cache_max_bytes", "TILELAB_CACHE_MAX_BYTES", None, "a positive integer",
+            "Size above which the disk cache evicts its least recently used kernels "
+            "(default 1 GiB).", _positive_int),
+    Setting("cpu_persistent_blocks", "TILELAB_CPU_PERSISTENT_BLOCKS", 4,
+            "a positive integer",
+            "How many blocks a persistent schedule (tl.persistent) launches on the CPU "
+            "backend; few keep traces and ownership maps readable.", _positive_int),
+    Setting("hot", "TILELAB_HOT", True, _FLAG,
+            "Whether repeated async launches on the default stream run in the native C "
+            "module (0 keeps them on the Python path).", _flag),
+    Setting("lab_view", "TILELAB_LAB_VIEW", "auto", "auto, widget, html",
+            "How %%tile publishes its view: a widget when a widget frontend is there "
+            "(auto), always a widget, or static HTML tabs.",
+            _choice("auto", "widget", "html")),
+    Setting("launch", "TILELAB_LAUNCH", "native", "native, driver, cuda.core",
+            "How GPU launches reach the driver: tilelab's native C module (falling back "
+            "to driver when it cannot be built), cuda-bindings' cuLaunchKernel, or "
+            "cuda.core.launch.", _choice("native", "driver", "cuda.core")),
+    Setting("theme", "TILELAB_THEME", "auto", "auto, light, dark",
+            "Colours of the lab's figures: JupyterLab's saved theme (auto), or forced.",
+            _choice("auto", "light", "dark")),
+    Setting("tileiras", "TILELAB_TILEIRAS", None, "a path to a tileiras executable",
+            "The tileiras to compile with, before the pip packages, PATH and CUDA_HOME.",
+            _path),
+    Setting("require_browser", "TILELAB_REQUIRE_BROWSER", False, _FLAG,
+            "Tests: fail (rather than skip) the browser tests when Chromium or "
+            "playwright is missing (.ci/run sets it).", _flag, tests=True),
+    Setting("require_torch", "TILELAB_REQUIRE_TORCH", False, _FLAG,
+            "Tests: fail (rather than skip) the tests that need torch or transformers "
+            "(.ci/run sets it).", _flag, tests=True),
+    Setting("screenshot_dir", "TILELAB_SCREENSHOT_DIR", None, "a directory path",
+            "Tests: where the browser tests also save their screenshots.", _path,
+            tests=True),
+    Setting("chromium", "TILELAB_CHROMIUM", Path("/usr/bin/chromium"),
+            "a path to a Chromium executable",
+            "Tests: the browser the browser tests drive (also read by "
+            ".ci/install-browser).", _path, tests=True),
+    Setting("hypothesis_scale", "TILELAB_HYPOTHESIS_SCALE", 5.0, "a positive number",
+            "Tests: multiplies the example counts of the interpreter's property tests.",
+            _positive_float, tests=True),
+)}
+
+_LOCK = threading.Lock()
+#: values held by open override() blocks, by key (process-wide, as the environment is)
+_OVERRIDES: dict[str, Any] = {}
+_UNSET = object()
+
+
+def setting(key: str) -> Setting:
+    """The :class:`Setting` named ``key`` (KeyError listing the keys otherwise).
+
+    Example:
+        >>> setting("launch").default
+        'native'
+    """
+    try:
+        return SETTINGS[key]
+    except KeyError:
+        raise KeyError(f"no tilelab setting {key!r}; settings: {', '.join(SETTINGS)}") \
+            from None
+
+
+def _parse(s: Setting, text: str) -> Any:
+    try:
+        return s.parse(text.strip())
+    except ValueError:
+        raise ConfigError(f"{s.env}={text!r} is not allowed; it takes {s.accepts}",
+                          hint=f"set {s.env} to {s.accepts}, or unset it for the default "
+                               f"({s.default if s.default is not None else 'none'})"
+                          ) from None
+
+
+def get(key: str) -> Any:
+    """The value of setting ``key``: an :func:`override`, else its variable, else its
+    default (an unset or empty variable means the default).
+
+    Raises :class:`~tilelab.errors.ConfigError` for a value the setting does not take.
+
+    Example:
+        >>> import os
+        >>> os.environ["TILELAB_CPU_PERSISTENT_BLOCKS"] = "8"
+        >>> get("cpu_persistent_blocks")
+        8
+        >>> del os.environ["TILELAB_CPU_PERSISTENT_BLOCKS"]
+    """
+    if _OVERRIDES and key in _OVERRIDES:
+        return _OVERRIDES[key]
+    s = setting(key)
+    text = os.environ.get(s.env)
+    if text is None or not text.strip():
+        return s.default
+    return _parse(s, text)
+
+
+@contextlib.contextmanager
+def override(**values: Any) -> Iterator[None]:
+    """Hold settings at these values inside the block, whatever the environment says
+    (a value of None leaves that setting alone). Values are given as the variable
+    would be written (``backend="cpu"``, ``cache="0"``) or as the setting's value
+    (``cache=False``); they are checked as the variable's would be.
+
+    Example:
+        >>> with override(backend="cpu", cache=False):
+        ...     backend(), cache_enabled()
+        ('cpu', False)
+    """
+    parsed = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        s = setting(key)
+        if isinstance(value, str):
+            value = _parse(s, value)
+        elif isinstance(value, bool) and s.parse is _flag:
+            pass
+        else:
+            value = _parse(s, str(value))
+        parsed[key] = value
+    with _LOCK:
+        saved = {k: _OVERRIDES.get(k, _UNSET) for k in parsed}
+        _OVERRIDES.update(parsed)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            for k, old in saved.items():
+                if old is _UNSET:
+                    _OVERRIDES.pop(k, None)
+                else:
+                    _OVERRIDES[k] = old
+
+
+def backend() -> str:
+    """``TILELAB_BACKEND``: ``"auto"``, ``"cpu"`` or ``"gpu"``.
+
+    Example:
+        >>> with override(backend="cuda"):
+        ...     backend()
+        'gpu'
+    """
+    return get("backend")
+
+
+def cache_enabled() -> bool:
+    """``TILELAB_CACHE``: whether the disk cache (kernels, tuning) is used.
+
+    Example:
+        >>> with override(cache="off"):
+        ...     cache_enabled()
+        False
+    """
+    return get("cache")
+
+
+def cache_dir() -> Path | None:
+    """``TILELAB_CACHE_DIR``: the cache directory, or None for the default place.
+
+    Example:
+        >>> with override(cache_dir="/tmp/tl-cache"):
+        ...     str(cache_dir())
+        '/tmp/tl-cache'
+    """
+    return get("cache_dir")
+
+
+def cache_max_bytes() -> int | None:
+    """``TILELAB_CACHE_MAX_BYTES``: the cache's size limit, or None for the default.
+
+    Example:
+        >>> with override(cache_max_bytes=1 << 20):
+        ...     cache_max_bytes()
+        1048576
+    """
+    return get("cache_max_bytes")
+
+
+def cpu_persistent_blocks() -> int:
+    """``TILELAB_CPU_PERSISTENT_BLOCKS``: blocks of a persistent schedule on the CPU.
+
+    Example:
+        >>> with override(cpu_persistent_blocks=2):
+        ...     cpu_persistent_blocks()
+        2
+    """
+    return get("cpu_persistent_blocks")
+
+
+def hot() -> bool:
+    """``TILELAB_HOT``: whether repeated async launches take the native C path.
+
+    Example:
+        >>> with override(hot="0"):
+        ...     hot()
+        False
+    """
+    return get("hot")
+
+
+def lab_view() -> str:
+    """``TILELAB_LAB_VIEW``: ``"auto"``, ``"widget"`` or ``"html"``.
+
+    Example:
+        >>> with override(lab_view="html"):
+        ...     lab_view()
+        'html'
+    """
+    return get("lab_view")
+
+
+def launch() -> str:
+    """``TILELAB_LAUNCH``: ``"native"``, ``"driver"`` or ``"cuda.core"``.
+
+    Example:
+        >>> with override(launch="driver"):
+        ...     launch()
+        'driver'
+    """
+    return get("launch")
+
+
+def theme() -> str:
+    """``TILELAB_THEME``: ``"auto"``, ``"light"`` or ``"dark"``.
+
+    Example:
+        >>> with override(theme="dark"):
+        ...     theme()
+        'dark'
+    """
+    return get("theme")
+
+
+def tileiras() -> Path | None:
+    """``TILELAB_TILEIRAS``: an explicit tileiras path, or None to search for one.
+
+    Example:
+        >>> with override(tileiras="/opt/tileiras"):
+        ...     str(tileiras())
+        '/opt/tileiras'
+    """
+    return get("tileiras")
+
+
+def require_browser() -> bool:
+    """``TILELAB_REQUIRE_BROWSER`` (tests): browser tests fail instead of skipping.
+
+    Example:
+        >>> with override(require_browser=True):
+        ...     require_browser()
+        True
+    """
+    return get("require_browser")
+
+
+def require_torch() -> bool:
+    """``TILELAB_REQUIRE_TORCH`` (tests): torch-based tests fail instead of skipping.
+
+    Example:
+        >>> with override(require_torch=False):
+        ...     require_torch()
+        False
+    """
+    return get("require_torch")
+
+
+def screenshot_dir() -> Path | None:
+    """``TILELAB_SCREENSHOT_DIR`` (tests): an extra folder for browser screenshots.
+
+    Example:
+        >>> with override(screenshot_dir="/tmp/shots"):
+        ...     str(screenshot_dir())
+        '/tmp/shots'
+    """
+    return get("screenshot_dir")
+
+
+def chromium() -> Path:
+    """``TILELAB_CHROMIUM`` (tests): the Chromium the browser tests drive.
+
+    Example:
+        >>> with override(chromium="/usr/bin/chromium"):
+        ...     str(chromium())
+        '/usr/bin/chromium'
+    """
+    return get("chromium")
+
+
+def hypothesis_scale() -> float:
+    """``TILELAB_HYPOTHESIS_SCALE`` (tests): multiplier of property-test example counts.
+
+    Example:
+        >>> with override(hypothesis_scale=2):
+        ...     hypothesis_scale()
+        2.0
+    """
+    return get("hypothesis_scale")

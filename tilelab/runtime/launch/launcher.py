@@ -1,0 +1,251 @@
+"""The launcher of one kernel: its table of plans and prepared launches, and the full
+launch path (arguments -> checks -> plan -> GPU or CPU interpreter)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from tilelab.compiler.definition import KernelDefinition
+from tilelab.compiler.signature import describe_arg
+from tilelab.errors import AliasError, BorrowError, LaunchError
+from tilelab.runtime import capture, events as _events
+from tilelab.runtime.future import Future
+from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, checks_enabled, locate
+
+from .checks import check_aliases
+from .plan import (LaunchPlan, _done_future, _empty_partition, _tensor_of, make_plan,
+                   to_kernel_arg)
+from .prepared import _STALE, PreparedLaunch, all_tilelab_args
+
+__all__ = ["Launcher"]
+
+_FAST_CACHE_SIZE = 256
+
+
+class Launcher:
+    """The launch machinery of one kernel (its table of plans and prepared launches);
+    ``kernel._launcher`` of every ``tl.Kernel``.
+
+    Example:
+        >>> import tilelab as tl
+        >>> @tl.kernel
+        ... def neg(z: tl.Out, x: tl.In):
+        ...     z.store(-tl.load_like(x, z))
+        >>> x, z = tl.ones(8, device="cpu"), tl.empty(8, device="cpu")
+        >>> neg._launcher.launch((z.partition(8), x))
+        >>> z.numpy()[:3]
+        array([-1., -1., -1.], dtype=float32)
+    """
+
+    def __init__(self, definition: KernelDefinition, kernel: Any = None):
+        self.definition = definition
+        #: the user-facing tl.Kernel (for launch events)
+        self.kernel = kernel
+        self.plans: dict[tuple, LaunchPlan] = {}
+        self._fast: dict[int, PreparedLaunch] = {}
+        self.last_trace = None
+        self._epoch = definition.helper_epoch
+
+    # ---- preparing -------------------------------------------------------------
+    def prepare(self, args: Sequence[Any]) -> tuple[list[Any], str]:
+        """(normalized args, "gpu"|"cpu") after checking they live on one device."""
+        d = self.definition
+        params = d.analysis.params
+        if len(args) != len(params):
+            sig = ", ".join(p.name for p in params)
+            raise LaunchError(f"{d.name}() takes {len(params)} arguments ({sig}), got "
+                              f"{len(args)}")
+        norm = [a if p.kind == "constant" else to_kernel_arg(a, p.name, d.name)
+                for p, a in zip(params, args)]
+        devices = {}
+        for p, a in zip(params, norm):
+            t = _tensor_of(a)
+            if t is not None:
+                if t.storage.freed:
+                    raise LaunchError(f"{d.name}(): argument {p.name!r} was freed with "
+                                      ".free(); a launch cannot use freed memory",
+                                      hint="allocate a new tensor")
+                devices.setdefault("cpu" if t.device == "cpu" else "gpu", p.name)
+        if len(devices) > 1:
+            raise LaunchError(f"{d.name}(): arguments live on different devices "
+                              f"({', '.join(f'{v} on {k}' for k, v in devices.items())})",
+                              hint="move them with tensor.to('cuda') or tensor.to('cpu')")
+        device = next(iter(devices), None)
+        if device is None:
+            from tilelab.runtime.device import backend
+
+            device = backend()
+        return norm, device
+
+    def plan(self, args: list[Any], device: str) -> LaunchPlan:
+        """The plan for these (normalized) arguments on ``device``, made on first use."""
+        d = self.definition
+        d.ensure_checked()
+        if self._epoch != d.helper_epoch:  # a helper was redefined: rebuild every plan
+            self.plans.clear()
+            self._fast.clear()
+            self._epoch = d.helper_epoch
+        key = (device,) + tuple(describe_arg(a) if _tensor_of(a) is not None else
+                                (type(a), a) for a in args)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = make_plan(d, args, device)
+            self.plans[key] = plan
+        return plan
+
+    def check_aliases(self, plan: LaunchPlan, args: list[Any]) -> list[tuple]:
+        """The launch's memory checks and ledger claims (see
+        :func:`~tilelab.runtime.launch.checks.check_aliases`)."""
+        return check_aliases(self.definition, plan, args)
+
+    # ---- GPU words and grids ---------------------------------------------------
+    def words(self, plan: LaunchPlan, args: list[Any]) -> list[Any]:
+        """The ``cutile_python_v1`` parameter words of a launch (cuda.core, graphs)."""
+        out: list[Any] = []
+        for i, lay in enumerate(plan.spec.layouts):
+            if lay.kind == "array":
+                t = _tensor_of(args[i])
+                w = t._launch_words()
+                idx = np.int32 if lay.index_dtype == "int32" else np.int64
+                out.append(w[0])
+                out.extend(idx(x) for x in w[1:])
+            elif lay.kind == "scalar":
+                out.append(plan.scalar_types[i](args[i]))
+        return out
+
+    def grid_for(self, plan: LaunchPlan, grid: Any) -> tuple[int, int, int]:
+        """The launch grid: ``grid`` when given (kernels without partitions), else one
+        block per tile of the partitions (a persistent schedule's block count)."""
+        spec = plan.spec
+        name = self.definition.name
+        if grid is not None:
+            if spec.grid_partition is not None:
+                raise LaunchError(f"{name}(): the grid is inferred from the "
+                                  "partitions (one block per tile); do not pass grid=",
+                                  hint="choose the block count with the partition's tile "
+                                       "shape or schedule (tl.persistent(num_blocks=...))")
+            g = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+            if not 1 <= len(g) <= 3 or any(x < 1 for x in g):
+                raise LaunchError(f"grid must be 1 to 3 positive ints, got {grid!r}")
+            return g + (1,) * (3 - len(g))  # type: ignore[return-value]
+        if spec.grid_partition is None:
+            fixed = getattr(self.kernel, "fixed_grid", None)
+            if fixed is not None:
+                return fixed
+            raise LaunchError(f"{name}() has no partitioned argument to infer "
+                              "its grid from", hint="pass grid=(x, y, z)")
+        if plan.device == "gpu":
+            from tilelab.runtime.device import gpu as get_gpu
+
+            return spec.grid(get_gpu().num_sms)
+        from tilelab.runtime.device import num_sms
+
+        return spec.grid(num_sms("cpu"))
+
+    # ---- launching -------------------------------------------------------------
+    def launch(self, args: Sequence[Any], *, grid: Any = None, stream: Any = None,
+               sync: bool = True, trace: bool | None = None) -> Any:
+        """Launch; returns None (sync), a Future (async) or, inside a graph, None.
+
+        A launch whose grid comes from its partitions, all of them empty (tensors
+        with a 0-size dimension), has no block to run: it is a no-op that compiles,
+        records and launches nothing, and an async one returns a future that is
+        already done. Errors raised here (AliasError, LaunchError,
+        BorrowError) name the user's launching line as their location."""
+        try:
+            return self._launch(tuple(args), grid, stream, sync, trace)
+        except (AliasError, LaunchError, BorrowError) as e:
+            locate(e)
+            raise
+
+    def _launch(self, args: tuple, grid: Any, stream: Any, sync: bool,
+                trace: bool | None) -> Any:
+        if grid is None and trace is None:
+            fast = self.prepared(args)
+            if fast is not None:
+                result = fast.run(args, stream, sync)
+                if result is not _STALE:
+                    return result
+        norm, device = self.prepare(args)
+        if grid is None and _empty_partition(norm) is not None:
+            return None if sync or capture.current_graph() is not None else _done_future(
+                self.definition.name)
+        plan = self.plan(norm, device)
+        g = self.grid_for(plan, grid)
+        claims = self.check_aliases(plan, norm)
+        graph = capture.current_graph()
+        if graph is not None:
+            graph.record(self, plan, norm, g, claims)
+            return None
+        if device == "gpu":
+            cache = grid is None and trace is None and checks_enabled() and \
+                all_tilelab_args(args)
+            fast = PreparedLaunch(self, plan, args, norm, g, claims, cache)
+            if fast.match is not None:
+                # an identical launch again (same objects) skips straight to the driver
+                if len(self._fast) >= _FAST_CACHE_SIZE:
+                    self._fast.clear()
+                self._fast[hash(args)] = fast
+            result = fast.run(args, stream, sync, True)
+        else:
+            result = self._launch_cpu(plan, norm, g, claims, sync, trace)
+        if _events.LISTENERS:
+            _events.emit(_events.LaunchEvent(self.kernel, tuple(norm), plan.spec, g, device,
+                                             sync, self.last_trace if device == "cpu"
+                                             else None))
+        return result
+
+    def prepared(self, args: tuple) -> PreparedLaunch | None:
+        """The prepared launch filed under these arguments' hash, if any (whether it was
+        made for these very objects is for ``PreparedLaunch.run`` to check)."""
+        try:
+            return self._fast.get(hash(args))
+        except Exception:  # noqa: BLE001 - unhashable (a numpy array): never prepared
+            return None
+
+    def _fault(self, e: Exception) -> Exception:
+        return LaunchError(f"kernel {self.definition.name!r} failed while running on the "
+                           f"GPU: {e}",
+                           hint="run it on the CPU backend (TILELAB_BACKEND=cpu) to find "
+                                "out-of-bounds accesses and races")
+
+    # ---- CPU -------------------------------------------------------------------
+    def cpu_call_args(self, plan: LaunchPlan, args: list[Any]) -> list[Any]:
+        """numpy views of the arguments' memory, unchecked: the launch holds the borrows."""
+        out = []
+        for a in args:
+            t = _tensor_of(a)
+            out.append(t._host_view() if t is not None else a)
+        return out + list(plan.spec.extra_constants)
+
+    def run_cpu(self, plan: LaunchPlan, args: list[Any], grid, *, trace: bool,
+                races: bool, order: str = "sequential", seed: int | None = None,
+                sample_blocks: int | None = None):
+        """Run the plan's lowered function on the CPU interpreter (no borrows taken)."""
+        from tilelab.interp import interpret
+
+        call = self.cpu_call_args(plan, args)
+        return interpret(plan.cpu_function, *call, grid=grid, trace=trace or races,
+                         order=order, seed=seed, sample_blocks=sample_blocks, races=races)
+
+    def _launch_cpu(self, plan, args, grid, claims, sync, trace):
+        # The borrows are taken before the kernel runs and held while it runs: another
+        # thread's conflicting host access or launch meanwhile raises BorrowError.
+        tensors = [t for t in map(_tensor_of, args) if t is not None]
+        rec = LaunchRecord(self.definition.name, call_site(), "cpu")
+        LEDGER.begin(rec, claims, tensors, [t._storage for t in tensors])
+        keep = False
+        try:
+            unsafe = self.definition.options.unsafe
+            want_trace = bool(trace) or unsafe
+            result = self.run_cpu(plan, args, grid, trace=want_trace, races=unsafe)
+            self.last_trace = result if want_trace else None
+            if unsafe and result is not None and getattr(result, "has_races", False):
+                result.raise_on_race()
+            keep = not sync
+        finally:
+            LEDGER.end(rec, keep)
+        if sync:
+            return None
+        return Future(rec)

@@ -1,0 +1,177 @@
+"""Launch plans: a kernel's specialization for one argument signature, its code loaded.
+
+A plan is made once per (device, argument signature) by :func:`make_plan` and kept in
+the launcher's table: on the GPU it holds the compiled artifacts and the loaded
+``cuda.core`` kernel, on the CPU the lowered cuTile Python function the interpreter
+runs. This module also turns launch arguments into tensors (:func:`to_kernel_arg`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from tilelab.compiler.artifacts import Artifacts
+from tilelab.compiler.definition import KernelDefinition
+from tilelab.compiler.dtypes import to_numpy_dtype
+from tilelab.compiler.signature import ArraySpec, PartitionSpec
+from tilelab.compiler.specialize import Specialization
+from tilelab.errors import LaunchError, SourceLocation
+from tilelab.runtime.future import Future
+from tilelab.runtime.ledger import LaunchRecord
+
+__all__ = ["LaunchPlan", "make_plan", "to_kernel_arg"]
+
+_NP_SCALAR = {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32,
+              "int64": np.int64, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
+              "uint64": np.uint64, "float16": np.float16, "float32": np.float32,
+              "float64": np.float64}
+
+
+def _tensor_types():
+    from tilelab.runtime.partition import Partition
+    from tilelab.runtime.tensor import Tensor
+
+    return Tensor, Partition
+
+
+def to_kernel_arg(value: Any, param: str, kernel: str) -> Any:
+    """Tensors, partitions and scalars pass through; foreign arrays (numpy, torch, ...)
+    are borrowed as tensors without a copy. Raises LaunchError for what cannot be an
+    argument (a ``tl.spec``, which has no memory, or an object no tensor can wrap).
+
+    Example:
+        >>> import numpy as np
+        >>> to_kernel_arg(np.zeros(4, np.float32), "x", "k").shape
+        (4,)
+    """
+    Tensor, Partition = _tensor_types()
+    if isinstance(value, (Tensor, Partition)) or isinstance(value, (bool, int, float,
+                                                                      np.generic)):
+        return value
+    if isinstance(value, (ArraySpec, PartitionSpec)):
+        raise LaunchError(f"{kernel}(): argument {param!r} is a tl.spec description, which "
+                          "has no memory; specs are for kernel.compile(...)",
+                          hint="pass a tensor (tl.empty, tl.tensor, ...) to launch")
+    from tilelab.runtime.foreign import borrow
+
+    try:
+        # a foreign array stays where it lives, borrowed without a copy (a torch or cupy
+        # GPU array on its framework's current stream, which the launch then runs on)
+        return borrow(value)
+    except (TypeError, ValueError) as e:
+        raise LaunchError(f"{kernel}(): cannot use argument {param!r} "
+                          f"({type(value).__name__}): {e}") from None
+
+
+def _tensor_of(arg: Any) -> Any:
+    """The tensor an argument is or partitions, else None (a scalar or constant)."""
+    Tensor, Partition = _tensor_types()
+    if isinstance(arg, Partition):
+        return arg.tensor
+    if isinstance(arg, Tensor):
+        return arg
+    return None
+
+
+@dataclass
+class LaunchPlan:
+    """A specialization ready to launch: its artifacts, layouts and loaded code.
+
+    Example:
+        >>> import tilelab as tl
+        >>> @tl.kernel
+        ... def neg(z: tl.Out, x: tl.In):
+        ...     z.store(-tl.load_like(x, z))
+        >>> x = tl.zeros(8, device="cpu")
+        >>> z = tl.empty(8, device="cpu")
+        >>> args, device = neg._launcher.prepare((z.partition(8), x))
+        >>> neg._launcher.plan(args, device).device
+        'cpu'
+    """
+
+    spec: Specialization
+    artifacts: Artifacts | None
+    device: str                     # "gpu" or "cpu"
+    cu_kernel: Any = None           # cuda.core Kernel (GPU)
+    cpu_function: Any = None        # the lowered cuTile Python function (CPU)
+    writable: tuple[bool, ...] = ()
+    arrays: tuple[int, ...] = ()    # indices of array arguments
+    scalar_types: dict[int, Any] = field(default_factory=dict)
+
+
+def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
+    """Specialize kernel ``d`` for ``args`` and load its code for ``device`` ("gpu":
+    compile, or find in the cache, and load the cubin; "cpu": the lowered function).
+
+    Example:
+        >>> import tilelab as tl
+        >>> @tl.kernel
+        ... def neg(z: tl.Out, x: tl.In):
+        ...     z.store(-tl.load_like(x, z))
+        >>> x, z = tl.zeros(8, device="cpu"), tl.empty(8, device="cpu")
+        >>> make_plan(neg.definition, [z.partition(8), x], "cpu").writable
+        (True, False)
+    """
+    spec = d.specialize(args)
+    writable = tuple(p.kind in ("Out", "InOut", "Raw") for p in d.analysis.params)
+    arrays = tuple(i for i, a in enumerate(args) if _tensor_of(a) is not None)
+    scalars = {i: _NP_SCALAR.get(lay.dtype) or to_numpy_dtype(lay.dtype).type
+               for i, lay in enumerate(spec.layouts) if lay.kind == "scalar"}
+    if device == "gpu":
+        art, cu_kernel = _load_gpu(d, args)
+        return LaunchPlan(spec, art, "gpu", cu_kernel=cu_kernel, writable=writable,
+                          arrays=arrays, scalar_types=scalars)
+    lowered = d.lowered(spec.plan)
+    fn = lowered.function()   # the checked text, never the user's live code
+    from tilelab.interp import register_location_map
+
+    # race reports and errors of the interpreter then point at the user's source
+    register_location_map(lowered.filename, lowered.source_map.to_user)
+    for frozen, user_file in lowered.helper_files.items():
+        register_location_map(frozen, lambda line, col, f=user_file: SourceLocation(
+            f, line, (col or 0) + 1))
+    return LaunchPlan(spec, None, "cpu", cpu_function=fn, writable=writable,
+                      arrays=arrays, scalar_types=scalars)
+
+
+def _load_gpu(d: KernelDefinition, args: list[Any]) -> tuple[Artifacts, Any]:
+    """(artifacts, the loaded cuda.core kernel) of ``d`` for ``args`` on this GPU."""
+    from tilelab.runtime.device import gpu as get_gpu
+
+    gpu = get_gpu()
+    art = d.compile(*args, arch=gpu.arch)
+    from cuda.core import ObjectCode
+
+    try:
+        obj = ObjectCode.from_cubin(art.cubin)
+        return art, obj.get_kernel(art.symbol)
+    except Exception as e:
+        raise LaunchError(f"cannot load the cubin of {d.name!r} for {gpu.arch} on "
+                          f"{gpu.name}: {e}",
+                          hint="the driver must support CUDA 13 tile launches "
+                               "(r580 or newer)") from None
+
+
+def _empty_partition(args: Sequence[Any]) -> Any:
+    """A partition among ``args`` that has no tile (its tensor has a 0-size dimension)
+    when every partition among them has none (then the launch has no block to run),
+    else None (a launch mixing empty and non-empty partitions is left to the checks of
+    the tile grids)."""
+    _, Partition = _tensor_types()
+    empty = None
+    for a in args:
+        if isinstance(a, Partition):
+            if 0 not in a.tensor.shape:
+                return None
+            if empty is None:
+                empty = a
+    return empty
+
+
+def _done_future(kernel: str) -> Future:
+    """The future of a launch that had nothing to run: already done, holding nothing."""
+    rec = LaunchRecord(kernel, "<no launch: an empty partition>", None)
+    rec.observed = True
+    return Future(rec)
