@@ -7,7 +7,7 @@ because a module happens to be named like one. ``python -m benchmarks --list`` p
 
 Example:
     >>> list(GROUPS)
-    ['runtime', 'compile', 'memory', 'decode', 'gemm', 'attention']
+    ['runtime', 'compile', 'torch', 'memory', 'decode', 'gemm', 'attention']
     >>> GROUPS["gemm"].cases is not None, GROUPS["compile"].func is not None
     (True, True)
 """
@@ -66,6 +66,12 @@ def _compile(ctx: Context) -> dict[str, Any]:
     from . import compile_times
 
     return compile_times.run(ctx)
+
+
+def _torch(ctx: Context) -> dict[str, Any]:
+    from . import torch_calls
+
+    return torch_calls.run(ctx)
 
 
 def _memory_ceilings(ctx: Context) -> dict[str, Any]:
@@ -155,6 +161,10 @@ GROUPS: dict[str, Group] = {g.name: g for g in (
     Group("compile", "cold compiles per arch, warm compiles in a new process, and the "
           "warm-cache `tilelab compile` command in a new process vs python's start "
           "(target < 0.2 s)", func=_compile, func_s=60.0),
+    Group("torch", "library calls as a torch user makes them (torch CUDA tensors, torch's "
+          "stream, sync=False loops): host time per repeated add vs torch.add and vs "
+          "tilelab tensors; back-to-back bf16 matmul vs torch.matmul (GPU only)",
+          func=_torch, func_s=40.0),
     Group("memory", "add, softmax, RMSNorm and RoPE vs torch eager, torch.compile (Inductor) "
           "and a copy of the same bytes; --ceilings adds the device's read/write/copy "
           "ceilings (GPU only)",

@@ -26,22 +26,23 @@ def cpu_backend(monkeypatch, tmp_path):
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def test_the_table_names_the_six_groups_in_run_order():
-    assert RUN_ORDER == ("runtime", "compile", "memory", "decode", "gemm", "attention")
+def test_the_table_names_the_seven_groups_in_run_order():
+    assert RUN_ORDER == ("runtime", "compile", "torch", "memory", "decode", "gemm",
+                         "attention")
     for name, g in GROUPS.items():
         assert isinstance(g, Group) and g.name == name and len(g.description) > 20
         assert g.cases is not None or g.func is not None, name
     assert [n for n in RUN_ORDER if GROUPS[n].cases] == ["memory", "decode", "gemm",
                                                         "attention"]
-    assert {n for n in RUN_ORDER if GROUPS[n].func} == {"runtime", "compile", "memory",
-                                                       "decode"}
+    assert {n for n in RUN_ORDER if GROUPS[n].func} == {"runtime", "compile", "torch",
+                                                       "memory", "decode"}
 
 
 def test_unknown_groups_are_refused_with_the_choices(capsys):
     with pytest.raises(SystemExit):
         suite.parse_args(["--only", "gemm,speed"])
     err = capsys.readouterr().err
-    assert "unknown group(s) speed" in err and "runtime, compile, memory" in err
+    assert "unknown group(s) speed" in err and "runtime, compile, torch, memory" in err
 
 
 def test_dry_run_means_the_cpu_backend_quick_and_in_process():
@@ -183,3 +184,21 @@ def test_env_names_the_machine_and_versions():
 def test_docstring_examples_run(module):
     res = doctest.testmod(module)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_the_torch_group_skips_off_the_gpu_with_its_reason():
+    from benchmarks import torch_calls
+    from benchmarks.common import Context
+
+    out = torch_calls.run(Context(backend="cpu"))
+    assert out == {"status": "skipped", "reason": "needs the GPU backend and torch with CUDA"}
+    assert torch_calls.summary(out).startswith("torch: skipped")
+
+
+def test_host_us_per_call_counts_every_call_and_syncs_each_round():
+    from benchmarks.torch_calls import host_us_per_call
+
+    calls, syncs = [], []
+    us = host_us_per_call(lambda: calls.append(1), lambda: syncs.append(1), calls=10,
+                          rounds=3)
+    assert len(calls) == 30 and len(syncs) == 6 and us > 0

@@ -1,0 +1,199 @@
+"""The suite's ``torch`` group: library calls the way a torch user makes them.
+
+torch CUDA tensors, torch's current stream, a loop of calls with ``sync=False``. Two
+figures per call, each beside its torch equivalent in the same run:
+
+- **host time per repeated call** (microseconds of host clock per call over a loop, the
+  device left to run behind): ``tl.kernels.add`` on 65,536 float32 on torch tensors, on
+  tilelab tensors, and ``torch.add``;
+- **back-to-back throughput** (the host clock from a synchronized start until the
+  device has finished a loop of calls, nothing flushed in between, as a model's
+  forward runs them): ``tl.kernels.matmul`` in bf16 at 4096³ and
+  2048×4096×12288 on torch tensors, on tilelab tensors, and ``torch.matmul`` (cuBLAS).
+
+Each call's result is checked against torch before it is timed. Needs the GPU backend
+and torch with CUDA; elsewhere the group reports ``skipped``.
+
+Example::
+
+    python -m benchmarks --only torch
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+from .common import Context, rel_err
+
+__all__ = ["run", "host_us_per_call", "device_s_per_call", "summary"]
+
+ADD_N = 65536
+MATMULS = ((4096, 4096, 4096), (2048, 4096, 12288))
+
+
+def host_us_per_call(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 2000,
+                     rounds: int = 5) -> float:
+    """Median over ``rounds`` of host microseconds per call in a loop of ``calls``
+    (synchronized before and after each round, so the device's backlog stays bounded)."""
+    samples = []
+    for _ in range(rounds):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+        sync()
+    return statistics.median(samples)
+
+
+def device_s_per_call(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 50,
+                      rounds: int = 5) -> float:
+    """Median over ``rounds`` of seconds per call for ``calls`` calls issued back to back,
+    the clock stopped when the device has finished them (so it measures throughput)."""
+    samples = []
+    for _ in range(rounds):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - t0) / calls)
+    return statistics.median(samples)
+
+
+def _checked(name: str, got: Any, ref: Any, tol: float) -> None:
+    err, _ = rel_err(got, ref)
+    if not err <= tol:
+        raise AssertionError(f"{name}: relative error {err:.3g} over {tol:g}")
+
+
+def _add_case() -> dict[str, Any]:
+    import torch
+
+    import tilelab as tl
+    from tilelab.kernels import add
+
+    x, y = (torch.randn(ADD_N, device="cuda") for _ in range(2))
+    out = torch.empty_like(x)
+    tx, ty, tout = tl.from_dlpack(x), tl.from_dlpack(y), tl.empty(ADD_N, "float32")
+    add(x, y, out=out)
+    _checked("add on torch tensors", out, x + y, 1e-6)
+    add(tx, ty, out=tout)
+    _checked("add on tilelab tensors", torch.from_dlpack(tout), x + y, 1e-6)
+    calls = {
+        "tilelab_torch_tensors": lambda: add(x, y, out=out, sync=False),
+        "tilelab_tensors": lambda: add(tx, ty, out=tout, sync=False),
+        "torch_add": lambda: torch.add(x, y, out=out),
+    }
+
+    def sync() -> None:
+        tl.synchronize()
+        torch.cuda.synchronize()
+
+    for fn in calls.values():                  # warm-up: wrappers, plans, caches
+        for _ in range(50):
+            fn()
+    sync()
+    us = {k: host_us_per_call(fn, sync) for k, fn in calls.items()}
+    return {"case": f"add/float32/n{ADD_N}", "host_us_per_call": us,
+            "torch_tensors_vs_torch": us["tilelab_torch_tensors"] / us["torch_add"],
+            "torch_tensors_vs_tilelab_tensors":
+                us["tilelab_torch_tensors"] / us["tilelab_tensors"],
+            "targets": {"torch_tensors_vs_torch_max": 1.5,
+                        "torch_tensors_vs_tilelab_tensors_max": 1.05}}
+
+
+def _matmul_case(m: int, n: int, k: int) -> dict[str, Any]:
+    import torch
+
+    import tilelab as tl
+    from tilelab.kernels import matmul
+
+    a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    ta, tb = tl.from_dlpack(a), tl.from_dlpack(b)
+    tout = tl.empty((m, n), "bfloat16")
+    ref = (a.float() @ b.float())
+    matmul(a, b, out=out)
+    _checked(f"matmul {m}x{n}x{k} on torch tensors", out.float(), ref, 1e-2)
+    matmul(ta, tb, out=tout)
+    torch.cuda.synchronize()
+    _checked(f"matmul {m}x{n}x{k} on tilelab tensors", torch.from_dlpack(tout).float(),
+             ref, 1e-2)
+    calls = {
+        "tilelab_torch_tensors": lambda: matmul(a, b, out=out, sync=False),
+        "tilelab_tensors": lambda: matmul(ta, tb, out=tout, sync=False),
+        "torch_matmul": lambda: torch.matmul(a, b, out=out),
+    }
+    for fn in calls.values():
+        for _ in range(5):
+            fn()
+    torch.cuda.synchronize()
+    flops = 2.0 * m * n * k
+
+    def sync() -> None:
+        tl.synchronize()
+        torch.cuda.synchronize()
+
+    secs = {name: device_s_per_call(fn, sync) for name, fn in calls.items()}
+    tflops = {k: flops / s / 1e12 for k, s in secs.items()}
+    return {"case": f"matmul/bfloat16/{m}x{n}x{k}", "tflops": tflops,
+            "torch_tensors_vs_cublas": tflops["tilelab_torch_tensors"] /
+                tflops["torch_matmul"]}
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    """The group's figures (see the module docstring); ``skipped`` off the GPU."""
+    if ctx.backend != "gpu":
+        return {"status": "skipped", "reason": "needs the GPU backend and torch with CUDA"}
+    try:
+        import torch
+    except ImportError:
+        return {"status": "skipped", "reason": "torch is not installed"}
+    if not torch.cuda.is_available():
+        return {"status": "skipped", "reason": "torch has no CUDA device"}
+    cases = [_add_case()] + [_matmul_case(*s) for s in MATMULS]
+    return {"status": "ok", "cases": cases}
+
+
+def summary(result: dict[str, Any]) -> str:
+    """A few lines for the terminal."""
+    if result.get("status") != "ok":
+        return f"torch: {result.get('status')} ({result.get('reason', '')})"
+    lines = []
+    for c in result["cases"]:
+        if "host_us_per_call" in c:
+            u = c["host_us_per_call"]
+            lines.append(f"  {c['case']}: host us/call torch tensors "
+                         f"{u['tilelab_torch_tensors']:.1f}, tilelab tensors "
+                         f"{u['tilelab_tensors']:.1f}, torch.add {u['torch_add']:.1f} "
+                         f"({c['torch_tensors_vs_torch']:.2f}x torch)")
+        else:
+            t = c["tflops"]
+            lines.append(f"  {c['case']}: TFLOP/s torch tensors "
+                         f"{t['tilelab_torch_tensors']:.0f}, tilelab tensors "
+                         f"{t['tilelab_tensors']:.0f}, torch.matmul {t['torch_matmul']:.0f} "
+                         f"({c['torch_tensors_vs_cublas']:.3f}x cuBLAS back to back)")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Run the group alone on the default backend and print its summary."""
+    import sys
+    from pathlib import Path
+
+    import tilelab as tl
+
+    from .common import env_info, write_json
+
+    backend = tl.backend()
+    res = dict(run(Context(backend=backend)), env=env_info(backend))
+    print(summary(res))
+    if len(sys.argv) > 1:
+        write_json(Path(sys.argv[1]), res)
+
+
+if __name__ == "__main__":
+    main()
