@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tilelab.errors import SourceLocation
+from tilelab.errors import SourceLocation, display_filename
 
 __all__ = ["Race", "RaceDetector", "MAX_RACES", "Region", "allocation_bounds",
            "raw_offsets_to_indices"]
@@ -90,7 +90,8 @@ class Race:
 
     def _where(self, i: int) -> str:
         loc = self.locations[i]
-        return "?" if loc is None else f"{loc.filename}:{loc.line}"
+        # In[n] for a notebook cell (errors.display_filename), else the path
+        return "?" if loc is None else f"{display_filename(loc.filename)}:{loc.line}"
 
     def __str__(self) -> str:
         a, b = self.blocks
