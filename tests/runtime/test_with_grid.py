@@ -34,10 +34,15 @@ def test_same_grid_same_object_and_rebinding():
     assert repr(k) == "<tl.kernel unsafe fill_blocks(x: Raw, value: auto) grid=(2, 1, 1)>"
 
 
-@pytest.mark.parametrize("grid", [(0,), (1, 2, 3, 4), ()])
-def test_bad_grids_are_refused(grid):
-    with pytest.raises(ValueError, match=r"fill_blocks.with_grid: the grid must be 1 to 3 "
-                                         r"positive ints"):
+@pytest.mark.parametrize("grid, message", [
+    ((0,), r"fill_blocks.with_grid: grid dimension 0 is 0; it must be between 1 and"),
+    ((1, 2, 3, 4), r"fill_blocks.with_grid: grid must be 1 to 3 positive integers"),
+    ((), r"fill_blocks.with_grid: grid must be 1 to 3 positive integers"),
+    ((2, 1.5), r"fill_blocks.with_grid: grid must be 1 to 3 positive integers"),
+    ((1, 70000), r"grid dimension 1 is 70000; it must be between 1 and 65535")])
+def test_bad_grids_are_refused(grid, message):
+    # one check (tilelab.grid) for the launcher, with_grid and the interpreter
+    with pytest.raises(tl.LaunchError, match=message):
         fill_blocks.with_grid(grid)
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence, TextIO
 import numpy as np
 
 from tilelab.errors import CompileError, LaunchError, TilelabError
+from tilelab.grid import normalize_grid
 from tilelab.interp import _cutile, context, misc
 from tilelab.interp._cutile import HeterogeneousTupleNode, HomogeneousTupleNode, ct
 from tilelab.interp.arrays import ArgRoot, Array
@@ -34,7 +35,6 @@ from tilelab.interp.trace import ArgInfo, Trace, Tracer
 __all__ = ["interpret"]
 
 _ORDERS = ("sequential", "shuffled")
-_GRID_LIMITS = (2**31 - 1, 65535, 65535)
 
 
 def _resolve(kernel: Any) -> tuple[types.FunctionType, str]:
@@ -46,31 +46,6 @@ def _resolve(kernel: Any) -> tuple[types.FunctionType, str]:
                           f"{type(kernel).__name__}",
                           hint="decorate the kernel with @ct.kernel or pass the function")
     return func, func.__name__
-
-
-def _grid(grid: Any) -> tuple[int, int, int]:
-    def is_int(d: Any) -> bool:
-        return isinstance(d, (int, np.integer)) and not isinstance(d, bool)
-
-    if is_int(grid):
-        dims: tuple[int, ...] | None = (int(grid),)
-    else:
-        try:
-            dims = tuple(grid)
-        except TypeError:
-            dims = None
-        if dims is not None and all(is_int(d) for d in dims):
-            dims = tuple(int(d) for d in dims)
-        else:
-            dims = None
-    if dims is None or not 1 <= len(dims) <= 3:
-        raise LaunchError(f"grid must be 1 to 3 positive integers, got {grid!r}",
-                          hint="e.g. grid=(n_tiles,) or grid=(m_tiles, n_tiles)")
-    dims = dims + (1,) * (3 - len(dims))
-    for axis, (d, limit) in enumerate(zip(dims, _GRID_LIMITS)):
-        if not 1 <= d <= limit:
-            raise LaunchError(f"grid dimension {axis} is {d}; it must be between 1 and {limit}")
-    return dims  # type: ignore[return-value]
 
 
 class _Binder:
@@ -299,7 +274,7 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
         ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 64, False)
     """
     pyfunc, name = _resolve(kernel)
-    grid3 = _grid(grid)
+    grid3 = normalize_grid(grid)
     if order not in _ORDERS:
         raise LaunchError(f"order must be one of {_ORDERS}, got {order!r}")
     params, nodes = _parameters(kernel, pyfunc, name, len(args))

@@ -8,6 +8,7 @@ from typing import Any, Callable
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition, KernelOptions
 from tilelab.errors import AliasError, BorrowError, CompileError, LaunchError
+from tilelab.grid import normalize_grid
 from tilelab.runtime.events import LISTENERS as _LISTENERS
 from tilelab.runtime.launch import DRIVER as _DRIVER, Launcher
 from tilelab.runtime.launch.prepared import _STALE
@@ -156,12 +157,8 @@ class Kernel:
             >>> fill.with_grid((2,))(x); x.numpy().sum()
             np.float32(8.0)
         """
-        g = tuple(int(v) for v in (grid if isinstance(grid, (tuple, list)) else (grid,)))
-        if not 1 <= len(g) <= 3 or any(v < 1 for v in g):
-            raise ValueError(f"{self.name}.with_grid: the grid must be 1 to 3 positive "
-                             f"ints, got {grid!r}")
-        return _bound(self if self.fixed_grid is None else self._unbound,
-                      g + (1,) * (3 - len(g)))
+        g = normalize_grid(grid, f"{self.name}.with_grid")
+        return _bound(self if self.fixed_grid is None else self._unbound, g)
 
     @property
     def last_trace(self):

@@ -9,6 +9,7 @@ import numpy as np
 from tilelab.compiler.definition import KernelDefinition
 from tilelab.compiler.signature import describe_arg
 from tilelab.errors import AliasError, BorrowError, LaunchError
+from tilelab.grid import normalize_grid
 from tilelab.runtime import capture, events as _events
 from tilelab.runtime.future import Future
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, checks_enabled, locate
@@ -125,10 +126,7 @@ class Launcher:
                                   "partitions (one block per tile); do not pass grid=",
                                   hint="choose the block count with the partition's tile "
                                        "shape or schedule (tl.persistent(num_blocks=...))")
-            g = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
-            if not 1 <= len(g) <= 3 or any(x < 1 for x in g):
-                raise LaunchError(f"grid must be 1 to 3 positive ints, got {grid!r}")
-            return g + (1,) * (3 - len(g))  # type: ignore[return-value]
+            return normalize_grid(grid, f"{name}()")
         if spec.grid_partition is None:
             fixed = getattr(self.kernel, "fixed_grid", None)
             if fixed is not None:
