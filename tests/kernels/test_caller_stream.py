@@ -177,6 +177,7 @@ def fake(monkeypatch):
 
 def test_a_repeated_library_call_imports_nothing_and_runs_on_torchs_stream(fake):
     x, y, z = cuda_like(4, 64), cuda_like(4, 64), cuda_like(4, 64)
+    hits = _host.cache_info()["calls"].get("binary", {}).get("hits", 0)  # earlier tests'
     K.add(x, y, out=z)
     assert len(CudaLike.imports) == 3 and fake.dlpack_waits() == 0 and fake.waits == 0
     assert CudaLike.imports == [-1, -1, -1]     # same stream: torch must not synchronize
@@ -188,7 +189,7 @@ def test_a_repeated_library_call_imports_nothing_and_runs_on_torchs_stream(fake)
     assert len(CudaLike.imports) == 3 and fake.waits == 0     # none after the first
     assert fake.launch_streams == [0x7000] * 7
     assert fake.streams[0x7000].syncs == 2 and fake.gpu.stream.syncs == 0
-    assert _host.cache_info()["calls"]["binary"]["hits"] == 6
+    assert _host.cache_info()["calls"]["binary"]["hits"] - hits == 6
 
 
 def test_another_current_stream_wraps_again_and_launches_there(fake):
