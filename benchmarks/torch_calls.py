@@ -26,39 +26,28 @@ from typing import Any, Callable
 
 from .common import Context, rel_err
 
-__all__ = ["run", "host_us_per_call", "device_s_per_call", "summary"]
+__all__ = ["run", "per_call_s", "summary"]
 
 ADD_N = 65536
 MATMULS = ((4096, 4096, 4096), (2048, 4096, 12288))
 
 
-def host_us_per_call(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 2000,
-                     rounds: int = 5) -> float:
-    """Median over ``rounds`` of host microseconds per call in a loop of ``calls``
-    (synchronized before and after each round, so the device's backlog stays bounded)."""
+def per_call_s(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 2000,
+               rounds: int = 5, *, until_done: bool = False) -> float:
+    """Median over ``rounds`` of seconds per call in a loop of ``calls`` calls issued back
+    to back, each round started synchronized. The clock stops when the host has issued
+    the calls (their host cost, the device left to run behind), or with ``until_done``
+    when the device has finished them (their throughput)."""
     samples = []
     for _ in range(rounds):
         sync()
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
-        samples.append((time.perf_counter() - t0) / calls * 1e6)
-        sync()
-    return statistics.median(samples)
-
-
-def device_s_per_call(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 50,
-                      rounds: int = 5) -> float:
-    """Median over ``rounds`` of seconds per call for ``calls`` calls issued back to back,
-    the clock stopped when the device has finished them (so it measures throughput)."""
-    samples = []
-    for _ in range(rounds):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
+        if until_done:
+            sync()
         samples.append((time.perf_counter() - t0) / calls)
+        sync()
     return statistics.median(samples)
 
 
@@ -95,7 +84,7 @@ def _add_case() -> dict[str, Any]:
         for _ in range(50):
             fn()
     sync()
-    us = {k: host_us_per_call(fn, sync) for k, fn in calls.items()}
+    us = {k: per_call_s(fn, sync) * 1e6 for k, fn in calls.items()}
     return {"case": f"add/float32/n{ADD_N}", "host_us_per_call": us,
             "torch_tensors_vs_torch": us["tilelab_torch_tensors"] / us["torch_add"],
             "torch_tensors_vs_tilelab_tensors":
@@ -137,7 +126,8 @@ def _matmul_case(m: int, n: int, k: int) -> dict[str, Any]:
         tl.synchronize()
         torch.cuda.synchronize()
 
-    secs = {name: device_s_per_call(fn, sync) for name, fn in calls.items()}
+    secs = {name: per_call_s(fn, sync, calls=50, until_done=True)
+            for name, fn in calls.items()}
     tflops = {k: flops / s / 1e12 for k, s in secs.items()}
     return {"case": f"matmul/bfloat16/{m}x{n}x{k}", "tflops": tflops,
             "torch_tensors_vs_cublas": tflops["tilelab_torch_tensors"] /

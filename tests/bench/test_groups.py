@@ -195,10 +195,12 @@ def test_the_torch_group_skips_off_the_gpu_with_its_reason():
     assert torch_calls.summary(out).startswith("torch: skipped")
 
 
-def test_host_us_per_call_counts_every_call_and_syncs_each_round():
-    from benchmarks.torch_calls import host_us_per_call
+def test_per_call_s_counts_every_call_and_syncs_each_round():
+    from benchmarks.torch_calls import per_call_s
 
     calls, syncs = [], []
-    us = host_us_per_call(lambda: calls.append(1), lambda: syncs.append(1), calls=10,
-                          rounds=3)
-    assert len(calls) == 30 and len(syncs) == 6 and us > 0
+    s = per_call_s(lambda: calls.append(1), lambda: syncs.append(1), calls=10, rounds=3)
+    assert len(calls) == 30 and len(syncs) == 6 and s > 0
+    syncs.clear()
+    per_call_s(lambda: None, lambda: syncs.append(1), calls=10, rounds=3, until_done=True)
+    assert len(syncs) == 9          # and once more inside each timed window
