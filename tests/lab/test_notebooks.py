@@ -355,7 +355,7 @@ def test_05_races_outputs(run):
     assert "read-write race on 'x'" in r.text("def smooth_in_place(")
     # a kernel defined in a plain cell is located in that cell, not in ipykernel's file
     rw = r.text("def smooth_in_place(")
-    assert "ipykernel" not in rw and re.search(r"In\[\d+\]:\d+", rw), rw
+    assert "ipykernel" not in rw and re.search(r"In\[\d+\], line \d+", rw), rw
     aliased = r.text("def add(z: tl.Out")
     assert "AliasError (expected): " in aliased and "[1. 2. 3. 4. 5. 6. 7. 8.]" in aliased
     assert r.text('check("race_hunt"').startswith("FAIL race_hunt: 15 race(s)")

@@ -90,8 +90,12 @@ class Race:
 
     def _where(self, i: int) -> str:
         loc = self.locations[i]
-        # In[n] for a notebook cell (errors.display_filename), else the path
-        return "?" if loc is None else f"{display_filename(loc.filename)}:{loc.line}"
+        if loc is None:
+            return "?"
+        shown = display_filename(loc.filename)
+        # a notebook cell reads as IPython's tracebacks do: "In[3], line 5"
+        return f"{loc.filename}:{loc.line}" if shown == loc.filename else \
+            f"{shown}, line {loc.line}"
 
     def __str__(self) -> str:
         a, b = self.blocks
