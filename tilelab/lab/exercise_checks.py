@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-import cuda.tile as ct
 import tilelab as tl
+from tilelab.kernels.examples import gemm, vector_add
 from tilelab.lab.exercises import Result, as_kernel, failed, passed, register
 
 __all__ = ["write_counts", "flash_attention_numpy"]
@@ -117,23 +117,6 @@ def _grouped_owner(answer: Any) -> Result:
 
 
 @tl.kernel
-def _gemm(c: tl.Out, a: tl.In, b: tl.In, K_TILE: ct.Constant[int]):
-    tm, tn = c.tile_shape
-    m, n = c.tile_index
-    acc = ct.full((tm, tn), 0, dtype=ct.float32)
-    for k in range(ct.cdiv(a.shape[1], K_TILE)):
-        x = ct.load(a, index=(m, k), shape=(tm, K_TILE), padding_mode=ct.PaddingMode.ZERO)
-        y = ct.load(b, index=(k, n), shape=(K_TILE, tn), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(x, y, acc)
-    c.store(acc.astype(c.dtype))
-
-
-@tl.kernel
-def _add(z: tl.Out, x: tl.In, y: tl.In):
-    z.store(tl.load_like(x, z) + tl.load_like(y, z))
-
-
-@tl.kernel
 def _scale(w: tl.Out, z: tl.In):
     w.store(tl.load_like(z, w) * 2.0)
 
@@ -143,7 +126,6 @@ def _scale(w: tl.Out, z: tl.In):
           "partial edge tiles included")
 def _gemm_traffic(answer: Any) -> Result:
     name = "gemm_traffic"
-    gemm = _gemm
     for M, N, K, TM, TN in ((256, 256, 64, 64, 64), (200, 136, 96, 64, 64),
                             (130, 70, 40, 32, 32)):
         a = tl.randn(M, K, dtype="bfloat16", device="cpu", seed=0)
@@ -268,7 +250,7 @@ def _race_hunt(answer: Any) -> Result:
           "host may not read while the replay is pending")
 def _graph_deps(answer: Any) -> Result:
     name = "graph_deps"
-    add, scale = _add, _scale
+    add, scale = vector_add, _scale
     x, y, a, b, c = (tl.ones(1024, dtype="float32", device="cpu") for _ in range(5))
     with tl.graph() as g:
         add(a.partition(256), x, y)     # 0: a = x + y

@@ -193,16 +193,8 @@ def as_kernel(answer: Any, unsafe: bool = False) -> Any:
 
 
 def _show(result: Result) -> None:
-    text = str(result)
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        print(text)
-        return
-    if get_ipython() is None:
-        print(text)
-        return
+    from tilelab.lab.expect import show_box
+
     color = "#2ca02c" if result.passed else "#d62728"
     verdict = "PASS" if result.passed else "FAIL"
     hint = ("" if result.passed or not result.hint else
@@ -211,4 +203,4 @@ def _show(result: Result) -> None:
             f'padding:4px 10px;margin:2px 0;font-family:monospace;white-space:pre-wrap">'
             f'<b style="color:{color}">{verdict}</b> {html.escape(result.name)}: '
             f'{html.escape(result.message)}{hint}</div>')
-    display({"text/plain": text, "text/html": body}, raw=True)
+    show_box(str(result), body)

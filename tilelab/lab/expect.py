@@ -26,7 +26,7 @@ from __future__ import annotations
 import html
 from typing import Any, Callable
 
-__all__ = ["expect", "Expected", "show_error"]
+__all__ = ["expect", "Expected", "show_error", "show_box"]
 
 
 def show_error(err: BaseException, note: str = "expected") -> None:
@@ -38,6 +38,23 @@ def show_error(err: BaseException, note: str = "expected") -> None:
         ValueError (expected): bad size
     """
     text = f"{type(err).__name__} ({note}): {err}"
+    head, _, rest = str(err).partition("\n")
+    body = (f'<div class="tilelab-expected" style="border-left:4px solid #d62728;'
+            f'padding:4px 10px;margin:2px 0;font-family:monospace;white-space:pre-wrap">'
+            f'<b style="color:#d62728">{html.escape(type(err).__name__)}</b> '
+            f'<span style="opacity:.7">({html.escape(note)})</span>: {html.escape(head)}'
+            + (f"\n{html.escape(rest)}" if rest else "") + "</div>")
+    show_box(text, body)
+
+
+def show_box(text: str, body: str) -> None:
+    """Display ``body`` (HTML) with ``text`` as its ``text/plain`` in IPython; print
+    ``text`` anywhere else. What :func:`show_error` and the exercise checker show with.
+
+    Example:
+        >>> show_box("PASS saxpy: right", "<b>PASS</b> saxpy: right")
+        PASS saxpy: right
+    """
     try:
         from IPython import get_ipython
         from IPython.display import display
@@ -47,12 +64,6 @@ def show_error(err: BaseException, note: str = "expected") -> None:
     if get_ipython() is None:
         print(text)
         return
-    head, _, rest = str(err).partition("\n")
-    body = (f'<div class="tilelab-expected" style="border-left:4px solid #d62728;'
-            f'padding:4px 10px;margin:2px 0;font-family:monospace;white-space:pre-wrap">'
-            f'<b style="color:#d62728">{html.escape(type(err).__name__)}</b> '
-            f'<span style="opacity:.7">({html.escape(note)})</span>: {html.escape(head)}'
-            + (f"\n{html.escape(rest)}" if rest else "") + "</div>")
     display({"text/plain": text, "text/html": body}, raw=True)
 
 
