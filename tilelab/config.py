@@ -124,6 +124,10 @@ SETTINGS: dict[str, Setting] = {s.key: s for s in (
             "How GPU launches reach the driver: tilelab's native C module (falling back "
             "to driver when it cannot be built), cuda-bindings' cuLaunchKernel, or "
             "cuda.core.launch.", _choice("native", "driver", "cuda.core")),
+    Setting("pdl", "TILELAB_PDL", True, _FLAG,
+            "Whether GPU launches of kernels that begin by waiting for the previous "
+            "kernel use programmatic dependent launch (sm_90 and newer): the next "
+            "kernel is scheduled while this one finishes.", _flag),
     Setting("theme", "TILELAB_THEME", "auto", "auto, light, dark",
             "Colours of the lab's figures: JupyterLab's saved theme (auto), or forced.",
             _choice("auto", "light", "dark")),
@@ -324,6 +328,17 @@ def launch() -> str:
         'driver'
     """
     return get("launch")
+
+
+def pdl() -> bool:
+    """``TILELAB_PDL``: whether eligible GPU launches use programmatic dependent launch.
+
+    Example:
+        >>> with override(pdl="0"):
+        ...     pdl()
+        False
+    """
+    return get("pdl")
 
 
 def theme() -> str:

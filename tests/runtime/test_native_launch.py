@@ -98,6 +98,19 @@ def test_calls_reach_the_driver_with_the_packed_arguments(bound):
     assert mod.sync(0x3000) == 0 and rec.fake_last_synced() == 0x3000
 
 
+def test_pdl_launches_go_through_cuLaunchKernelEx_with_the_attribute(bound):
+    mod, rec = bound
+    plain = mod.prepare(0x5678, 3, 2, 1, 0x1000, 0xABC0, False)
+    pdl = mod.prepare(0x5678, 4, 1, 1, 0x1000, 0xABC0, True)
+    assert mod.launch(plain) == 0 and rec.fake_call(rec.fake_launches() - 1, 6) == 0
+    assert mod.launch(pdl) == 0
+    i = rec.fake_launches() - 1
+    assert [rec.fake_call(i, j) for j in range(7)] == [0x5678, 4, 1, 1, 0x1000, 0xABC0, 1]
+    assert mod.launch_on(pdl, 0x2000) == 0
+    i = rec.fake_launches() - 1
+    assert rec.fake_call(i, 4) == 0x2000 and rec.fake_call(i, 6) == 1
+
+
 def test_prepare_and_bind_check_their_arguments(bound):
     mod, _ = bound
     with pytest.raises(ValueError, match="grid dimension 1 is 0"):

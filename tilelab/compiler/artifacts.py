@@ -76,6 +76,15 @@ class Artifacts:
     cache_entry: Any = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
+    def waits_for_previous_grid(self) -> bool:
+        """Whether the kernel waits for the previous kernel of its stream before any
+        memory access (the lowering's grid-dependency prologue, found in the Tile IR):
+        what the launcher requires to use programmatic dependent launch for it."""
+        from tilelab.compiler.tileir_check import waits_before_memory
+
+        return waits_before_memory(self.tileir)
+
+    @functools.cached_property
     def _cubin_info(self):
         from tilelab.compiler.cubin import read_cubin
 

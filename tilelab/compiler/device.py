@@ -4,8 +4,9 @@ Lowering turns ``p.store(tile)`` into ``ct.store(p, index=<this block's tile>, .
 For the schedules whose tile index is more than a block id, the index math lives here,
 as plain scalar Python that cuTile compiles inline (and that the CPU interpreter runs
 as ordinary Python). Keep these functions free of ``cuda.tile`` calls: they take and
-return integers only. The one exception is :func:`sub_tile_store`, the guarded store
-``p.store(tile, offset=...)`` lowers to; it reaches cuTile through ``ct``,
+return integers only. The two exceptions are :func:`grid_dependency_prologue`, the first
+statement of every lowered kernel, and :func:`sub_tile_store`, the guarded store
+``p.store(tile, offset=...)`` lowers to; they reach cuTile through ``ct``,
 ``static_iter`` and ``static_assert``, which the frozen copy generated code calls
 (``__tl_dev``) binds to the pristine cuTile objects (cuTile recognizes the two static
 constructs by the identity of a bare name's value).
@@ -150,6 +151,30 @@ def grouped_tile_index_5d(t, num_1, num_2, num_m, num_n, group_m):
     b2 = b % num_2
     b = b // num_2
     return b // num_1, b % num_1, b2, m, n
+
+
+# ---- the prologue: programmatic dependent launch ----------------------------------------
+
+
+def grid_dependency_prologue():
+    """Wait until the previous kernel of the stream has finished and its writes are
+    visible, then let the next kernel be scheduled.
+
+    Every lowered kernel whose body starts with a simple statement calls this first,
+    before any load or store (docs/safety.md, "Programmatic dependent launch"). That is
+    what makes it sound for the launcher to start such a kernel with programmatic
+    dependent launch, i.e. while the previous kernel of the stream is still running:
+    nothing it reads or writes is touched before the previous kernel is done. Launched
+    without it (or on sm_80, where the two instructions do not exist) the wait returns
+    at once. The next kernel can then start early, but it waits the same way (or is
+    launched normally, after this one ends).
+
+    Example (the first line of a lowered kernel)::
+
+        __tl_dev.grid_dependency_prologue(); z.store(...)
+    """
+    ct.grid_dependency_control_wait()
+    ct.grid_dependency_control_launch_dependents()
 
 
 # ---- the sub-tile store: p.store(tile, offset=(o0, o1, ...)) ---------------------------

@@ -43,7 +43,8 @@ from typing import Any, Callable, Iterable
 from tilelab.errors import CompileError, SourceLocation
 
 __all__ = ["MAX_TILE_ELEMENTS", "NON_MEMORY_OPS", "READ_OPS", "WRITE_OPS", "REFUSED_OPS",
-           "KNOWN_OPS", "InternalSafetyError", "CheckReport", "TileIRModule",
+           "KNOWN_OPS", "waits_before_memory", "InternalSafetyError", "CheckReport",
+           "TileIRModule",
            "check_tileir", "op_names", "arg_slots", "bytecode_tile_shapes",
            "check_partition_tiles", "check_bytecode_tiles"]
 
@@ -62,7 +63,8 @@ READ_OPS = frozenset({"load_view_tko", "load_ptr_tko"})
 #: ops no safe lowering emits and the validator does not analyse (refused)
 REFUSED_OPS = frozenset({"multimem_load_reduce_view_tko", "preview_call"})
 #: every other op of the Tile IR dialect (13.4): arithmetic, control flow, views, pointer
-#: arithmetic, tokens, printing and asserts; none of them writes memory. A pointer made
+#: arithmetic, tokens, printing, asserts and the grid-dependency synchronisation of
+#: programmatic dependent launch (``gdc_*``); none of them writes memory. A pointer made
 #: by one of them (``offset``, ``int_to_ptr``, ``get_global``, ``alloca``) can only be
 #: written through a write op, and those are checked.
 NON_MEMORY_OPS = frozenset("""
@@ -85,6 +87,30 @@ _PARSED_OPS = _TRACED_OPS | READ_OPS | WRITE_OPS
 _LIGHT_OPS = NON_MEMORY_OPS - _PARSED_OPS
 
 _PARTITION_KINDS = ("Out", "InOut")
+_MEMORY_OP = re.compile(r"\b(?:" + "|".join(sorted(READ_OPS | WRITE_OPS | REFUSED_OPS)) +
+                        r")\b")
+
+
+def waits_before_memory(tileir: str | None) -> bool:
+    """Whether the kernel's ``gdc_wait_tko`` comes before its first memory op in the
+    Tile IR text (program order: control flow is structured, so an op written later
+    cannot run earlier). Launching it with programmatic dependent launch is then sound:
+    nothing it reads or writes is touched before the previous kernel of the stream is
+    done. False without Tile IR text or without the wait.
+
+    Example:
+        >>> waits_before_memory("%1 = gdc_wait_tko token = %0\\n%t = load_view_tko weak")
+        True
+        >>> waits_before_memory("%t = load_view_tko weak\\n%1 = gdc_wait_tko token = %0")
+        False
+    """
+    if not tileir:
+        return False
+    wait = tileir.find("gdc_wait_tko")
+    if wait < 0:
+        return False
+    first = _MEMORY_OP.search(tileir)
+    return first is None or wait < first.start()
 
 
 class InternalSafetyError(CompileError):

@@ -57,6 +57,8 @@ class Graph:
     def __init__(self):
         self.entries: list[Any] = []
         self.device: str | None = None
+        #: programmatic dependent launch in the built CUDA graph (see _build), in words
+        self.pdl = "not built"
         self._cuda_graph = None
         self._site = call_site()
         self._closed = False
@@ -144,19 +146,30 @@ class Graph:
         from cuda.core import LaunchConfig
         from cuda.core.graph import GraphDefinition
 
+        from tilelab import config
+        from tilelab.runtime.graph_pdl import make_programmatic
+
         gd = GraphDefinition()
-        nodes = []
+        nodes, programmatic = [], []
+        pdl = config.pdl()
         for e, deps in zip(self.entries, self.dependencies()):
             parent = nodes[deps[0]] if deps else gd
             if isinstance(e, _Entry):
                 words = e.launcher.words(e.plan, e.args)
                 node = parent.launch(LaunchConfig(grid=e.grid, block=(1, 1, 1)),
                                      e.plan.cu_kernel, *words)
+                # one kernel before it, and this kernel waits for it before touching
+                # memory: the edge may be programmatic (tilelab.runtime.graph_pdl)
+                if (pdl and e.plan.pdl and len(deps) == 1
+                        and isinstance(self.entries[deps[0]], _Entry)):
+                    programmatic.append((nodes[deps[0]].handle, node.handle))
             else:
                 node = parent.memcpy(e.dst.data_ptr, e.src.data_ptr, e.dst.nbytes)
             if len(deps) > 1:
                 node.pred = {nodes[i] for i in deps}
             nodes.append(node)
+        #: what became of programmatic dependent launch in this graph, in words
+        self.pdl = make_programmatic(gd.handle, programmatic) if pdl else "off (TILELAB_PDL=0)"
         self._cuda_graph = gd.instantiate()
         self._definition = gd
 

@@ -20,7 +20,31 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
                          void **params, void **extra);
 typedef int (*sync_fn)(void *stream);
 
+/* cuLaunchKernelEx's configuration, as cuda.h (CUDA 12 and 13) lays it out: an
+ * attribute is its id padded to 8 bytes and a 64-byte value union. */
+typedef struct {
+    int id;
+    char pad[4];
+    union { char bytes[64]; int programmatic_stream_serialization_allowed; } value;
+} launch_attribute_t;
+
+typedef struct {
+    unsigned grid[3];
+    unsigned block[3];
+    unsigned shared_bytes;
+    void *stream;
+    launch_attribute_t *attrs;
+    unsigned num_attrs;
+} launch_config_t;
+
+typedef int (*launch_ex_fn)(const launch_config_t *config, void *f, void **params,
+                            void **extra);
+
+/* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
+#define ATTR_PROGRAMMATIC_STREAM_SERIALIZATION 6
+
 static launch_fn cu_launch = NULL;
+static launch_ex_fn cu_launch_ex = NULL;   /* NULL: no programmatic dependent launch */
 static sync_fn cu_sync = NULL;
 
 typedef struct {
@@ -28,7 +52,23 @@ typedef struct {
     unsigned grid[3];
     void *stream;
     void **params;
+    int pdl;        /* launch with programmatic stream serialization allowed */
 } prepared_t;
+
+/* One launch of p on stream: cuLaunchKernelEx with the programmatic-dependent-launch
+ * attribute when p asks for it (and the driver has it), else cuLaunchKernel. */
+static int do_launch(const prepared_t *p, void *stream) {
+    if (p->pdl && cu_launch_ex != NULL) {
+        launch_attribute_t attr = {0};
+        attr.id = ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmatic_stream_serialization_allowed = 1;
+        launch_config_t cfg = {{p->grid[0], p->grid[1], p->grid[2]}, {1, 1, 1}, 0, stream,
+                               &attr, 1};
+        return cu_launch_ex(&cfg, p->func, p->params, NULL);
+    }
+    return cu_launch(p->func, p->grid[0], p->grid[1], p->grid[2], 1, 1, 1, 0, stream,
+                     p->params, NULL);
+}
 
 static const char *CAPSULE = "tilelab.native_launch";
 
@@ -53,6 +93,7 @@ static PyObject *nl_init(PyObject *self, PyObject *arg) {
     }
     cu_launch = l;
     cu_sync = s;
+    cu_launch_ex = (launch_ex_fn)dlsym(lib, "cuLaunchKernelEx");   /* optional */
     Py_RETURN_NONE;
 }
 
@@ -63,15 +104,23 @@ static int as_pointer(PyObject *o, void **out) {
     return 1;
 }
 
-/* prepare(function, gx, gy, gz, stream, params) -> capsule: one launch's arguments
- * (handles and the packed parameter array as ints; the caller keeps what they point
- * to alive as long as the capsule). */
+/* prepare(function, gx, gy, gz, stream, params[, pdl]) -> capsule: one launch's
+ * arguments (handles and the packed parameter array as ints; the caller keeps what
+ * they point to alive as long as the capsule); pdl: launch with programmatic
+ * dependent launch allowed. */
 static PyObject *nl_prepare(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    if (n != 6) {
-        PyErr_SetString(PyExc_TypeError, "prepare(function, gx, gy, gz, stream, params)");
+    if (n != 6 && n != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "prepare(function, gx, gy, gz, stream, params[, pdl])");
         return NULL;
     }
     prepared_t p;
+    p.pdl = 0;
+    if (n == 7) {
+        int t = PyObject_IsTrue(args[6]);
+        if (t < 0) return NULL;
+        p.pdl = t;
+    }
     void *params;
     if (!as_pointer(args[0], &p.func) || !as_pointer(args[4], &p.stream) ||
         !as_pointer(args[5], &params))
@@ -108,8 +157,7 @@ static PyObject *nl_launch(PyObject *self, PyObject *cap) {
     }
     int err;
     Py_BEGIN_ALLOW_THREADS  /* the driver blocks while the launch queue is full */
-    err = cu_launch(p->func, p->grid[0], p->grid[1], p->grid[2], 1, 1, 1, 0, p->stream,
-                    p->params, NULL);
+    err = do_launch(p, p->stream);
     Py_END_ALLOW_THREADS
     return nl_result(err);
 }
@@ -129,8 +177,7 @@ static PyObject *nl_launch_on(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = cu_launch(p->func, p->grid[0], p->grid[1], p->grid[2], 1, 1, 1, 0, stream,
-                    p->params, NULL);
+    err = do_launch(p, stream);
     Py_END_ALLOW_THREADS
     return nl_result(err);
 }
@@ -428,8 +475,7 @@ static PyObject *nl_hot(PyObject *self, PyObject *const *a, Py_ssize_t n) {
     }
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = cu_launch(p->func, p->grid[0], p->grid[1], p->grid[2], 1, 1, 1, 0, p->stream,
-                    p->params, NULL);
+    err = do_launch(p, p->stream);
     Py_END_ALLOW_THREADS
     SLOT(rec, o_r_info) = Py_NewRef(info);
     SLOT(rec, o_r_site) = (PyObject *)code;

@@ -99,6 +99,11 @@ class LaunchPlan:
     writable: tuple[bool, ...] = ()
     arrays: tuple[int, ...] = ()    # indices of array arguments
     scalar_types: dict[int, Any] = field(default_factory=dict)
+    #: whether this GPU may start the kernel with programmatic dependent launch: an
+    #: sm_90+ device, and the kernel waits for the previous one before touching memory
+    #: (``Artifacts.waits_for_previous_grid``); ``TILELAB_PDL`` decides at each launch
+    #: path whether it does
+    pdl: bool = False
 
 
 def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
@@ -122,7 +127,7 @@ def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
     if device == "gpu":
         art, cu_kernel = _load_gpu(d, args)
         return LaunchPlan(spec, art, "gpu", cu_kernel=cu_kernel, writable=writable,
-                          arrays=arrays, scalar_types=scalars)
+                          arrays=arrays, scalar_types=scalars, pdl=_pdl_capable(art))
     lowered = d.lowered(spec.plan)
     fn = lowered.function()   # the checked text, never the user's live code
     from tilelab.interp import register_location_map
@@ -134,6 +139,13 @@ def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
             f, line, (col or 0) + 1))
     return LaunchPlan(spec, None, "cpu", cpu_function=fn, writable=writable,
                       arrays=arrays, scalar_types=scalars)
+
+
+def _pdl_capable(art: Artifacts) -> bool:
+    """Whether a launch of ``art`` may use programmatic dependent launch (see
+    ``LaunchPlan.pdl``): built for sm_90 or newer, waiting before any memory access."""
+    digits = "".join(ch for ch in art.arch.split("_")[-1] if ch.isdigit())
+    return bool(digits) and int(digits) >= 90 and art.waits_for_previous_grid
 
 
 def _load_gpu(d: KernelDefinition, args: list[Any]) -> tuple[Artifacts, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tilelab import config
 from tilelab.errors import LaunchError
 from tilelab.runtime import capture
 from tilelab.runtime.future import Future
@@ -174,7 +175,7 @@ class PreparedLaunch:
                  "claims",
                  "words", "config", "kernel", "epoch", "free_epoch", "fault", "params",
                  "grid", "handle", "gpu", "tls", "argv", "info", "pin", "caller", "native",
-                 "stream", "key")
+                 "stream", "key", "pdl")
 
     def __init__(self, launcher: Any, plan: LaunchPlan, args: Sequence[Any],
                  norm: list[Any], grid: tuple, claims: list, cache: bool = False):
@@ -193,7 +194,12 @@ class PreparedLaunch:
                               {id(t.storage): t.storage for t in tensors}.values())
         self.claims = claims
         self.words = tuple(launcher.words(plan, norm))
-        self.config = LaunchConfig(grid=grid, block=(1, 1, 1))
+        #: programmatic dependent launch: the kernel may start while the previous one
+        #: of the stream finishes (it waits for it before touching memory; see
+        #: LaunchPlan.pdl). On the native and cuda.core paths; the driver path does not.
+        self.pdl = pdl = bool(plan.pdl) and config.pdl()
+        self.config = LaunchConfig(grid=grid, block=(1, 1, 1),
+                                   programmatic_stream_serialization=pdl)
         self.kernel = plan.cu_kernel
         self.grid = grid
         self.epoch = launcher.definition.helper_epoch
@@ -216,7 +222,7 @@ class PreparedLaunch:
         #: the same, packed for the native module's launch (None: no native module)
         prepare = DRIVER.native_prepare
         self.native = None if prepare is None else prepare(
-            int(self.handle), *grid, int(self.key), self.params[0])
+            int(self.handle), *grid, int(self.key), self.params[0], int(pdl))
         #: what its launch records on that stream share
         self.info = LaunchInfo(self.name, self.key, None, self.stream, claims)
         self.pin = _dead_ref

@@ -1,0 +1,125 @@
+"""Programmatic dependent launch, compiler side: the lowering's grid-dependency prologue,
+what tileiras makes of it per arch, and the launcher's test on the compiled code
+(docs/safety.md, "Programmatic dependent launch")."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilelab as tl
+from tilelab.compiler.lower import LoweringPlan, lower_kernel
+from tilelab.compiler.safety import analyze_kernel
+from tilelab.compiler.tileir_check import NON_MEMORY_OPS, waits_before_memory
+from tilelab.runtime.launch.plan import _pdl_capable
+
+pytest.importorskip("cuda.tile")
+
+
+def simple_first(z: tl.Out, x: tl.In):
+    z.store(tl.load_like(x, z) * 2)
+
+
+def docstring_first(z: tl.Out, x: tl.In):
+    """A docstring is a simple statement: the prologue goes before it."""
+    z.store(tl.load_like(x, z) + 1)
+
+
+def loop_first(z: tl.Out, x: tl.In):
+    for _ in range(2):
+        z.store(tl.load_like(x, z))
+
+
+def _lowered(fn):
+    return lower_kernel(analyze_kernel(fn), LoweringPlan("row_major", False, (("z", 1),)))
+
+
+@pytest.mark.parametrize("fn", [simple_first, docstring_first])
+def test_the_prologue_is_the_first_statement(fn):
+    lk = _lowered(fn)
+    body = lk.source.splitlines()[1].strip()
+    assert body.startswith("__tl_dev.grid_dependency_prologue(); ")
+    assert lk.pdl is True
+
+
+def test_a_compound_first_statement_gets_no_prologue():
+    lk = _lowered(loop_first)
+    assert "grid_dependency_prologue" not in lk.source and lk.pdl is False
+
+
+def test_the_prologue_keeps_user_locations():
+    lk = _lowered(simple_first)
+    line = lk.first_line + 1
+    col = lk.text.splitlines()[line - 1].index("__tl_ct.store")
+    loc = lk.source_map.to_user(line, col)
+    assert loc.line == simple_first.__code__.co_firstlineno + 1
+
+
+@tl.kernel
+def scale2(z: tl.Out, x: tl.In):
+    """Doubles x."""
+    z.store(tl.load_like(x, z) * 2)
+
+
+@tl.kernel
+def scale2_loop(z: tl.Out, x: tl.In):
+    for _ in range(1):
+        z.store(tl.load_like(x, z) * 2)
+
+
+def _args():
+    x = tl.tensor(np.arange(512, dtype=np.float32), device="cpu")
+    return tl.empty(512, device="cpu").partition(128), x
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_every_arch_compiles_the_prologue_and_the_validator_accepts_it(arch):
+    art = scale2.compile(*_args(), arch=arch)
+    assert "gdc_wait_tko" in art.tileir and "gdc_launch_dependents_tko" in art.tileir
+    assert art.waits_for_previous_grid
+    assert _pdl_capable(art) is (arch != "sm_80")
+
+
+def test_on_sm90_the_wait_comes_before_the_first_global_load():
+    art = scale2.compile(*_args(), arch="sm_90")
+    if art.sass is None:
+        pytest.skip("no SASS disassembler")
+    ops = [ln.split()[0] for ln in art.sass.splitlines() if ln.strip()
+           and ln.split()[0].isupper()]
+    names = " ".join(art.sass.split())
+    assert "ACQBULK" in names                      # griddepcontrol.wait
+    wait = names.index("ACQBULK")
+    loads = [names.find(op) for op in ("LDG", "UTMALDG", "LDGSTS") if op in names]
+    assert loads and wait < min(loads), ops
+
+
+def test_a_kernel_without_the_prologue_is_never_launched_early():
+    art = scale2_loop.compile(*_args(), arch="sm_90")
+    assert "gdc_wait_tko" not in art.tileir
+    assert not art.waits_for_previous_grid and not _pdl_capable(art)
+
+
+def test_waits_before_memory_reads_program_order():
+    assert waits_before_memory("%1 = gdc_wait_tko token = %0\n%t = load_view_tko weak")
+    assert not waits_before_memory("%t = load_view_tko weak\n%1 = gdc_wait_tko token")
+    assert not waits_before_memory("%t = load_view_tko weak")
+    assert not waits_before_memory(None)
+    assert waits_before_memory("%1 = gdc_wait_tko token = %0\n%s = store_view_tko weak")
+    assert not waits_before_memory("%s = store_view_tko weak\n%1 = gdc_wait_tko")
+
+
+def test_the_grid_dependency_ops_are_classified_as_touching_no_memory():
+    assert {"gdc_wait_tko", "gdc_launch_dependents_tko"} <= NON_MEMORY_OPS
+
+
+def test_no_edges_make_no_programmatic_edges():
+    pytest.importorskip("cuda.bindings")
+    from tilelab.runtime.graph_pdl import make_programmatic
+
+    assert make_programmatic(None, []) == "no edge into a kernel that waits for its " \
+                                          "predecessor"
+
+
+def test_a_persistent_kernel_gets_no_prologue():
+    lk = lower_kernel(analyze_kernel(simple_first),
+                      LoweringPlan("persistent", False, (("z", 1),)))
+    assert "grid_dependency_prologue" not in lk.source and lk.pdl is False
