@@ -253,3 +253,101 @@ def test_store_reports_whether_it_cached(tmp_path, fresh_warnings):
     with pytest.warns(RuntimeWarning, match="cannot be written"):
         assert DiskCache(f).store("a" * 64, {"cubin": b"x"}, {"symbol": "k"}) is False
     assert DiskCache(f).load("a" * 64) is None
+
+
+# ---- shortcuts: a name that leads to an entry while its inputs are unchanged ----
+
+KEY = "ab" * 32
+
+
+@pytest.fixture
+def shortcut(tmp_path):
+    """A cache with one entry, and an input file the shortcut to it depends on."""
+    from tilelab.compiler.cache import fingerprints
+
+    cache = DiskCache(tmp_path / "cache")
+    assert cache.store(KEY, {"cubin": b"\x7fELF"}, {"symbol": "add"})
+    source = tmp_path / "kernels.py"
+    source.write_text("x = 1\n")
+    assert cache.remember("cmd", KEY, fingerprints([str(source)]), {"kernel": "add"})
+    return cache, source
+
+
+def test_a_shortcut_leads_to_its_entry(shortcut):
+    cache, _ = shortcut
+    files, meta, extra = cache.recall("cmd")
+    assert files == {"cubin": b"\x7fELF"} and meta["symbol"] == "add"
+    assert extra == {"kernel": "add"}
+    assert cache.recall("other") is None
+
+
+def test_a_changed_input_breaks_the_shortcut(shortcut):
+    cache, source = shortcut
+    source.write_text("x = 2\n")
+    assert cache.recall("cmd") is None
+    assert not (cache.root / "shortcuts-v1" / "cmd.json").exists()   # removed
+
+
+def test_a_touched_but_unchanged_input_keeps_the_shortcut(shortcut):
+    cache, source = shortcut
+    os.utime(source, (1, 1))              # content fingerprints ignore times
+    assert cache.recall("cmd") is not None
+
+
+def test_a_deleted_input_breaks_the_shortcut(shortcut):
+    cache, source = shortcut
+    source.unlink()
+    assert cache.recall("cmd") is None
+
+
+def test_a_shortcut_to_a_gone_or_rebuilt_entry_is_dropped(shortcut):
+    cache, _ = shortcut
+    cache.discard(KEY)
+    assert cache.recall("cmd") is None
+    cache.store(KEY, {"cubin": b"\x7fELF"}, {"symbol": "add"})   # the same key, rebuilt
+    assert cache.recall("cmd") is None    # not the entry the shortcut was made from
+
+
+def test_a_corrupt_or_edited_shortcut_is_ignored(shortcut):
+    cache, _ = shortcut
+    path = cache.root / "shortcuts-v1" / "cmd.json"
+    record = json.loads(path.read_text())
+    record["entry"] = "cd" * 32
+    path.write_text(json.dumps(record))
+    assert cache.recall("cmd") is None and not path.exists()
+    path.write_text("{not json")
+    assert cache.recall("cmd") is None and not path.exists()
+
+
+def test_shortcuts_are_bounded_and_cleared(shortcut, monkeypatch):
+    from tilelab.compiler import cache as cache_mod
+
+    cache, _ = shortcut
+    monkeypatch.setattr(cache_mod, "MAX_SHORTCUTS", 2)
+    folder = cache.root / "shortcuts-v1"
+    os.utime(folder / "cmd.json", (1, 1))          # the least recently used
+    for name in ("b", "c"):
+        assert cache.remember(name, KEY, {}, {})
+    assert sorted(p.stem for p in folder.glob("*.json")) == ["b", "c"]
+    cache.clear()
+    assert not folder.exists() and cache.recall("b") is None
+
+
+def test_fingerprints_by_content_outside_the_interpreter_by_stat_inside(tmp_path):
+    from tilelab.compiler.cache import fingerprint, fingerprints, unchanged
+
+    mine = tmp_path / "mine.py"
+    mine.write_text("y = 1\n")
+    (tmp_path / "__pycache__").mkdir()
+    pyc = tmp_path / "__pycache__" / "mine.cpython-311.pyc"
+    pyc.write_bytes(b"derived from mine.py")
+    installed = json.__file__                      # the standard library
+    prints = fingerprints([str(mine), installed, str(tmp_path / "gone.py"), "/proc/self/status",
+                           str(pyc)], programs=[sys.executable],
+                          skip=())
+    assert prints[str(mine)].startswith("sha256:") and prints[installed].startswith("stat:")
+    assert prints[sys.executable].startswith("stat:")
+    assert set(prints) == {str(mine), installed, sys.executable}
+    assert unchanged(prints)
+    assert fingerprints([str(mine)], skip=(str(tmp_path),)) == {}
+    assert fingerprint(str(tmp_path)) is None       # a directory is no input file

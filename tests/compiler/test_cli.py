@@ -1,4 +1,5 @@
 """The tilelab command: compile, emit, and the messages for bad input."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -82,3 +83,125 @@ def test_compile_needs_example_args(tmp_path):
     f.write_text("import tilelab as tl\n@tl.kernel\ndef k(z: tl.Out):\n    pass\n")
     r = tilelab("compile", f"{f}::k")
     assert r.returncode != 0 and "needs example arguments" in r.stderr
+
+
+# ---- the warm path: a shortcut in the cache, taken only while nothing it read changed ----
+
+_PROBE = ("import sys\n"
+          "from tilelab.cli import main\n"
+          "code = main(sys.argv[1:])\n"
+          "print('PATH=' + ('full' if 'cuda.tile' in sys.modules else 'shortcut'))\n"
+          "sys.exit(code)\n")
+
+
+def compile_probe(*args: str, env: dict | None = None) -> tuple[str, str]:
+    """``tilelab compile ARGS`` in a new process: (its output, "shortcut" when the cache's
+    shortcut answered without loading the file or cuTile, else "full")."""
+    r = subprocess.run([sys.executable, "-c", _PROBE, "compile", *args], capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out, _, path = r.stdout.rpartition("PATH=")
+    return out, path.strip()
+
+
+@pytest.fixture
+def tuned_file(tmp_path):
+    """A kernel whose example sizes come from a module beside it, a data file and an
+    environment variable: every one of them is an input of the compile."""
+    (tmp_path / "tile.txt").write_text("256")
+    (tmp_path / "tuned_sizes.py").write_text("N = 4096\n")
+    f = tmp_path / "tuned.py"
+    f.write_text(textwrap.dedent('''
+        import os
+        from pathlib import Path
+
+        import tilelab as tl
+        from tuned_sizes import N
+
+        @tl.kernel
+        def add(z: tl.Out, x: tl.In, y: tl.In):
+            z.store(tl.load_like(x, z) + tl.load_like(y, z))
+
+        TILE = int((Path(__file__).parent / "tile.txt").read_text())
+        X = tl.spec(N * int(os.environ.get("TUNED_SCALE", "1")), "float32")
+        TILELAB_EXAMPLES = {"add": (X.partition(TILE), X, X)}
+        '''))
+    return f
+
+
+def test_warm_compile_takes_the_shortcut_with_the_same_output(kernel_file):
+    args = (f"{kernel_file}::add", "--arch", "sm_90", "--emit", "tileir,resources,lowered")
+    full, how = compile_probe(*args)
+    assert how == "full"
+    warm, how = compile_probe(*args)
+    assert how == "shortcut" and "(disk cache hit)" in warm
+    assert warm.split("=====", 1)[1] == full.split("=====", 1)[1]   # every emitted section
+    assert full.splitlines()[0].split(" (disk")[0] == warm.splitlines()[0].split(" (disk")[0]
+
+
+def test_a_changed_input_of_the_file_is_never_answered_by_the_shortcut(tuned_file, tmp_path):
+    """Bytes changed in the data file, the imported module or the environment: the file
+    is loaded again (the same kernel then comes from the cache proper)."""
+    target = f"{tuned_file}::add"
+    compile_probe(target)
+    assert compile_probe(target)[1] == "shortcut"
+    (tmp_path / "tile.txt").write_text("256\n")
+    out, how = compile_probe(target)
+    assert how == "full" and "(disk cache hit)" in out and "_I256 " in out
+    assert compile_probe(target)[1] == "shortcut"    # the full run made a new shortcut
+    (tmp_path / "tuned_sizes.py").write_text("N = 4096  # the same size\n")
+    assert compile_probe(target)[1] == "full"
+    env = dict(os.environ, TUNED_SCALE="1")
+    assert compile_probe(target, env=env)[1] == "full"
+
+
+def test_a_changed_data_file_compiles_the_new_kernel(tuned_file, tmp_path):
+    target = f"{tuned_file}::add"
+    compile_probe(target)
+    (tmp_path / "tile.txt").write_text("512")
+    out, how = compile_probe(target, "--emit", "tileir")
+    assert how == "full" and "_I512 " in out and "tile=(512)" in out
+
+
+def test_a_changed_source_or_option_is_a_miss(kernel_file):
+    target = f"{kernel_file}::add"
+    compile_probe(target)
+    text = kernel_file.read_text()
+    kernel_file.write_text(text.replace("tl.load_like(x, z) + tl.load_like(y, z)",
+                                        "tl.load_like(x, z) * tl.load_like(y, z)"))
+    out, how = compile_probe(target, "--emit", "tileir")
+    assert how == "full" and "(disk cache hit)" not in out and "mulf" in out
+    kernel_file.write_text(text.replace("@tl.kernel\n", "@tl.kernel(occupancy=2)\n"))
+    out, how = compile_probe(target, "--emit", "tileir")
+    assert how == "full" and "(disk cache hit)" not in out and "addf" in out
+    assert "occupancy" in out     # the hint is in the Tile IR's optimization_hints
+
+
+def command_key(*argv: str) -> str:
+    from tilelab.cli import _command_key, build_parser
+
+    ns = build_parser().parse_args(["compile", *argv])
+    path, kname = ns.target.rsplit("::", 1)
+    return _command_key(ns, path, kname)
+
+
+def test_the_shortcut_key_covers_the_command_and_the_environment(monkeypatch):
+    base = command_key("k.py::add", "--arch", "sm_90")
+    assert command_key("k.py::add", "--arch", "sm_90", "--emit", "ptx") == base
+    for other in (("k.py::add", "--arch", "sm_80"), ("k.py::mul", "--arch", "sm_90"),
+                  ("j.py::add", "--arch", "sm_90"),
+                  ("k.py::add", "--arch", "sm_90", "--args", "X, X, X")):
+        assert command_key(*other) != base, other
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")   # no compile reads it
+    assert command_key("k.py::add", "--arch", "sm_90") == base
+    monkeypatch.setenv("TUNED_SCALE", "2")              # what a file may read
+    assert command_key("k.py::add", "--arch", "sm_90") != base
+
+
+def test_no_shortcut_without_the_cache(monkeypatch):
+    from tilelab.cli import _shortcut_cache, build_parser
+
+    ns = build_parser().parse_args(["compile", "k.py::add", "--no-cache"])
+    assert _shortcut_cache(ns) is None
+    monkeypatch.setenv("TILELAB_CACHE", "0")
+    assert _shortcut_cache(build_parser().parse_args(["compile", "k.py::add"])) is None

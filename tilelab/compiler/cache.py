@@ -11,6 +11,13 @@ bounded: after each store the least recently used entries go until it fits.
 
 A cache that cannot be written (a read-only or full file system, a path that is not a
 directory) warns once per process and path, and the compile goes on without caching.
+
+Beside the entries, *shortcuts* (``shortcuts-v1/<name>.json``) let a caller that can name
+a compile without running it (``tilelab compile FILE::KERNEL``: the command line and the
+environment) find its entry again with no lowering, no cuTile and no key: a shortcut
+holds the entry's key, the checksum of the entry's ``meta.json`` and the fingerprint of
+every input the compile read (see :func:`fingerprint`), and is taken only while every
+input still has its fingerprint and the entry is the very one it was made from.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -26,12 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DiskCache", "default_cache", "CacheStats", "read_sidecar", "write_sidecar"]
+__all__ = ["DiskCache", "default_cache", "CacheStats", "read_sidecar", "write_sidecar",
+           "fingerprint", "fingerprints", "unchanged"]
 
 FORMAT = "v1"
 DEFAULT_MAX_BYTES = 1 << 30
 #: the field of meta.json holding the checksum of all its other fields
 META_DIGEST = "meta_sha256"
+SHORTCUTS = "shortcuts-v1"
+#: shortcuts kept at most; past it the least recently used go
+MAX_SHORTCUTS = 512
 
 _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
@@ -250,10 +262,161 @@ class DiskCache:
                           self.max_bytes)
 
     def clear(self) -> int:
-        """Remove every entry; returns how many there were."""
+        """Remove every entry (and every shortcut); returns how many entries there were."""
         n = len(self._entries())
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.root / SHORTCUTS, ignore_errors=True)
         return n
+
+    def _shortcut(self, name: str) -> Path:
+        return self.root / SHORTCUTS / f"{name}.json"
+
+    def remember(self, name: str, key: str, inputs: dict[str, str], extra: dict) -> bool:
+        """Make shortcut ``name`` to entry ``key`` while every file of ``inputs`` (path ->
+        :func:`fingerprint`) is unchanged; ``extra`` (JSON) comes back from
+        :meth:`recall`. False when the entry is not valid or cannot be written.
+
+        Example:
+            >>> import tempfile
+            >>> c = DiskCache(tempfile.mkdtemp())
+            >>> c.store("k" * 64, {"cubin": b"x"}, {"symbol": "f"})
+            True
+            >>> c.remember("cmd", "k" * 64, {}, {"kernel": "f"})
+            True
+            >>> c.recall("cmd")[2]
+            {'kernel': 'f'}
+        """
+        hit = self.load(key)
+        if hit is None:
+            return False
+        record = {"entry": key, "entry_digest": hit[1][META_DIGEST], "inputs": inputs,
+                  "extra": extra}
+        record[META_DIGEST] = _meta_digest(record)
+        path = self._shortcut(name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name[:16]}-", dir=path.parent)
+            with os.fdopen(fd, "w") as f:
+                json.dump(record, f)
+            os.replace(tmp, path)
+            self._prune_shortcuts()
+        except OSError as e:
+            _warn_unwritable(self.root, e)
+            return False
+        return True
+
+    def recall(self, name: str) -> tuple[dict[str, bytes], dict, dict] | None:
+        """(files, meta, extra) of the entry shortcut ``name`` leads to, or None when there
+        is no such shortcut or it no longer holds (an input changed; the entry is gone,
+        corrupt or rebuilt since; the shortcut itself is corrupt): then it is removed."""
+        path = self._shortcut(name)
+        try:
+            record = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            record = None
+        hit = self._follow(record)
+        try:
+            if hit is None:
+                path.unlink(missing_ok=True)
+            else:
+                os.utime(path)  # recently used
+        except OSError:
+            pass
+        return hit
+
+    def _follow(self, record: Any) -> tuple[dict[str, bytes], dict, dict] | None:
+        """What a shortcut's record leads to while it holds, else None."""
+        try:
+            if record.get(META_DIGEST) != _meta_digest(record) or \
+                    not unchanged(record["inputs"]):
+                return None
+            hit = self.load(record["entry"])
+            if hit is None or hit[1].get(META_DIGEST) != record["entry_digest"]:
+                return None
+            return hit[0], hit[1], record["extra"]
+        except (AttributeError, KeyError, TypeError):
+            return None
+
+    def _prune_shortcuts(self) -> None:
+        folder = self.root / SHORTCUTS
+        found = []
+        for p in folder.glob("*.json"):
+            try:
+                found.append((p.stat().st_mtime, p))
+            except OSError:
+                continue
+        for _, p in sorted(found)[:max(0, len(found) - MAX_SHORTCUTS)]:
+            p.unlink(missing_ok=True)
+
+
+def _installed_roots() -> tuple[str, ...]:
+    """The interpreter's own trees: the standard library and the site-packages folders."""
+    import site
+
+    roots = [os.path.dirname(os.__file__), *getattr(site, "getsitepackages", list)()]
+    if getattr(site, "ENABLE_USER_SITE", False):
+        roots.append(site.getusersitepackages())
+    return tuple({os.path.join(p, "") for p in roots})
+
+
+def fingerprint(path: str, content: bool = True) -> str | None:
+    """What a shortcut checks of one input: the sha256 of the file's bytes (``content``),
+    else its size, modification time and inode (for installed files and programs, which
+    change only by being replaced); None when it is not a readable regular file.
+
+    Example:
+        >>> import tempfile
+        >>> f = Path(tempfile.mkdtemp()) / "a.py"
+        >>> _ = f.write_text("x = 1\\n")
+        >>> fingerprint(str(f))[:7], fingerprint(str(f), content=False)[:5]
+        ('sha256:', 'stat:')
+    """
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if not content:
+            return f"stat:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+        with open(path, "rb") as f:
+            return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def fingerprints(files: Any, programs: Any = (), skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """path -> :func:`fingerprint` of every regular file of ``files`` (by content, but
+    in the standard library and site-packages) and of ``programs`` (by size, time and
+    inode), leaving out paths under ``skip``, ``/proc``, ``/sys`` and ``/dev``, the
+    byte-code in ``__pycache__`` folders (derived from sources listed themselves) and
+    whatever is not a regular file (any more).
+
+    Example:
+        >>> fingerprints([__file__]) == {__file__: fingerprint(__file__)}
+        True
+    """
+    skip = tuple(os.path.join(p, "") for p in (*skip, "/proc", "/sys", "/dev"))
+    installed = _installed_roots()
+    out: dict[str, str] = {}
+    for paths, by_content in ((files, True), (programs, False)):
+        for p in paths:
+            if p in out or p.startswith(skip) or f"{os.sep}__pycache__{os.sep}" in p:
+                continue
+            fp = fingerprint(p, by_content and not p.startswith(installed))
+            if fp is not None:
+                out[p] = fp
+    return out
+
+
+def unchanged(inputs: dict[str, str]) -> bool:
+    """Whether every path of ``inputs`` still has the :func:`fingerprint` recorded.
+
+    Example:
+        >>> unchanged(fingerprints([__file__])), unchanged({__file__: "sha256:0"})
+        (True, False)
+    """
+    return all(fingerprint(p, fp.startswith("sha256:")) == fp for p, fp in inputs.items())
 
 
 def read_sidecar(entry: Path, name: str) -> Any:
@@ -264,6 +427,7 @@ def read_sidecar(entry: Path, name: str) -> Any:
     Example:
         >>> import tempfile
         >>> d = Path(tempfile.mkdtemp())
+        >>> _ = (d / "meta.json").write_text("{}")     # an entry
         >>> write_sidecar(d, "x.json", {"a": 1}), read_sidecar(d, "x.json")
         (True, {'a': 1})
     """

@@ -109,6 +109,8 @@ class Scope:
                   path: tuple[str, ...]) -> Any:
         """``base.attr`` for a module or a cuTile class/enum (UNRESOLVED otherwise)."""
         if isinstance(base, types.ModuleType):
+            if base.__name__ == "tilelab":   # its public names are imported on first use
+                getattr(base, attr, None)
             ns = vars(base)
             if attr in ns:
                 obj = ns[attr]
