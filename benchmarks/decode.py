@@ -10,7 +10,9 @@ tokens, this measures, in one run:
    up to which they must match);
 2. decode tokens/s (the prefill excluded, median of ``--runs``) of the engine's
    replayed graph and of its plain launches, of transformers eager and of
-   transformers with a static cache and ``torch.compile``;
+   transformers with a static cache and ``torch.compile``; with ``--compare-fusion``
+   also of the engine's decode step in its other form (RMSNorms fused into the GEMVs,
+   the default, or launched apart: ``--unfused``), same weights and tiles;
 3. the fraction of the nominal HBM roofline: bytes per token (every weight but the
    embedding table, which counts only as a tied lm_head, plus the KV cache at the
    mean context) x tokens/s / the GPU's nominal bandwidth;
@@ -24,6 +26,7 @@ same code on the CPU backend with a tiny config and a few tokens.
 Usage::
 
     python benchmarks/decode.py --models 4b,8b --tokens 256
+    python benchmarks/decode.py --tune-gemv --compare-fusion --no-compile
     python benchmarks/decode.py --dry-run
 """
 from __future__ import annotations
@@ -39,6 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+try:                                  # run as benchmarks.decode (the suite, python -m)
+    from benchmarks import decode_tune
+except ImportError:                   # run as a script from benchmarks/
+    import decode_tune  # type: ignore[no-redef]
 
 SHAPES: dict[str, dict[str, Any]] = {
     "4b": dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728,
@@ -167,10 +175,7 @@ def check(hf: Any, engine: Any, prompt: list[int], n: int) -> dict[str, Any]:
     tie = next((i for i, lg in enumerate(step_logits)
                 if np.diff(np.sort(lg)[-2:])[0] < gap), n)
 
-    def prefix(a: list, b: list) -> int:
-        return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-    match = prefix(tokens, ref_tokens)
+    match = _prefix(tokens, ref_tokens)
     logits_ok = rel <= 2 * rel_hf + 5e-3
     return {"reference": "transformers float32 on the same bf16 weights",
             "logits_rel_error": rel, "hf_bf16_logits_rel_error": rel_hf,
@@ -180,9 +185,14 @@ def check(hf: Any, engine: Any, prompt: list[int], n: int) -> dict[str, Any]:
             "top1_agreement": float(np.mean(got.argmax(-1) == ref.argmax(-1))),
             "hf_bf16_top1_agreement": float(np.mean(ref16.argmax(-1) == ref.argmax(-1))),
             "greedy_tokens": n, "greedy_matching_prefix": match,
-            "hf_bf16_greedy_matching_prefix": prefix(bf16_tokens, ref_tokens),
+            "hf_bf16_greedy_matching_prefix": _prefix(bf16_tokens, ref_tokens),
             "first_near_tie": tie, "near_tie_gap": gap,
             "passed": bool(logits_ok and match >= tie)}
+
+
+def _prefix(a: list, b: list) -> int:
+    """How many leading tokens two sequences share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 # ------------------------------------------------------------------ 2. tokens/s
@@ -203,6 +213,24 @@ def engine_tok_s(engine: Any, prompt: list[int], n: int, runs: int,
             fut.wait()
         samples.append((n - 1) / (time.perf_counter() - t0))
     return {"tok_s": statistics.median(samples), "samples": samples}
+
+
+def graph_without_pdl(engine: Any, prompt: list[int], n: int, runs: int) -> dict[str, Any]:
+    """The graph's tokens/s with programmatic dependent launch off: the step's graph
+    captured again with ordinary edges only (``TILELAB_PDL=0``), timed, then the
+    default graph put back."""
+    from tilelab import config
+
+    step = engine.begin(prompt)
+    saved, step.graph = step.graph, None
+    try:
+        with config.override(pdl="0"):
+            step.capture()
+            out = engine_tok_s(engine, prompt, n, runs, graph=True)
+            out["pdl"] = step.graph.pdl
+    finally:
+        step.graph = saved
+    return out
 
 
 def hf_tok_s(hf: Any, prompt: list[int], n: int, runs: int, device: str,
@@ -244,18 +272,20 @@ def hf_compiled_tok_s(hf: Any, prompt: list[int], n: int, runs: int,
 # ------------------------------------------------------------------ 4. per kernel
 
 def kernel_breakdown(engine: Any, context: int, bandwidth: float) -> list[dict[str, Any]]:
-    """Device time of one launch of each kernel kind (the first layer's), times its
-    launches per step, next to its counted bytes."""
+    """Device time of one launch of each kernel kind (the second layer's where there is
+    one: the first layer's GEMVs add no previous down projection), times its launches
+    per step, next to its counted bytes."""
     import tilelab as tl
 
     step = engine.decode_step()
     cache = engine.cache
     rows = {r.kernel: r for r in engine.step_cost(context)}
-    seen, out = set(), []
+    pick: dict[str, Any] = {}
     for launch in step.launches:
-        if launch.kind in seen:
-            continue
-        seen.add(launch.kind)
+        if launch.kind not in pick or pick[launch.kind].layer == 0:
+            pick[launch.kind] = launch
+    out = []
+    for launch in pick.values():
         cache.pos.copy_(np.array([context - 1], np.int32))
         r = tl.bench(launch.run, warmup=3, rep=20, name=launch.kind)
         row = rows[launch.kind]
@@ -320,7 +350,7 @@ def attention_vs_sdpa(contexts: tuple[int, ...], device: str) -> list[dict[str, 
         with tl.graph() as pair:
             ours()
         t_ours = tl.bench(pair.replay, warmup=3, rep=20, name="decode_attention").median
-        t_sdpa = _time_torch(lambda: F.scaled_dot_product_attention(q, k, v,
+        t_sdpa = decode_tune.time_torch(lambda: F.scaled_dot_product_attention(q, k, v,
                                                                     enable_gqa=True),
                              device)
         kv_bytes = 2 * hk * ctx * d * 2
@@ -328,33 +358,6 @@ def attention_vs_sdpa(contexts: tuple[int, ...], device: str) -> list[dict[str, 
                     "speedup_vs_sdpa": t_sdpa / t_ours, "max_abs_error": err,
                     "tilelab_bandwidth": kv_bytes / t_ours})
     return out
-
-
-def _time_torch(fn: Any, device: str, reps: int = 20) -> float:
-    """Median seconds of a torch call: on the GPU by events on tilelab's stream (L2
-    flushed, as tl.bench does for tilelab's kernels), else by the host clock."""
-    import tilelab as tl
-
-    if device != "gpu":
-        return tl.bench(fn, warmup=2, rep=reps).median
-    import torch
-
-    from tilelab.runtime.streams import resolve_stream
-
-    try:
-        stream = torch.cuda.ExternalStream(int(resolve_stream(None).handle))
-    except Exception:  # noqa: BLE001 - no handle to share: time on torch's own stream
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(reps + 3):
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3)
-        return statistics.median(times[3:])
-    with torch.cuda.stream(stream):
-        return tl.bench(fn, warmup=3, rep=reps).median
 
 
 # ------------------------------------------------------------------ the run
@@ -394,11 +397,12 @@ def _bandwidth(gpu_name: str | None) -> tuple[str, float]:
 def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
               compile_hf: bool, bandwidth: float, deadline: float = math.inf,
               step_config: Any = None, tune: bool = False,
-              table_from: str | None = None) -> dict[str, Any]:
+              table_from: str | None = None, compare_fusion: bool = False) -> dict[str, Any]:
     """Everything measured for one model shape; transformers with torch.compile is
     skipped when fewer than 150 s are left before ``deadline`` (a perf_counter time);
     ``tune``: time the projection GEMVs' tiles first and decode with the winners;
-    ``table_from``: a decode JSON whose tuning of this model gives the tiles instead."""
+    ``table_from``: a decode JSON whose tuning of this model gives the tiles instead;
+    ``compare_fusion``: also time the step's other form (:func:`other_form`)."""
     from tilelab.models.step_cost import decode_bytes_per_token
 
     t0 = time.perf_counter()
@@ -408,12 +412,18 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     res: dict[str, Any] = {"model": name, "shape": SHAPES[name], "prompt": prompt_len,
                            "new_tokens": tokens, "build_s": time.perf_counter() - t0}
     if tune:
-        engine, res["gemv_tuning"] = _tuned(engine, step_config)
+        engine, res["gemv_tuning"] = _tuned(engine, step_config, device)
     elif table_from:
-        engine, res["gemv_tuning"] = _from_table(engine, step_config, name, table_from)
+        engine, res["gemv_tuning"] = decode_tune.engine_from_table(engine, step_config,
+                                                                   name, table_from)
     res["check"] = check(hf, engine, prompt, min(CHECK_TOKENS, tokens))
     _say(f"{name}: check {res['check']}")
     res["engine_graph"] = engine_tok_s(engine, prompt, tokens, runs, graph=True)
+    res["engine_graph"]["pdl"] = engine.begin(prompt).capture().pdl
+    res["engine_graph_without_pdl"] = graph_without_pdl(engine, prompt, tokens, runs)
+    _say(f"{name}: graph {res['engine_graph']['tok_s']:.1f} tok/s "
+         f"({res['engine_graph']['pdl']}), without PDL "
+         f"{res['engine_graph_without_pdl']['tok_s']:.1f}")
     # plain launches are host-bound and steady from the first steps: fewer tokens
     res["engine_launches"] = engine_tok_s(engine, prompt, min(tokens, 64), runs,
                                           graph=False)
@@ -439,6 +449,10 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     res["kernels_sum_us"] = sum(k["us_per_step"] for k in res["kernels"])
     res["graph_step_us"] = 1e6 / res["engine_graph"]["tok_s"]
     res["step_cost"] = [r.to_dict() for r in engine.step_cost(prompt_len + 1)]
+    res["fuse_norms"] = engine.step_config.fuse_norms
+    res["launches_per_step"] = len(engine.decode_step().launches)
+    if compare_fusion:
+        res["other_form"] = other_form(engine, prompt, tokens, runs, bandwidth)
     del hf, engine
     if device == "gpu":
         import torch
@@ -448,52 +462,43 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     return res
 
 
-def _tuned(engine: Any, step_config: Any) -> tuple[Any, dict[str, Any]]:
-    """The engine rebuilt with the measured best tiles of each projection GEMV."""
+def _tuned(engine: Any, step_config: Any, device: str) -> tuple[Any, dict[str, Any]]:
+    """The engine rebuilt with the measured best tiles of each projection GEMV (on the
+    CPU backend, a dry run, three of the candidates with three timed calls each)."""
+    cands, rep = decode_tune.CANDIDATES, 30
+    if device == "cpu":
+        cands, rep = decode_tune.CANDIDATES[::25], 3
+    tuned, info = decode_tune.tuned_engine(engine, step_config, candidates=cands, rep=rep)
+    _say(f"gemv tiles ({len(cands)} candidates per projection, "
+         f"{info['seconds']:.0f} s):\n" + decode_tune.summary(info["candidates"]))
+    return tuned, info
+
+
+def other_form(engine: Any, prompt: list[int], tokens: int, runs: int,
+               bandwidth: float) -> dict[str, Any]:
+    """The engine's weights and tiles in the decode step's other form (norms fused into
+    the GEMVs, or launched apart): tokens/s of its replayed graph, its per-kernel
+    breakdown, and how many greedy tokens it shares with the engine's form."""
     import dataclasses
 
-    try:                                  # run as benchmarks.decode (the suite)
-        from benchmarks.decode_tune import summary as tune_summary
-        from benchmarks.decode_tune import tune_gemv
-    except ImportError:                   # run as a script from benchmarks/
-        from decode_tune import summary as tune_summary
-        from decode_tune import tune_gemv
     from tilelab.models import Qwen3
-    from tilelab.models.decode_step import StepConfig
 
-    t0 = time.perf_counter()
-    table, rows = tune_gemv(engine)
-    _say("gemv tiles:\n" + tune_summary(rows))
-    base = step_config or StepConfig()
-    tuned = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
-                  step_config=dataclasses.replace(base, gemv_table=table))
-    chosen = [{"kind": key[0], "n": key[1], "k": key[2], "bn": c.bn, "bk": c.bk,
-               "occupancy": c.occupancy} for key, c in table]
-    return tuned, {"chosen": chosen, "candidates": rows,
-                   "seconds": time.perf_counter() - t0}
-
-
-def _from_table(engine: Any, step_config: Any, name: str,
-                path: str) -> tuple[Any, dict[str, Any]]:
-    """The engine rebuilt with the tiles an earlier tuning run chose for this model."""
-    import dataclasses
-
-    from tilelab.kernels.decode_gemv import GemvConfig
-    from tilelab.models import Qwen3
-    from tilelab.models.decode_step import StepConfig
-
-    runs = json.loads(Path(path).read_text())["models"]
-    chosen = next((m["gemv_tuning"]["chosen"] for m in runs
-                   if m["model"] == name and "gemv_tuning" in m), None)
-    if chosen is None:
-        raise SystemExit(f"decode.py: {path} has no GEMV tuning of model {name!r}")
-    table = tuple(((c["kind"], c["n"], c["k"]),
-                   GemvConfig(bn=c["bn"], bk=c["bk"], occupancy=c["occupancy"]))
-                  for c in chosen)
-    base = step_config or StepConfig()
-    tuned = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
-                  step_config=dataclasses.replace(base, gemv_table=table))
-    return tuned, {"chosen": chosen, "source": str(path)}
+    cfg = engine.step_config
+    other = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
+                  step_config=dataclasses.replace(cfg, fuse_norms=not cfg.fuse_norms))
+    n = min(CHECK_TOKENS, tokens)
+    mine, theirs = engine.generate(prompt, n), other.generate(prompt, n)
+    res: dict[str, Any] = {"fuse_norms": not cfg.fuse_norms,
+                           "launches_per_step": len(other.decode_step().launches),
+                           "greedy_tokens": n,
+                           "greedy_matching_prefix": _prefix(mine, theirs)}
+    res["engine_graph"] = engine_tok_s(other, prompt, tokens, runs, graph=True)
+    res["kernels"] = kernel_breakdown(other, len(prompt) + 1, bandwidth)
+    res["kernels_sum_us"] = sum(k["us_per_step"] for k in res["kernels"])
+    res["graph_step_us"] = 1e6 / res["engine_graph"]["tok_s"]
+    _say(f"other form (fuse_norms={not cfg.fuse_norms}): "
+         f"{res['engine_graph']['tok_s']:.1f} tok/s")
+    return res
 
 
 def _say(line: str) -> None:
@@ -504,12 +509,15 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
         runs: int = 3, dry_run: bool = False, compile_hf: bool = True,
         contexts: tuple[int, ...] = CONTEXTS, budget_s: float = 510.0,
         save: str | None = None, step_config: Any = None,
-        tune: bool = False, table_from: str | None = None) -> dict[str, Any]:
+        tune: bool = False, table_from: str | None = None,
+        compare_fusion: bool = False) -> dict[str, Any]:
     """Run the benchmark and return the result dict (see the module docstring).
     ``dry_run`` uses the CPU backend and the tiny config; ``budget_s`` is the time the
     whole run should take (transformers with torch.compile is skipped when it would not
     fit); ``save``: a JSON path rewritten after each model, so a run cut short keeps
-    what it measured; ``step_config``: the engine's decode tiles (``StepConfig``).
+    what it measured; ``step_config``: the engine's decode tiles (``StepConfig``);
+    ``compare_fusion``: time the decode step's other form too (norms fused into the
+    GEMVs or not: ``StepConfig.fuse_norms``), with the same weights and tiles.
 
     Example:
         >>> r = run(dry_run=True, tokens=3, prompt=4, runs=1)       # doctest: +SKIP
@@ -532,7 +540,7 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
     for name in models:
         result["models"].append(run_model(name, device, prompt, tokens, runs, compile_hf,
                                           bandwidth, deadline, step_config, tune,
-                                          table_from))
+                                          table_from, compare_fusion))
         _save(result, save)
     result["attention_vs_sdpa"] = attention_vs_sdpa(contexts, device)
     _save(result, save)
@@ -567,12 +575,20 @@ def summary(result: dict[str, Any]) -> str:
                              "roofline")
             else:
                 lines.append(f"    {key:<20} {r.get('error')}")
-        lines.append(f"    one step: {m['graph_step_us']:.0f} us replayed, kernels alone "
-                     f"{m['kernels_sum_us']:.0f} us")
+        lines.append(f"    one step ({m['launches_per_step']} launches, fuse_norms="
+                     f"{m['fuse_norms']}): {m['graph_step_us']:.0f} us replayed, kernels "
+                     f"alone {m['kernels_sum_us']:.0f} us")
         top = sorted(m["kernels"], key=lambda k: -k["us_per_step"])[:4]
         lines.append("    most time: " + ", ".join(
             f"{k['kernel']} {k['us_per_step']:.0f} us ({100 * k['share_of_step']:.0f}%)"
             for k in top))
+        o = m.get("other_form")
+        if o:
+            lines.append(f"    other form ({o['launches_per_step']} launches, fuse_norms="
+                         f"{o['fuse_norms']}): {o['engine_graph']['tok_s']:.1f} tok/s, "
+                         f"{o['graph_step_us']:.0f} us replayed, kernels alone "
+                         f"{o['kernels_sum_us']:.0f} us; greedy tokens shared "
+                         f"{o['greedy_matching_prefix']}/{o['greedy_tokens']}")
     for a in result["attention_vs_sdpa"]:
         lines.append(f"  attention @ {a['context']:>6}: {a['tilelab_us']:9.1f} us vs SDPA "
                      f"{a['sdpa_us']:9.1f} us ({a['speedup_vs_sdpa']:.2f}x), err "
@@ -580,8 +596,9 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _step_config(ap: argparse.ArgumentParser, gemv: str | None, splits: int | None) -> Any:
-    if gemv is None and splits is None:
+def _step_config(ap: argparse.ArgumentParser, gemv: str | None, splits: int | None,
+                 fuse_norms: bool = True) -> Any:
+    if gemv is None and splits is None and fuse_norms:
         return None
     from tilelab.kernels.decode_gemv import GemvConfig
     from tilelab.models.decode_step import StepConfig
@@ -593,12 +610,13 @@ def _step_config(ap: argparse.ArgumentParser, gemv: str | None, splits: int | No
             cfg = GemvConfig(bn=bn, bk=bk)
         except ValueError as e:
             ap.error(f"--gemv {gemv!r}: give two powers of two, rows,K ({e})")
-    return StepConfig(gemv=cfg, attn_splits=splits)
+    return StepConfig(gemv=cfg, attn_splits=splits, fuse_norms=fuse_norms)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: ``--models 4b,8b --tokens N --runs R --dry-run --no-compile --out F``
-    (``--gemv BN,BK`` and ``--attn-splits N`` tune the engine's decode step)."""
+    (``--gemv BN,BK`` and ``--attn-splits N`` tune the engine's decode step;
+    ``--unfused`` and ``--compare-fusion`` choose and compare its two forms)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="4b,8b", help="comma-separated: 4b, 8b")
     ap.add_argument("--tokens", type=int, default=256, help="new tokens per run")
@@ -621,6 +639,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="only decode attention against SDPA (no models)")
     ap.add_argument("--attn-splits", type=int, default=None,
                     help="KV splits per KV head of decode attention")
+    ap.add_argument("--unfused", action="store_true",
+                    help="decode with the norms as kernels of their own (9 per layer, "
+                         "not 7)")
+    ap.add_argument("--compare-fusion", action="store_true",
+                    help="also time the step's other form (norms fused or not), same "
+                         "weights and tiles")
     ap.add_argument("--out", default=None, help="JSON path (default: benchmarks/results/"
                                                 "decode_<gpu>_<date>.json; none for a dry run)")
     a = ap.parse_args(argv)
@@ -646,8 +670,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"decode_{gpu.replace(' ', '_')}_{datetime.date.today()}.json")
     result = run(models, tokens=tokens, prompt=prompt, runs=runs, dry_run=a.dry_run,
                  compile_hf=not a.no_compile, budget_s=a.budget, save=out,
-                 step_config=_step_config(ap, a.gemv, a.attn_splits), tune=a.tune_gemv,
-                 table_from=a.gemv_table)
+                 step_config=_step_config(ap, a.gemv, a.attn_splits, not a.unfused),
+                 tune=a.tune_gemv, table_from=a.gemv_table,
+                 compare_fusion=a.compare_fusion)
     print(summary(result))
     if out:
         print(f"wrote {out}")

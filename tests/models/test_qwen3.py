@@ -14,7 +14,9 @@ Greedy tokens must equal transformers' ``generate(do_sample=False)`` up to the f
 near-tie: a step whose reference top-2 logits are closer than twice the max tolerance
 may legitimately pick the other token, after which the sequences may diverge, so only
 the steps before it are required to match (and every test config is checked to have
-at least two such steps, so the comparison cannot be vacuous).
+at least two such steps, so the comparison cannot be vacuous). One decode step's logits
+are compared with the same tolerances, for both forms of the step (the RMSNorms fused
+into the GEMVs, the default, and launched apart).
 
 Configs cover non-power-of-two hidden, intermediate and vocabulary sizes, GQA ratios 2
 and 4, tied and untied heads, one shard and several, 5.x and 4.x config files, bf16
@@ -26,6 +28,7 @@ import numpy as np
 import pytest
 
 from tilelab.models import Qwen3
+from tilelab.models.decode_step import StepConfig
 
 from .qwen3_reference import hf_greedy, hf_logits, logits_tolerance, near_tie_step
 
@@ -83,3 +86,24 @@ def test_plain_launches_match_transformers_too(engine):
     exact = near_tie_step(step_logits, 2 * logits_tolerance(hf_logits(path, PROMPT))[0])
     got = model.generate(PROMPT, max_new_tokens=NEW_TOKENS, graph=False)
     assert got[:exact] == ref_tokens[:exact]
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["norms-fused", "norms-apart"])
+def test_decode_step_logits_match_transformers(engine, fuse):
+    """One decode step's float32 logits against transformers on the prompt plus the
+    token the engine picked after its prefill, in both forms of the step (the RMSNorms
+    inside the GEMVs, the residual stream kept as two parts; or norm kernels of their
+    own)."""
+    path, model = engine
+    if not fuse:
+        model = Qwen3(model.weights, max_tokens=32, step_config=StepConfig(fuse_norms=False))
+    assert model.decode_step().config.fuse_norms is fuse
+    step = model.begin(PROMPT)
+    first = model.cache.read_tokens(len(PROMPT), len(PROMPT) + 1)
+    step.run().wait()
+    got = step.logits.numpy()
+    ref = hf_logits(path, PROMPT + first)[-1]
+    max_tol, mean_tol = logits_tolerance(ref)
+    err = np.abs(got - ref)
+    assert err.max() <= max_tol, (err.max(), max_tol)
+    assert err.mean() <= mean_tol, (err.mean(), mean_tol)

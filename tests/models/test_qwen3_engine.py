@@ -7,6 +7,7 @@ import pytest
 
 import tilelab as tl
 from tilelab.models import Qwen3
+from tilelab.models.decode_step import StepConfig
 from tilelab.models.errors import GenerateInputError
 
 from .qwen3_reference import hf_cache
@@ -75,12 +76,61 @@ def test_every_kernel_the_engine_launches_is_safe(model):
     kernels = model.kernels()
     names = {k.definition.name for k in kernels}
     for expected in ("embed_at_kernel", "qk_norm_rope_cache_kernel", "decode_split_kernel",
-                     "decode_combine_head_kernel", "gemv_kernel", "gemv_silu_mul_kernel",
-                     "lm_head_partial_kernel", "pick_token_kernel", "advance_kernel",
-                     "kv_fill_kernel", "flash_attention_kernel", "embedding_kernel"):
+                     "decode_combine_head_kernel", "gemv_kernel", "gemv_fused_kernel",
+                     "gemv_fused_silu_mul_kernel", "lm_head_partial_kernel",
+                     "pick_token_kernel", "advance_kernel", "kv_fill_kernel",
+                     "flash_attention_kernel", "embedding_kernel"):
         assert expected in names, (expected, sorted(names))
     for k in kernels:
         assert not k.definition.options.unsafe, k.definition.name
+
+
+def _unfused(model):
+    """The same weights with the decode step's norms as kernels of their own."""
+    return Qwen3(model.weights, max_tokens=model.cache.capacity,
+                 step_config=StepConfig(fuse_norms=False))
+
+
+FUSED_LAYER = ["norm_qkv_gemv", "qk_norm_rope_kv", "attn_split", "attn_combine",
+               "o_gemv_residual", "norm_gate_up_silu_gemv", "down_gemv"]
+UNFUSED_LAYER = ["add_rms_norm", "qkv_gemv", "qk_norm_rope_kv", "attn_split",
+                 "attn_combine", "o_gemv_residual", "rms_norm", "gate_up_silu_gemv",
+                 "down_gemv"]
+
+
+def test_the_fused_step_has_7_kernels_per_layer_and_the_unfused_9(model):
+    layers = model.config.num_hidden_layers
+    for m, per_layer in ((model, FUSED_LAYER), (_unfused(model), UNFUSED_LAYER)):
+        step = m.decode_step()
+        kinds = [l.kind for l in step.launches]
+        assert len(kinds) == 5 + len(per_layer) * layers
+        assert [l.kind for l in step.launches if l.layer == 1] == per_layer
+        assert kinds[:1] == ["embed"] and kinds[-4:] == ["final_add_rms_norm",
+                                                         "lm_head_partial", "pick_token",
+                                                         "advance"]
+        assert {r.kernel for r in m.step_cost(context=8)} == set(kinds)
+        assert sum(r.launches for r in m.step_cost(context=8)) == len(kinds)
+    fused = model.decode_step()
+    assert [fused.stream(i) for i in (0, 1, 2)] == [fused.h, fused.h[::-1], fused.h]
+
+
+def test_the_fused_and_unfused_steps_agree(model):
+    """Same prompt, one decode step each: the logits (fp32) are close and, away from a
+    near tie, the token is the same."""
+    other = _unfused(model)
+    got = []
+    for m in (model, other):
+        step = m.begin(PROMPT)
+        step.run().wait()
+        got.append((step.logits.numpy().copy(), m.cache.read_tokens(0, len(PROMPT) + 2)))
+    (a, ta), (b, tb) = got
+    assert ta[:len(PROMPT) + 1] == tb[:len(PROMPT) + 1]      # the prefill's token
+    assert np.abs(a - b).max() <= 0.05 * a.std(), (np.abs(a - b).max(), a.std())
+    top2 = np.sort(a)[-2:]
+    if top2[1] - top2[0] > 0.1 * a.std():
+        assert ta == tb
+    assert model.generate(PROMPT, max_new_tokens=2) == other.generate(PROMPT,
+                                                                      max_new_tokens=2)
 
 
 def test_step_cost_has_a_row_per_launch_kind(model):
@@ -93,7 +143,11 @@ def test_step_cost_has_a_row_per_launch_kind(model):
     c = model.config
     nq, nkv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
     qkv_weight = (nq + 2 * nkv) * c.hidden_size * 2
-    assert by["qkv_gemv"].bytes >= c.num_hidden_layers * qkv_weight
+    assert by["norm_qkv_gemv"].bytes >= c.num_hidden_layers * qkv_weight
+    unfused = _unfused(model).step_cost(context=20)
+    assert {r.kernel: r for r in unfused}["qkv_gemv"].bytes >= c.num_hidden_layers * qkv_weight
+    # the norms' own reads and writes of the hidden state are gone
+    assert sum(r.bytes for r in rows) < sum(r.bytes for r in unfused)
     assert by["attn_split"].bytes > model.step_cost(context=2)[
         [r.kernel for r in rows].index("attn_split")].bytes
     assert by["lm_head_partial"].flops == 2 * c.vocab_size * c.hidden_size

@@ -9,12 +9,20 @@ accumulate element-wise in an fp32 ``(bn, bk)`` tile that is reduced over K once
 the loop. ``W`` and ``x`` are ``tl.In`` reads (zero padded at the edges), so no block
 can write anything but its own outputs.
 
-Two fused forms serve a Qwen3/Llama decoder:
+Fused forms serve a Qwen3/Llama decoder:
 
 * :func:`row_gemv` with ``residual=``: ``y = W @ x + residual`` (the o and down
-  projections add the residual stream in their epilogue);
+  projections add the residual stream in their epilogue); ``residual=(a, b)`` adds the
+  sum of two vectors, so a residual stream kept as two parts is never written whole;
 * :func:`gemv_silu_mul`: ``y = silu(W_gate @ x) * (W_up @ x)`` from one ``(2, I, K)``
-  weight holding gate and up, read in one pass (the MLP's first half).
+  weight holding gate and up, read in one pass (the MLP's first half);
+* both with ``norm_weight=g`` (and ``eps``): the GEMV of ``rmsnorm(x) * g``. Since
+  ``W @ (g * x * rstd) = rstd * (W @ (g * x))`` with the scalar
+  ``rstd = 1 / sqrt(mean(x**2) + eps)``, each block sums ``x**2`` in the K loop that
+  already reads all of ``x`` and scales its dot products once at the end: the norm
+  costs no kernel and no pass of its own. ``x2=b`` makes the GEMV's input ``x + b``,
+  formed in fp32 as it is loaded (the residual stream plus the last down projection,
+  never stored).
 
 :class:`GemvConfig` holds the tile sizes and cuTile hints, so a GPU run can tune them.
 
@@ -38,7 +46,8 @@ from tilelab.kernels._host import (Plan, TensorResult, as_tensor, hinted, is_pow
                                    run_launches)
 
 __all__ = ["GemvConfig", "default_gemv_config", "row_gemv", "gemv_silu_mul", "plan_row_gemv",
-           "plan_gemv_silu_mul", "gemv_kernel", "gemv_silu_mul_kernel"]
+           "plan_gemv_silu_mul", "gemv_kernel", "gemv_silu_mul_kernel", "gemv_fused_kernel",
+           "gemv_fused_silu_mul_kernel"]
 
 _FLOATS = ("float16", "bfloat16", "float32")
 
@@ -166,6 +175,88 @@ def gemv_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, BK: ct.Constant[int],
     y.store((gate / (1.0 + ct.exp(-gate)) * up).astype(y.dtype))
 
 
+def _x_fused(x, x2, g, ss, k, BK, LAT, HAS_X2, NORM):
+    """Slice k of the GEMV input: ``x (+ x2)`` as (1, BK) float32, times the norm weight
+    ``g`` with NORM; ``ss`` (1, BK) accumulates the squares of ``x (+ x2)`` (NORM)."""
+    xk = _x_row(x, k, BK, LAT)
+    if HAS_X2:
+        xk = xk + _x_row(x2, k, BK, LAT)
+    if NORM:
+        ss = ss + xk * xk
+        xk = xk * _x_row(g, k, BK, LAT)
+    return xk, ss
+
+
+def _rstd(ss, k, eps):
+    """``1 / sqrt(mean(x**2) + eps)`` as a (1,) tile, from the (1, BK) partial sums of
+    squares ``ss`` over a length-``k`` vector (the zero padding adds nothing)."""
+    return ct.rsqrt(ct.sum(ss, axis=1) / k + eps)
+
+
+@tl.kernel
+def gemv_fused_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.In, res: tl.In,
+                      res2: tl.In, eps: float, BK: ct.Constant[int], LAT: ct.Constant[int],
+                      HAS_X2: ct.Constant[int], NORM: ct.Constant[int],
+                      HAS_RES: ct.Constant[int], HAS_RES2: ct.Constant[int]):
+    """``y = w @ rmsnorm_g(x + x2) + res + res2``, each part optional, for this block's
+    ``bn`` outputs; ``w`` is (N, K) row-major.
+
+    HAS_X2: add the (K,) vector ``x2`` to ``x`` (in fp32, as each slice is loaded);
+    NORM: RMSNorm the input with the (K,) weight ``g`` and ``eps`` (each block sums the
+    squares of the whole input in its K loop, then scales its dot products by the
+    inverse RMS); HAS_RES, HAS_RES2: add ``res``, ``res2`` (both (N,)). A tensor a flag
+    leaves unread may be any tensor (the host passes ``x`` again).
+
+    Example:
+        >>> gemv_fused_kernel(y.partition(16), w, h, down, g, x, x, 1e-6, 512, 0, 1, 1,
+        ...                   0, 0)                                       # doctest: +SKIP
+    """
+    bn = y.tile_shape[0]
+    n = y.tile_index[0]
+    acc = ct.full((bn, BK), 0.0, dtype=ct.float32)
+    ss = ct.full((1, BK), 0.0, dtype=ct.float32)
+    for k in range(ct.cdiv(w.shape[1], BK)):
+        xk, ss = _x_fused(x, x2, g, ss, k, BK, LAT, HAS_X2, NORM)
+        acc = acc + _weight_tile(w, (n, k), (bn, BK), LAT) * xk
+    out = ct.sum(acc, axis=1)
+    if NORM:
+        out = out * _rstd(ss, w.shape[1], eps)
+    if HAS_RES:
+        out = out + tl.load_like(res, y).astype(ct.float32)
+    if HAS_RES2:
+        out = out + tl.load_like(res2, y).astype(ct.float32)
+    y.store(out.astype(y.dtype))
+
+
+@tl.kernel
+def gemv_fused_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.In,
+                               eps: float, BK: ct.Constant[int], LAT: ct.Constant[int],
+                               HAS_X2: ct.Constant[int], NORM: ct.Constant[int]):
+    """``y = silu(w[0] @ n) * (w[1] @ n)`` with ``n = rmsnorm_g(x + x2)`` (HAS_X2, NORM
+    as in :func:`gemv_fused_kernel`): gate and up rows of ``w`` (2, I, K) together.
+
+    Example:
+        >>> gemv_fused_silu_mul_kernel(y.partition(8), w2, h, h, g, 1e-6, 512, 0, 0, 1)
+        ... # doctest: +SKIP
+    """
+    bn = y.tile_shape[0]
+    n = y.tile_index[0]
+    ga = ct.full((bn, BK), 0.0, dtype=ct.float32)
+    ua = ct.full((bn, BK), 0.0, dtype=ct.float32)
+    ss = ct.full((1, BK), 0.0, dtype=ct.float32)
+    for k in range(ct.cdiv(w.shape[2], BK)):
+        xk, ss = _x_fused(x, x2, g, ss, k, BK, LAT, HAS_X2, NORM)
+        ga = ga + _weight_tile(w, (0, n, k), (1, bn, BK), LAT) * xk
+        ua = ua + _weight_tile(w, (1, n, k), (1, bn, BK), LAT) * xk
+    gate = ct.sum(ga, axis=1)
+    up = ct.sum(ua, axis=1)
+    if NORM:
+        r = _rstd(ss, w.shape[2], eps)
+        gate = gate * r
+        up = up * r
+    y.store((gate / (1.0 + ct.exp(-gate)) * up).astype(y.dtype))
+
+
 # ======================================================================================
 # host
 
@@ -209,15 +300,54 @@ def _same_device(who: str, **tensors: tl.Tensor) -> str:
     return next(iter(devices.values()))
 
 
-def plan_row_gemv(w: Any, x: Any, *, residual: Any = None, out: Any = None,
-              config: GemvConfig | None = None) -> Plan:
-    """Check the arguments of :func:`row_gemv` and plan its launch.
+def _vector(v: Any, name: str, length: int, device: str, who: str) -> tl.Tensor | None:
+    """``v`` checked as a float vector of ``length`` on ``device`` (None stays None)."""
+    if v is None:
+        return None
+    t = _tensor(v, name, who)
+    if t.shape != (length,):
+        raise ValueError(f"{who}(): {name} must have shape ({length},), got {t.shape}")
+    if t.device != device:
+        raise ValueError(f"{who}(): {name} lives on {t.device}, the inputs on {device}")
+    return t
+
+
+def _prologue(who: str, k: int, device: str, x2: Any, norm_weight: Any,
+              eps: Any) -> tuple[tl.Tensor | None, tl.Tensor | None, float]:
+    """The checked ``x2``, ``norm_weight`` and ``eps`` of a GEMV's fused input."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise ValueError(f"{who}(): eps must be a non-negative float, got {eps!r}")
+    return (_vector(x2, "x2", k, device, who),
+            _vector(norm_weight, "norm_weight", k, device, who), float(eps))
+
+
+def _residuals(residual: Any, n: int, device: str, who: str) -> list[tl.Tensor]:
+    """``residual`` (None, a vector, or a tuple of one or two, None parts left out) as
+    a list of vectors."""
+    if residual is None:
+        return []
+    parts = list(residual) if isinstance(residual, (tuple, list)) else [residual]
+    parts = [p for p in parts if p is not None]
+    if not 1 <= len(parts) <= 2:
+        raise ValueError(f"{who}(): residual must be one vector or a pair (a, b) whose sum "
+                         f"is added; got {len(parts)} vectors")
+    return [_vector(r, "residual", n, device, who) for r in parts]
+
+
+def plan_row_gemv(w: Any, x: Any, *, x2: Any = None, norm_weight: Any = None,
+                  eps: float = 1e-6, residual: Any = None, out: Any = None,
+                  config: GemvConfig | None = None) -> Plan:
+    """Check the arguments of :func:`row_gemv` and plan its launch: ``gemv_kernel``, or
+    ``gemv_fused_kernel`` when ``x2``, ``norm_weight`` or a residual pair is given.
 
     Example:
         >>> import tilelab as tl
         >>> w = tl.randn(40, 24, dtype="bf16", device="cpu", seed=0)
-        >>> [k.name for k, _ in plan_row_gemv(w, tl.randn(24, device="cpu")).launches]
+        >>> x = tl.randn(24, device="cpu")
+        >>> [k.name for k, _ in plan_row_gemv(w, x).launches]
         ['gemv_kernel']
+        >>> [k.name for k, _ in plan_row_gemv(w, x, norm_weight=x).launches]
+        ['gemv_fused_kernel']
     """
     who = "row_gemv"
     wt, xt = _tensor(w, "w", who), _tensor(x, "x", who)
@@ -225,22 +355,32 @@ def plan_row_gemv(w: Any, x: Any, *, residual: Any = None, out: Any = None,
         raise ValueError(f"{who}(): w must be (N, K) and x (K,); got {wt.shape} and "
                          f"{xt.shape}")
     n, k = wt.shape
-    rt = None if residual is None else _tensor(residual, "residual", who)
-    if rt is not None and rt.shape != (n,):
-        raise ValueError(f"{who}(): residual must have shape ({n},), got {rt.shape}")
-    device = _same_device(who, w=wt, x=xt, residual=rt)
+    device = _same_device(who, w=wt, x=xt)
+    x2t, gt, eps = _prologue(who, k, device, x2, norm_weight, eps)
+    res = _residuals(residual, n, device, who)
     cfg = _check_config(config, n, k, who)
     o = _out(out, n, xt.dtype, device, who)
     if n == 0:
         return Plan(o, [])
-    kern = hinted(gemv_kernel, occupancy=cfg.occupancy)
-    return Plan(o, [(kern, (o.partition(cfg.bn), wt, xt, rt if rt is not None else xt,
-                            cfg.bk, cfg.latency or 0, int(rt is not None)))])
+    part, lat = o.partition(cfg.bn), cfg.latency or 0
+    if x2t is None and gt is None and len(res) < 2:
+        kern = hinted(gemv_kernel, occupancy=cfg.occupancy)
+        return Plan(o, [(kern, (part, wt, xt, res[0] if res else xt, cfg.bk, lat,
+                                len(res)))])
+    r1, r2 = (res + [xt, xt])[:2]
+    kern = hinted(gemv_fused_kernel, occupancy=cfg.occupancy)
+    return Plan(o, [(kern, (part, wt, xt, xt if x2t is None else x2t,
+                            xt if gt is None else gt, r1, r2, eps, cfg.bk, lat,
+                            int(x2t is not None), int(gt is not None), int(len(res) > 0),
+                            int(len(res) > 1)))])
 
 
-def plan_gemv_silu_mul(w: Any, x: Any, *, out: Any = None,
+def plan_gemv_silu_mul(w: Any, x: Any, *, x2: Any = None, norm_weight: Any = None,
+                       eps: float = 1e-6, out: Any = None,
                        config: GemvConfig | None = None) -> Plan:
-    """Check the arguments of :func:`gemv_silu_mul` and plan its launch.
+    """Check the arguments of :func:`gemv_silu_mul` and plan its launch:
+    ``gemv_silu_mul_kernel``, or ``gemv_fused_silu_mul_kernel`` with ``x2`` or
+    ``norm_weight``.
 
     Example:
         >>> import tilelab as tl
@@ -255,20 +395,31 @@ def plan_gemv_silu_mul(w: Any, x: Any, *, out: Any = None,
                          f"(K,); got {wt.shape} and {xt.shape}")
     _, n, k = wt.shape
     device = _same_device(who, w=wt, x=xt)
+    x2t, gt, eps = _prologue(who, k, device, x2, norm_weight, eps)
     cfg = _check_config(config, n, k, who)
     o = _out(out, n, xt.dtype, device, who)
     if n == 0:
         return Plan(o, [])
-    kern = hinted(gemv_silu_mul_kernel, occupancy=cfg.occupancy)
-    return Plan(o, [(kern, (o.partition(cfg.bn), wt, xt, cfg.bk, cfg.latency or 0))])
+    part, lat = o.partition(cfg.bn), cfg.latency or 0
+    if x2t is None and gt is None:
+        kern = hinted(gemv_silu_mul_kernel, occupancy=cfg.occupancy)
+        return Plan(o, [(kern, (part, wt, xt, cfg.bk, lat))])
+    kern = hinted(gemv_fused_silu_mul_kernel, occupancy=cfg.occupancy)
+    return Plan(o, [(kern, (part, wt, xt, xt if x2t is None else x2t,
+                            xt if gt is None else gt, eps, cfg.bk, lat,
+                            int(x2t is not None), int(gt is not None)))])
 
 
-def row_gemv(w: Any, x: Any, *, residual: Any = None, out: Any = None,
-         config: GemvConfig | None = None, sync: bool = True,
-         stream: Any = None) -> TensorResult:
-    """``w @ x (+ residual)`` for a row-major weight ``w`` (N, K) and a vector ``x`` (K,).
+def row_gemv(w: Any, x: Any, *, x2: Any = None, norm_weight: Any = None,
+             eps: float = 1e-6, residual: Any = None, out: Any = None,
+             config: GemvConfig | None = None, sync: bool = True,
+             stream: Any = None) -> TensorResult:
+    """``w @ n (+ residual)`` for a row-major weight ``w`` (N, K) and a vector ``x`` (K,),
+    where ``n`` is ``x + x2`` (``x2`` a second (K,) vector, added in fp32 and never
+    stored) or ``x``, RMSNormed with ``norm_weight`` (K,) and ``eps`` when it is given.
 
-    fp32 accumulation; the result has x's dtype (or ``out``'s). ``sync=False``
+    ``residual``: an (N,) vector added to the result, or a pair ``(a, b)`` whose sum
+    is (a None in the pair is left out). fp32 accumulation; the result has x's dtype (or ``out``'s). ``sync=False``
     launches without waiting and returns ``(out, future)`` (see :mod:`tilelab.kernels`).
 
     Example:
@@ -277,14 +428,22 @@ def row_gemv(w: Any, x: Any, *, residual: Any = None, out: Any = None,
         >>> x = tl.tensor(np.array([1.0, 2.0, 3.0], np.float32), device="cpu")
         >>> row_gemv(w, x, residual=x).numpy()
         array([2., 4., 6.], dtype=float32)
+        >>> row_gemv(w, x, x2=x, residual=(x, x)).numpy()        # w @ (x + x) + x + x
+        array([ 4.,  8., 12.], dtype=float32)
+        >>> g = tl.tensor(np.full(3, 2.0, np.float32), device="cpu")
+        >>> np.round(row_gemv(w, x, norm_weight=g, eps=0.0).numpy(), 4)  # x / rms(x) * 2
+        array([0.9258, 1.8516, 2.7775], dtype=float32)
     """
-    plan = plan_row_gemv(w, x, residual=residual, out=out, config=config)
+    plan = plan_row_gemv(w, x, x2=x2, norm_weight=norm_weight, eps=eps,
+                         residual=residual, out=out, config=config)
     return run_launches(plan.launches, plan.out, sync=sync, stream=stream)
 
 
-def gemv_silu_mul(w: Any, x: Any, *, out: Any = None, config: GemvConfig | None = None,
+def gemv_silu_mul(w: Any, x: Any, *, x2: Any = None, norm_weight: Any = None,
+                  eps: float = 1e-6, out: Any = None, config: GemvConfig | None = None,
                   sync: bool = True, stream: Any = None) -> TensorResult:
-    """``silu(w[0] @ x) * (w[1] @ x)`` for gate and up stacked as ``w`` (2, I, K).
+    """``silu(w[0] @ n) * (w[1] @ n)`` for gate and up stacked as ``w`` (2, I, K), with
+    ``n`` the input of :func:`row_gemv` (``x (+ x2)``, RMSNormed with ``norm_weight``).
 
     Example:
         >>> import numpy as np, tilelab as tl
@@ -292,6 +451,9 @@ def gemv_silu_mul(w: Any, x: Any, *, out: Any = None, config: GemvConfig | None 
         >>> x = tl.tensor(np.ones(3, np.float32), device="cpu")
         >>> np.round(gemv_silu_mul(w, x).numpy(), 4)      # silu(3) * 3
         array([8.5732, 8.5732], dtype=float32)
+        >>> np.round(gemv_silu_mul(w, x, x2=x, norm_weight=x).numpy(), 4)  # rms(2x) = 2
+        array([8.5732, 8.5732], dtype=float32)
     """
-    plan = plan_gemv_silu_mul(w, x, out=out, config=config)
+    plan = plan_gemv_silu_mul(w, x, x2=x2, norm_weight=norm_weight, eps=eps, out=out,
+                              config=config)
     return run_launches(plan.launches, plan.out, sync=sync, stream=stream)

@@ -3,25 +3,34 @@
 The step reads the current token and position from device memory
 (:class:`~tilelab.models.kv_cache.KVCache`), so it is recorded once with
 ``tl.graph()`` and replayed unchanged; its last kernels write the next token into
-``tokens[pos + 1]`` and advance ``pos``. Per layer (``h`` the residual stream, ping-
-ponging between two buffers because a kernel may not read the tensor it writes):
+``tokens[pos + 1]`` and advance ``pos``. Per layer, with the RMSNorms fused into the
+GEMVs that read their output (``StepConfig.fuse_norms``, the default) and the residual
+stream entering the layer held as two parts, ``h`` plus the previous layer's ``down``
+(the embedding alone in layer 0, which adds no ``down``):
 
-====================  ==============================================================
-``add_rms_norm``      ``h = h + down``, ``n = rmsnorm(h)`` (layer 0: ``rms_norm`` of
-                      the embedding)
-``qkv_gemv``          ``qkv = W_qkv @ n`` (q, k and v weights concatenated)
-``qk_norm_rope_kv``   q/k per-head RMSNorm, RoPE at ``pos``, k and v into the cache
-``attn_split``        split-KV GQA attention over positions ``0..pos``
-``attn_combine``      merge of the splits
-``o_gemv_residual``   ``h' = h + W_o @ attn``
-``rms_norm``          ``n = rmsnorm(h')``
-``gate_up_silu_gemv`` ``act = silu(W_gate @ n) * (W_up @ n)``
-``down_gemv``         ``down = W_down @ act``
-====================  ==============================================================
+==========================  =========================================================
+``norm_qkv_gemv``           ``qkv = W_qkv @ rmsnorm(h + down)`` (q, k and v weights
+                            concatenated; the sum and the norm formed as x is read)
+``qk_norm_rope_kv``         q/k per-head RMSNorm, RoPE at ``pos``, k and v into the cache
+``attn_split``              split-KV GQA attention over positions ``0..pos``
+``attn_combine``            merge of the splits
+``o_gemv_residual``         ``h' = W_o @ attn + h + down``
+``norm_gate_up_silu_gemv``  ``act = silu(W_gate @ n) * (W_up @ n)``, ``n = rmsnorm(h')``
+``down_gemv``               ``down = W_down @ act``
+==========================  =========================================================
 
-then ``final_add_rms_norm``, ``lm_head_partial`` (logits and per-block max/index),
-``pick_token`` (argmax, or the Gumbel-max sample) and ``advance``. The embedding of
-``tokens[pos]`` (``embed``) opens the step.
+``h`` and ``h'`` are the two buffers of :attr:`DecodeStep.h`, swapping roles each layer
+(layer ``i`` reads ``h[i % 2]`` and writes ``h[(i + 1) % 2]``), because a kernel may not
+read the tensor it writes. That is 7 kernels per layer. Unfused
+(``fuse_norms=False``), the layer runs 9: ``add_rms_norm`` (``h = h + down``,
+``n = rmsnorm(h)``; layer 0: ``rms_norm`` of the embedding), ``qkv_gemv`` of ``n``, the
+attention kernels, ``o_gemv_residual`` (``h' = h + W_o @ attn``), ``rms_norm`` of
+``h'``, ``gate_up_silu_gemv`` and ``down_gemv``.
+
+Both forms then run ``final_add_rms_norm``, ``lm_head_partial`` (logits and per-block
+max/index), ``pick_token`` (argmax, or the Gumbel-max sample) and ``advance``; the
+embedding of ``tokens[pos]`` (``embed``) opens the step: ``5 + 7 * layers`` launches
+fused, ``5 + 9 * layers`` unfused.
 
 Example:
     >>> step = DecodeStep(weights, cache)                         # doctest: +SKIP
@@ -66,11 +75,13 @@ class StepConfig:
     plan for (None: the device's; 132, an H200's, on the CPU backend);
     ``gemv_table``: per-projection tiles that win over ``gemv``, as
     ``((kind, n, k), GemvConfig)`` pairs (``kind`` is the launch's cost-table row, e.g.
-    ``"qkv_gemv"``), which a tuning run measures (``benchmarks/decode_tune.py``).
+    ``"qkv_gemv"``), which a tuning run measures (``benchmarks/decode_tune.py``);
+    ``fuse_norms``: fold the RMSNorms of each layer into the GEMVs that read them (7
+    kernels per layer instead of 9: see the module docstring).
 
     Example:
-        >>> StepConfig(attn_splits=4).attn_splits
-        4
+        >>> StepConfig(attn_splits=4).attn_splits, StepConfig().fuse_norms
+        (4, True)
     """
 
     gemv: GemvConfig | None = None
@@ -82,6 +93,7 @@ class StepConfig:
     pick_chunk: int = 1024
     num_sms: int | None = None
     gemv_table: tuple[tuple[tuple[str, int, int], GemvConfig], ...] = ()
+    fuse_norms: bool = True
 
     def gemv_for(self, kind: str, n: int, k: int) -> GemvConfig | None:
         """The tiles chosen for one projection: its ``gemv_table`` entry, else ``gemv``.
@@ -104,7 +116,7 @@ class StepLaunch:
 
     Example:
         >>> [l.kind for l in step.launches][:2]                      # doctest: +SKIP
-        ['embed', 'rms_norm']
+        ['embed', 'norm_qkv_gemv']
     """
 
     kind: str
@@ -144,7 +156,7 @@ class DecodeStep:
 
     Example:
         >>> step = DecodeStep(weights, cache, sample=False)          # doctest: +SKIP
-        >>> len(step.launches) == 4 + 9 * cfg.num_hidden_layers       # doctest: +SKIP
+        >>> len(step.launches) == 5 + 7 * cfg.num_hidden_layers       # doctest: +SKIP
         True
     """
 
@@ -198,45 +210,76 @@ class DecodeStep:
 
         Example:
             >>> step.gemv_shapes()[0]                                  # doctest: +SKIP
-            ('qkv_gemv', 6144, 2560)
+            ('norm_qkv_gemv', 6144, 2560)
         """
         c = self.model_config
         h, i = c.hidden_size, c.intermediate_size
-        return [("qkv_gemv", self.nq + 2 * self.nkv, h), ("o_gemv_residual", h, self.nq),
-                ("gate_up_silu_gemv", i, h), ("down_gemv", h, i)]
+        pre = "norm_" if self.config.fuse_norms else ""
+        return [(pre + "qkv_gemv", self.nq + 2 * self.nkv, h),
+                ("o_gemv_residual", h, self.nq), (pre + "gate_up_silu_gemv", i, h),
+                ("down_gemv", h, i)]
+
+    def stream(self, layer: int) -> tuple[tl.Tensor, tl.Tensor]:
+        """``(h, h')``: the residual-stream buffer a layer reads and the one its o
+        projection writes (fused: ``h[layer % 2]`` and ``h[(layer + 1) % 2]``; unfused:
+        always ``h[0]`` and ``h[1]``, the norm before the layer rewriting ``h[0]``).
+
+        Example:
+            >>> step.stream(1) == (step.h[1], step.h[0])               # doctest: +SKIP
+            True
+        """
+        if not self.config.fuse_norms:
+            return self.h
+        return self.h[layer % 2], self.h[(layer + 1) % 2]
 
     def _build(self) -> list[StepLaunch]:
         w, cache, c = self.weights, self.cache, self.model_config
         out: list[StepLaunch] = []
         add = lambda kind, layer, fn: out.append(StepLaunch(kind, layer, fn))  # noqa: E731
-        h_in, h_mid = self.h
-        hidden = c.hidden_size
         add("embed", None, _async(embed_at_kernel, self.h[0].partition(min(
-            1024, pow2_at_least(hidden))), w.embedding, cache.tokens, cache.pos))
+            1024, pow2_at_least(c.hidden_size))), w.embedding, cache.tokens, cache.pos))
         for i, lw in enumerate(w.layers):
-            if i == 0:
-                add("rms_norm", i, lambda lw=lw: rms_norm(
-                    h_in, lw.input_norm, eps=c.rms_norm_eps, out=self.normed, sync=False))
-            else:
-                add("add_rms_norm", i, lambda lw=lw: add_rms_norm(
-                    self.down, h_mid, lw.input_norm, eps=c.rms_norm_eps,
-                    out=(self.normed, h_in), sync=False))
+            self._qkv(add, i, lw)
             self._attention_block(add, i, lw)
             self._mlp_block(add, i, lw)
+        # the residual stream after the last layer: its h' plus its down projection
+        if self.config.fuse_norms:
+            last, free = self.stream(len(w.layers))
+        else:
+            free, last = self.h
         add("final_add_rms_norm", None, lambda: add_rms_norm(
-            self.down, h_mid, w.final_norm, eps=c.rms_norm_eps, out=(self.normed, h_in),
+            self.down, last, w.final_norm, eps=c.rms_norm_eps, out=(self.normed, free),
             sync=False))
         self._head(add)
         return out
 
+    def _qkv(self, add: Callable, i: int, lw: Any) -> None:
+        """Layer i's input norm and qkv projection (one launch fused, two unfused)."""
+        c = self.model_config
+        eps, hidden, n = c.rms_norm_eps, c.hidden_size, self.nq + 2 * self.nkv
+        h_in, h_mid = self.stream(i)
+        if self.config.fuse_norms:
+            prev = self.down if i > 0 else None
+            cfg = self._gemv_cfg("norm_qkv_gemv", n, hidden)
+            add("norm_qkv_gemv", i, lambda: row_gemv(
+                lw.qkv, h_in, x2=prev, norm_weight=lw.input_norm, eps=eps, out=self.qkv,
+                config=cfg, sync=False))
+            return
+        if i == 0:
+            add("rms_norm", i, lambda: rms_norm(h_in, lw.input_norm, eps=eps,
+                                                out=self.normed, sync=False))
+        else:
+            add("add_rms_norm", i, lambda: add_rms_norm(
+                self.down, h_mid, lw.input_norm, eps=eps, out=(self.normed, h_in),
+                sync=False))
+        cfg = self._gemv_cfg("qkv_gemv", n, hidden)
+        add("qkv_gemv", i, lambda: row_gemv(lw.qkv, self.normed, out=self.qkv,
+                                            config=cfg, sync=False))
+
     def _attention_block(self, add: Callable, i: int, lw: Any) -> None:
         c, cache, cfg = self.model_config, self.cache, self.config
-        h_in, h_mid = self.h
+        h_in, h_mid = self.stream(i)
         hk, d, nq, nkv = c.num_key_value_heads, c.head_dim, self.nq, self.nkv
-        hidden = c.hidden_size
-        qkv_cfg = self._gemv_cfg("qkv_gemv", nq + 2 * nkv, hidden)
-        add("qkv_gemv", i, lambda: row_gemv(lw.qkv, self.normed, out=self.qkv,
-                                            config=qkv_cfg, sync=False))
         kc, vc = cache.layer(i)
         gp = pow2_at_least(self.group)
         q3 = self.qkv[:nq].reshape(hk, self.group, d)
@@ -258,21 +301,28 @@ class DecodeStep:
             decode_combine_head_kernel, self.attn.reshape(hk, self.group, d).partition(
                 (1, 1, d)), self.po.reshape(hk, self.splits, self.group, d), self.plse, chunk,
             d))
-        o_cfg = self._gemv_cfg("o_gemv_residual", hidden, nq)
-        add("o_gemv_residual", i, lambda: row_gemv(lw.o, self.attn, residual=h_in,
+        o_cfg = self._gemv_cfg("o_gemv_residual", c.hidden_size, nq)
+        # fused, the stream entering layer i > 0 is h + down: both parts are added
+        res = (h_in, self.down) if cfg.fuse_norms and i > 0 else h_in
+        add("o_gemv_residual", i, lambda: row_gemv(lw.o, self.attn, residual=res,
                                                    out=h_mid, config=o_cfg, sync=False))
 
     def _mlp_block(self, add: Callable, i: int, lw: Any) -> None:
         c = self.model_config
-        h_mid = self.h[1]
-        add("rms_norm", i, lambda: rms_norm(h_mid, lw.post_norm, eps=c.rms_norm_eps,
-                                            out=self.normed, sync=False))
-        gu_cfg = self._gemv_cfg("gate_up_silu_gemv", c.intermediate_size,
-                                c.hidden_size)
-        add("gate_up_silu_gemv", i, lambda: gemv_silu_mul(lw.gate_up, self.normed,
-                                                          out=self.act, config=gu_cfg,
-                                                          sync=False))
-        d_cfg = self._gemv_cfg("down_gemv", c.hidden_size, c.intermediate_size)
+        eps, inter, hidden = c.rms_norm_eps, c.intermediate_size, c.hidden_size
+        h_mid = self.stream(i)[1]
+        if self.config.fuse_norms:
+            gu_cfg = self._gemv_cfg("norm_gate_up_silu_gemv", inter, hidden)
+            add("norm_gate_up_silu_gemv", i, lambda: gemv_silu_mul(
+                lw.gate_up, h_mid, norm_weight=lw.post_norm, eps=eps, out=self.act,
+                config=gu_cfg, sync=False))
+        else:
+            add("rms_norm", i, lambda: rms_norm(h_mid, lw.post_norm, eps=eps,
+                                                out=self.normed, sync=False))
+            gu_cfg = self._gemv_cfg("gate_up_silu_gemv", inter, hidden)
+            add("gate_up_silu_gemv", i, lambda: gemv_silu_mul(
+                lw.gate_up, self.normed, out=self.act, config=gu_cfg, sync=False))
+        d_cfg = self._gemv_cfg("down_gemv", hidden, inter)
         add("down_gemv", i, lambda: row_gemv(lw.down, self.act, out=self.down,
                                              config=d_cfg, sync=False))
 

@@ -211,12 +211,13 @@ class Qwen3:
 
         Example:
             >>> [r.kernel for r in model.step_cost(16)][:2]              # doctest: +SKIP
-            ['embed', 'rms_norm']
+            ['embed', 'norm_qkv_gemv']
         """
         step = self._step(False)
         ctx = context if context is not None else self.cache.position() + 1
         return step_cost(self.config, ctx, dtype=self.weights.dtype, splits=step.splits,
-                         head_rows=step.config.head.bn)
+                         head_rows=step.config.head.bn,
+                         fuse_norms=step.config.fuse_norms)
 
     def decode_step(self, sample: bool = False) -> DecodeStep:
         """The (greedy or sampling) decode step: its launches, buffers and graph.

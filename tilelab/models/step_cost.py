@@ -1,8 +1,9 @@
 """Bytes and FLOPs of every kernel of a Qwen3 decode step, for rooflines.
 
 One row per kernel kind of :class:`~tilelab.models.decode_step.DecodeStep`, summed
-over the layers: how many launches a step makes of it, the bytes they move and the
-FLOPs they do. Counts follow :mod:`tilelab.perf.counting`: each tensor a kernel reads
+over the layers, in the order the step first launches them: how many launches a step
+makes of it, the bytes they move and the FLOPs they do (for either form of the step:
+``fuse_norms``). Counts follow :mod:`tilelab.perf.counting`: each tensor a kernel reads
 is counted once, each it writes once, at its dtype's size — with one addition: the
 fp32 partials that split attention and the lm_head's argmax write and their combine
 kernels read are counted, because those kernels really move them. A multiply-add is 2
@@ -16,9 +17,12 @@ Example:
     ...                       num_key_value_heads=8, head_dim=128, tie_word_embeddings=True)
     >>> rows = step_cost(cfg, context=1024)
     >>> [r.kernel for r in rows][:3]
-    ['embed', 'rms_norm', 'add_rms_norm']
+    ['embed', 'norm_qkv_gemv', 'qk_norm_rope_kv']
     >>> round(sum(r.bytes for r in rows) / 1e9, 2)                # GB per token
     8.24
+    >>> sum(r.launches for r in rows), sum(r.launches for r in step_cost(
+    ...     cfg, context=1024, fuse_norms=False))                 # 5 + 7 L, 5 + 9 L
+    (257, 329)
 """
 from __future__ import annotations
 
@@ -83,40 +87,75 @@ def _w(name: str, flops: float, read: float, written: float, precision: str = "f
     return Work(name, int(flops), int(read), int(written), precision)
 
 
-def _per_layer(c: Any, context: int, s: float, splits: int) -> list[tuple[str, Work]]:
-    """The per-launch work of each kernel of one layer (layer 0's norm is plain)."""
+_Row = tuple[str, Work]
+
+
+def _norm_gemvs(c: Any, s: float, first: bool) -> tuple[None, _Row, None, _Row]:
+    """The fused form's norm + qkv and norm + gate/up GEMVs of one layer (no norm
+    launches): each reads its input (two parts after layer 0: ``h`` and the last
+    ``down``) and the norm weight."""
+    h, inter = c.hidden_size, c.intermediate_size
+    n = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim
+    parts = 1 if first else 2
+    # x side per element: the add of the second part, square and add, times the weight
+    x_flops = (parts - 1 + 3) * h
+    return (None, ("norm_qkv_gemv", _w("norm_qkv_gemv", 2 * n * h + x_flops + n,
+                                       (n * h + (parts + 1) * h) * s, n * s)),
+            None, ("norm_gate_up_silu_gemv", _w("norm_gate_up_silu_gemv",
+                                                4 * inter * h + 7 * inter + 3 * h,
+                                                (2 * inter * h + 2 * h) * s, inter * s)))
+
+
+def _plain_gemvs(c: Any, s: float, first: bool) -> tuple[_Row, _Row, _Row, _Row]:
+    """The unfused form's norm before the layer, qkv GEMV, second norm and gate/up GEMV."""
+    h, inter = c.hidden_size, c.intermediate_size
+    n = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim
+    norm = counting.rmsnorm(1, h, dtype="bfloat16")
+    first_norm = ("rms_norm", norm) if first else (
+        "add_rms_norm", _w("add_rms_norm", 5 * h, 3 * h * s, 2 * h * s))
+    return (first_norm, ("qkv_gemv", counting.gemv(n, h, dtype="bfloat16")),
+            ("rms_norm", norm),
+            ("gate_up_silu_gemv", _w("gate_up_silu_gemv", 4 * inter * h + 5 * inter,
+                                     (2 * inter * h + h) * s, inter * s)))
+
+
+def _layer(c: Any, context: int, s: float, splits: int, fused: bool,
+           first: bool) -> list[tuple[str, Work]]:
+    """The per-launch work of each kernel of one layer, in launch order (layer 0 has no
+    previous down projection to add)."""
     h, inter = c.hidden_size, c.intermediate_size
     hq, hk, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     nq, nkv = hq * d, hk * d
     g = hq // hk
     attn = counting.attention_forward(1, hq, 1, context, d, kv_heads=hk, dtype="bfloat16")
     partials = splits * hk * (g * d + g) * 4
-    gemv = counting.gemv
-    return [
-        ("qkv_gemv", gemv(nq + 2 * nkv, h, dtype="bfloat16")),
-        ("qk_norm_rope_kv", _w("qk_norm_rope_kv", 8 * (nq + nkv),
-                               (nq + 2 * nkv + 2 * d) * s + 2 * (d // 2) * 4 + 4,
-                               (nq + 2 * nkv) * s)),
-        ("attn_split", _w("attn_split", attn.flops, nq * s + 2 * hk * context * d * s + 4,
-                          partials, attn.precision)),
-        ("attn_combine", _w("attn_combine", 3 * splits * hk * g * d, partials, nq * s)),
-        ("o_gemv_residual", _w("o_gemv_residual", 2 * h * nq + h,
-                               (h * nq + nq + h) * s, h * s)),
-        ("rms_norm", counting.rmsnorm(1, h, dtype="bfloat16")),
-        ("gate_up_silu_gemv", _w("gate_up_silu_gemv", 4 * inter * h + 5 * inter,
-                                 (2 * inter * h + h) * s, inter * s)),
-        ("down_gemv", gemv(h, inter, dtype="bfloat16")),
-    ]
+    qkv_in, qkv, post_norm, gate_up = (_norm_gemvs if fused else _plain_gemvs)(c, s, first)
+    res = 2 if fused and not first else 1          # residual vectors o adds
+    rows = [qkv_in, qkv,
+            ("qk_norm_rope_kv", _w("qk_norm_rope_kv", 8 * (nq + nkv),
+                                   (nq + 2 * nkv + 2 * d) * s + 2 * (d // 2) * 4 + 4,
+                                   (nq + 2 * nkv) * s)),
+            ("attn_split", _w("attn_split", attn.flops,
+                              nq * s + 2 * hk * context * d * s + 4, partials,
+                              attn.precision)),
+            ("attn_combine", _w("attn_combine", 3 * splits * hk * g * d, partials, nq * s)),
+            ("o_gemv_residual", _w("o_gemv_residual", 2 * h * nq + res * h,
+                                   (h * nq + nq + res * h) * s, h * s)),
+            post_norm, gate_up, ("down_gemv", counting.gemv(h, inter, dtype="bfloat16"))]
+    return [r for r in rows if r is not None]
 
 
 def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
-              splits: int | None = None, head_rows: int = 16) -> list[CostRow]:
+              splits: int | None = None, head_rows: int = 16,
+              fuse_norms: bool = True) -> list[CostRow]:
     """The cost rows of one decode step attending to ``context`` positions.
 
     ``splits``: KV splits of decode attention (default: two blocks per SM of an H200
     over the KV heads, as the step picks); ``head_rows``: rows per block of the lm_head
-    (sets the number of argmax partials). The embedding row read is counted in
-    ``embed``; the lm_head reads the whole (vocab, hidden) matrix.
+    (sets the number of argmax partials); ``fuse_norms``: the step's form
+    (``StepConfig.fuse_norms``: the norms inside the GEMVs, or kernels of their own).
+    The embedding row read is counted in ``embed``; the lm_head reads the whole
+    (vocab, hidden) matrix.
 
     Example:
         >>> from types import SimpleNamespace
@@ -124,8 +163,10 @@ def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
         ...                       num_hidden_layers=2, num_attention_heads=4,
         ...                       num_key_value_heads=2, head_dim=16,
         ...                       tie_word_embeddings=False)
-        >>> {r.kernel: r.launches for r in step_cost(cfg, 8)}["qkv_gemv"]
+        >>> {r.kernel: r.launches for r in step_cost(cfg, 8)}["norm_qkv_gemv"]
         2
+        >>> sum(r.launches for r in step_cost(cfg, 8, fuse_norms=False))    # 5 + 9 * 2
+        23
     """
     c, s = config, dtype_size(dtype)
     if context < 1:
@@ -134,23 +175,19 @@ def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
     splits = splits or max(1, -(-2 * 132 // c.num_key_value_heads))
     rows: dict[str, list] = {}
 
-    def add(kind: str, w: Work, n: int = 1) -> None:
+    def add(kind: str, w: Work) -> None:
         entry = rows.setdefault(kind, [0, None])
-        entry[0] += n
-        total = _times(w, n, kind)
+        entry[0] += 1
         prev = entry[1]
-        entry[1] = total if prev is None else Work(
-            kind, prev.flops + total.flops, prev.bytes_read + total.bytes_read,
-            prev.bytes_written + total.bytes_written, total.precision)
+        entry[1] = w if prev is None else Work(
+            kind, prev.flops + w.flops, prev.bytes_read + w.bytes_read,
+            prev.bytes_written + w.bytes_written, w.precision)
 
     add("embed", _w("embed", 0, h * s + 8, h * s))
-    add("rms_norm", counting.rmsnorm(1, h, dtype="bfloat16"))          # layer 0's input norm
-    add_norm = _w("add_rms_norm", 5 * h, 3 * h * s, 2 * h * s)
-    if layers > 1:
-        add("add_rms_norm", add_norm, layers - 1)
-    for kind, w in _per_layer(c, context, s, splits):
-        add(kind, w, layers)
-    add("final_add_rms_norm", add_norm)
+    for layer in range(layers):
+        for kind, w in _layer(c, context, s, splits, fuse_norms, layer == 0):
+            add(kind, _times(w, 1, kind))
+    add("final_add_rms_norm", _w("final_add_rms_norm", 5 * h, 3 * h * s, 2 * h * s))
     blocks = -(-v // head_rows)
     add("lm_head_partial", _w("lm_head_partial", 2 * v * h, (v * h + h) * s + 12,
                               v * 4 + 8 * blocks))
