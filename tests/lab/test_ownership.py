@@ -3,7 +3,10 @@ the interpreter's trace."""
 from __future__ import annotations
 
 import doctest
+import sys
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -297,8 +300,26 @@ def test_race_figure_marks_exactly_the_racy_elements():
     assert red == color("race") == "var(--tl-race, #d62728)"
     title = fig.suptitle
     assert f"{int(expected.sum())} elements of 'out' written by more than one block" in title
-    assert "test_ownership.py, line" in title
+    assert f"the racing access: test_ownership.py:{_racy_line()}" in title
     assert any("race" in t for t in fig.tilelab["legend"])
+
+
+def _racy_line():
+    """The line of head_permute_raw's racing store in this file."""
+    lines = Path(__file__).read_text().splitlines()
+    return next(i + 1 for i, ln in enumerate(lines) if "index=(b, s, b, 0)" in ln)
+
+
+def test_race_figure_names_a_notebook_cell_as_the_race_reports_do(monkeypatch):
+    # IPython keeps a cell's code in a temporary file and maps it to its number
+    shell = SimpleNamespace(compile=SimpleNamespace(_filename_map={__file__: 7}))
+    monkeypatch.setitem(sys.modules, "IPython", SimpleNamespace(get_ipython=lambda: shell))
+    trace, _ = _permute_run(head_permute_raw)
+    title = race_figure(trace, "out", theme="light").suptitle
+    where = f"In[7], line {_racy_line()}"
+    assert f"the racing access: {where}" in title
+    assert "test_ownership.py" not in title
+    assert where in str(trace.races[0])          # the race report says it the same way
 
 
 def test_race_figure_of_the_fixed_kernel_is_clean():

@@ -126,6 +126,30 @@ def test_a_real_gemm_launch_predicts_with_tile_reuse():
     assert p.prediction is not None and any("L2" in a for a in p.prediction.assumptions)
 
 
+def test_a_square_gemm_is_recognised_and_a_square_elementwise_launch_is_not():
+    import numpy as np
+
+    import tilelab as tl
+    from tilelab.kernels.examples import gemm, vector_add
+    from tilelab.lab.ownership import trace_launch
+    from tilelab.lab.roofline_plot import gemm_shape_of
+    from tilelab.runtime.events import subscribe
+
+    a = tl.tensor(np.ones((128, 128), np.float32), device="cpu")
+    b = tl.tensor(np.ones((128, 128), np.float32), device="cpu")
+    seen = []
+    stop = subscribe(seen.append)
+    try:
+        gemm(tl.empty((128, 128), device="cpu").partition((64, 64)), a, b, 32)
+        x = tl.tensor(np.ones(128 * 128, np.float32), device="cpu")
+        vector_add(tl.empty(128 * 128, device="cpu").partition(1024), x, x)
+    finally:
+        stop()
+    g = gemm_shape_of(seen[0], trace_launch(seen[0]))
+    assert g is not None and (g.m, g.n, g.k, g.tile_m, g.tile_n) == (128, 128, 128, 64, 64)
+    assert gemm_shape_of(seen[1], trace_launch(seen[1])) is None
+
+
 def test_doctests():
     result = doctest.testmod(predict_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 10

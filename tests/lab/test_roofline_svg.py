@@ -1,14 +1,16 @@
 """The roofline SVG: labels placed free of each other and of the lines, one marker and a
-number per point (shared spots say so), units on every number, ridges explained."""
+number per point (shared spots say so, near ones are moved apart), units on every number,
+ridges explained."""
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from tilelab.lab.roofline_plot import point_from_trace, roofline_figure
-from tilelab.lab.roofline_svg import place_labels, rect_hits_segment
+from tilelab.lab.roofline_svg import place_labels, rect_hits_segment, spread_markers
 from tilelab.perf.counting import elementwise, gemm, softmax
 from tilelab.perf.roofline import RooflinePoint, predict
 
@@ -107,3 +109,56 @@ def test_place_labels_avoids_a_line_through_the_anchor():
                                   (0, 0, 200, 200))
     assert not rect_hits_segment(rect, (0, 40), (200, 40))
     assert not rect_hits_segment(rect, (0, 60), (200, 60))
+
+
+def _marker_centres(svg: str) -> dict[str, tuple[float, float]]:
+    """gid -> centre of every point marker in the SVG text (circles and polygons)."""
+    out = {}
+    for el in ET.fromstring(svg).iter():
+        gid = el.get("data-gid") or ""
+        if not gid.startswith("point:"):
+            continue
+        if el.tag.endswith("circle"):
+            out[gid] = (float(el.get("cx")), float(el.get("cy")))
+        elif el.tag.endswith("polygon"):
+            pts = [tuple(map(float, p.split(","))) for p in el.get("points").split()]
+            out[gid] = (sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts))
+    return out
+
+
+def test_markers_of_nearly_coincident_points_do_not_hide_each_other():
+    work = gemm(1024, 1024, 1024)
+    pts = [RooflinePoint.from_work(work, seconds=1.00e-4, device="NVIDIA H200", name="run a"),
+           RooflinePoint.from_work(work, seconds=1.01e-4, device="NVIDIA H200", name="run b")]
+    fig = roofline_figure(pts, ("h200",), theme="light")
+    centres = _marker_centres(fig.to_svg())
+    (ax, ay), (bx, by) = centres["point:run a"], centres["point:run b"]
+    assert math.dist((ax, ay), (bx, by)) >= 6.5            # at least a marker radius apart
+    # the moved marker is tied to its true spot, and the table still tells them apart
+    moved = [r for r in fig.find("point:") if r["offset"] != (0, 0)]
+    assert [r.gid for r in moved] == ["point:run b"]
+    assert fig.items_of("offset:run b") and not fig.items_of("offset:run a")
+    rows = [i["s"] for i in fig.items_of("table-cell")]
+    assert "run a" in rows and "run b" in rows
+    marks = {(d["marker"], d["color"]) for d in fig.tilelab["drawn"]["measured"]}
+    assert len(marks) == 2
+
+
+def test_points_at_the_same_spot_still_share_one_marker():
+    work = gemm(1024, 1024, 1024)
+    pts = [RooflinePoint.from_work(work, seconds=1e-4, device="NVIDIA H200", name=n)
+           for n in ("tile 64", "tile 128")]
+    fig = roofline_figure(pts, ("h200",), theme="light")
+    assert list(_marker_centres(fig.to_svg())) == ["point:tile 64"]
+    assert any("#1, #2" in d["text"] and "(same spot)" in d["text"]
+               for d in fig.tilelab["labels"])
+
+
+def test_spread_markers_is_deterministic_and_keeps_clear_markers_in_place():
+    centres = [(50.0, 50.0), (52.0, 51.0), (50.5, 49.0), (200.0, 80.0)]
+    got = spread_markers(centres, 14)
+    assert got == spread_markers(centres, 14)
+    assert got[0] == centres[0] and got[3] == centres[3]
+    for i in range(len(got)):
+        for j in range(i + 1, len(got)):
+            assert math.dist(got[i], got[j]) >= 14 - 1e-6

@@ -20,15 +20,30 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tilelab.errors import SourceLocation, display_filename
 from tilelab.lab.ownership_data import _extent, _fmt_dims, block_name, race_data
 from tilelab.lab.svg import SvgFigure, color
 from tilelab.lab.theme import Theme, get_theme
 
-__all__ = ["race_figure"]
+__all__ = ["race_figure", "race_location"]
 
 
 _RACE_LEGEND = ("written by ≥ 2 blocks (race)", "written by one block, read by another",
                 "written by one block", "not written")
+
+
+def race_location(loc: SourceLocation) -> str:
+    """Where a racing access is, as the race reports say it: a notebook cell as IPython's
+    tracebacks do (``In[3], line 5``), a file by its name (``kernels.py:12``).
+
+    Example:
+        >>> race_location(SourceLocation("/home/me/kernels.py", 12))
+        'kernels.py:12'
+    """
+    shown = display_filename(loc.filename)
+    if shown != loc.filename:
+        return f"{shown}, line {loc.line}"
+    return f"{os.path.basename(loc.filename)}:{loc.line}"
 
 
 def _race_title(trace: Any, arg: str, d: Any) -> str:
@@ -43,7 +58,7 @@ def _race_title(trace: Any, arg: str, d: Any) -> str:
              + f"\n{len(d.blocks)} blocks involved: {who}")
     loc = d.races[0].locations[1] if d.races else None
     if loc is not None:
-        title += f"\nthe racing access: {os.path.basename(loc.filename)}, line {loc.line}"
+        title += f"\nthe racing access: {race_location(loc)}"
     return title
 
 

@@ -136,19 +136,36 @@ def gemm_shape_of(event: Any, trace: Any) -> Any:
     if event is None or trace is None:
         return None
     parts = [a for a in event.args if isinstance(a, Partition) and len(a.tensor.shape) == 2]
-    if not parts:
+    if not parts or not any(b.flops_mma for b in trace.blocks):   # GEMM-like: it MMAs
         return None
     p = parts[0]
     m, n = (int(s) for s in p.tensor.shape)
-    mats = {tuple(i.shape): i for i in trace.args.values() if len(i.shape) == 2}
-    for (am, k), a in mats.items():
-        b = mats.get((k, n))
-        if am == m and b is not None and (am, k) != (m, n):
-            out = next(i for i in trace.args.values() if tuple(i.shape) == (m, n))
+    out_name = _param_name(event, p)
+    infos = [i for i in trace.args.values() if len(i.shape) == 2]
+    out = next((i for i in infos if i.name == out_name), None) or next(
+        (i for i in infos if tuple(i.shape) == (m, n)), None)
+    # A (m, k) and B (k, n) among the other 2-D arguments (all three are (m, m) in a
+    # square GEMM, so they are told apart by parameter, not by shape)
+    mats = [i for i in infos if i is not out]
+    for a in mats:
+        if int(a.shape[0]) != m:
+            continue
+        k = int(a.shape[1])
+        b = next((i for i in mats if i is not a and tuple(i.shape) == (k, n)), None)
+        if b is not None and out is not None:
             order = [tuple(int(x) for x in t[-2:]) for t in p.order()]
             return GemmShape(m, n, k, int(p.tile_shape[0]), int(p.tile_shape[1]),
                              a.itemsize, b.itemsize, out.itemsize, order)
     return None
+
+
+def _param_name(event: Any, value: Any) -> str | None:
+    """The kernel parameter ``value`` was passed as in ``event``, or None."""
+    try:
+        params = event.kernel.definition.analysis.params
+        return next(prm.name for prm, a in zip(params, event.args) if a is value)
+    except (AttributeError, StopIteration):
+        return None
 
 
 def point_from_trace(trace: Any, *, name: str | None = None, precision: str | None = None,

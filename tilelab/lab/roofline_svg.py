@@ -5,7 +5,9 @@ on a marker, and each must sit beside its own point. Labels are placed by
 :func:`place_labels` (candidate positions around the anchor, checked against every placed
 label, marker and line; a leader line when a label has to move away). Each point has its
 own colour and marker and a number that the table under the plot explains (two launches
-with the same counted work share a marker and say so). Every number carries its unit;
+with the same counted work and time share a marker and say so; markers of points closer
+than a marker's width are moved apart by :func:`spread_markers`, a thin line tying each
+moved marker to its true spot). Every number carries its unit;
 ridge points are labelled ``ridge 206 FLOP/B`` and explained in the legend, whose line
 samples are drawn exactly as the plot's lines. Predicted points show the model's time
 (:mod:`tilelab.perf.predict`) and, as its own marker, the roofline bound above it.
@@ -24,12 +26,17 @@ from typing import Any, Sequence
 from tilelab.lab.svg import SvgFigure, color, text_width
 from tilelab.lab.theme import Theme, get_theme
 
-__all__ = ["roofline_figure", "place_labels", "rect_hits_segment", "MARKERS"]
+__all__ = ["roofline_figure", "place_labels", "rect_hits_segment", "spread_markers",
+           "MARKERS"]
 
 #: marker shapes of the points, in turn (with the colours: a distinct pair per point)
 MARKERS = ("circle", "square", "triangle", "diamond", "down", "hexagon")
 _TENSOR_DASH: tuple[list[float] | None, ...] = (None, [8, 4], [10, 3, 2, 3], [3, 2])
 _CUDA_DASH = [1.5, 3]
+_MARKER_R = 6.5                                    # a point marker's radius, px
+#: marker centres at least this far apart never overlap: the widest marker (the diamond,
+#: 1.3 radii, plus its 1 px half-stroke) reaches half of it
+_MARKER_GAP = 2 * (1.3 * _MARKER_R + 1)
 _L, _T, _PW, _PH = 92.0, 44.0, 560.0, 360.0       # the plot box, px
 _W = 1000.0
 
@@ -107,6 +114,40 @@ def place_labels(anchors: Sequence[tuple[float, float, float, float, float]],
         placed.append(best[0])
         out.append(best)
     return out
+
+
+def spread_markers(centres: Sequence[tuple[float, float]],
+                   distance: float) -> list[tuple[float, float]]:
+    """Where to draw markers so that no two centres are closer than ``distance`` px.
+
+    Markers are taken in order; one that is clear of the markers already placed stays at
+    its centre, one that is not moves ``distance`` (then 2×, 3× ``distance``) away from
+    its centre: first straight away from the nearest placed marker, else in the first
+    free compass direction (up, right, down, left, then the diagonals). The result
+    depends only on the input, so a figure draws the same way every time.
+
+    Example:
+        >>> spread_markers([(100, 100), (101, 100), (300, 50)], 14)
+        [(100, 100), (115.0, 100.0), (300, 50)]
+    """
+    compass = ((0, -1), (1, 0), (0, 1), (-1, 0), (0.7071, -0.7071), (0.7071, 0.7071),
+               (-0.7071, 0.7071), (-0.7071, -0.7071))
+    placed: list[tuple[float, float]] = []
+
+    def clear(p: tuple[float, float]) -> bool:
+        return all(math.dist(p, q) >= distance - 1e-9 for q in placed)
+
+    for x, y in centres:
+        at = (x, y)
+        if not clear(at):
+            near = min(placed, key=lambda q: math.dist(at, q))
+            gap = math.dist(at, near)
+            away = ((x - near[0]) / gap, (y - near[1]) / gap) if gap > 1e-9 else (0, -1)
+            tries = [(x + ux * distance * k, y + uy * distance * k)
+                     for k in (1, 2, 3) for ux, uy in (away,) + compass]
+            at = next((p for p in tries if clear(p)), tries[0])
+        placed.append(at)
+    return placed
 
 
 # ============================================================================ axes
@@ -224,17 +265,17 @@ def _home(p: dict, data: dict, specs: dict) -> str | None:
     return hits[0] if hits else None
 
 
-def _groups(data: dict, ax: _Axes) -> list[list[int]]:
-    """Indices of points that land on the same spot (within 3 px): one marker each."""
+def _groups(data: dict) -> list[list[int]]:
+    """Indices of points at the same spot (the same FLOP/B and FLOP/s): one marker each."""
     groups: list[list[int]] = []
     spots: list[tuple[float, float]] = []
     for i, p in enumerate(data["points"]):
         y = _point_y(p)
         if p["intensity"] <= 0 or y is None:
             continue
-        at = (ax.x(p["intensity"]), ax.y(y))
+        at = (p["intensity"], y)
         for g, s in zip(groups, spots):
-            if abs(s[0] - at[0]) < 3 and abs(s[1] - at[1]) < 3:
+            if all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(s, at)):
                 g.append(i)
                 break
         else:
@@ -243,14 +284,29 @@ def _groups(data: dict, ax: _Axes) -> list[list[int]]:
     return groups
 
 
+def _offset_link(fig: SvgFigure, spot: tuple[float, float], at: tuple[float, float],
+                 col: str, name: str) -> Rect:
+    """A dot at a point's true spot and a thin line to its moved marker's edge."""
+    d = math.dist(spot, at)
+    edge = (at[0] + (spot[0] - at[0]) * _MARKER_R / d,
+            at[1] + (spot[1] - at[1]) * _MARKER_R / d)
+    fig.line([spot, edge], stroke=col, width=1, gid=f"offset:{name}")
+    fig.circle(spot[0], spot[1], 1.8, fill=col, gid=f"offset:{name}")
+    return (spot[0] - 3, spot[1] - 3, spot[0] + 3, spot[1] + 3)
+
+
 def _points(fig: SvgFigure, ax: _Axes, data: dict, pts: list, specs: dict) -> dict:
     """Markers, bound ticks and projections; returns what was drawn and label anchors."""
     drawn: dict[str, list] = {"measured": [], "predicted": [], "projections": [],
                               "bounds": [], "anchors": [], "markers": []}
-    for gi, group in enumerate(_groups(data, ax)):
+    groups = _groups(data)
+    spots = [(ax.x(data["points"][g[0]]["intensity"]), ax.y(_point_y(data["points"][g[0]])))
+             for g in groups]
+    for gi, (group, spot, at) in enumerate(zip(groups, spots,
+                                               spread_markers(spots, _MARKER_GAP))):
         p = data["points"][group[0]]
         x, y = p["intensity"], _point_y(p)
-        px, py = ax.x(x), ax.y(y)
+        (px, py), (mx, my) = spot, at
         col, shape = color(f"point:{gi}"), MARKERS[(gi + gi // 6) % len(MARKERS)]
         home = _home(p, data, specs) or next(
             (k for k, v in p["on"].items() if v.get("supported")), None)
@@ -264,20 +320,24 @@ def _points(fig: SvgFigure, ax: _Axes, data: dict, pts: list, specs: dict) -> di
             drawn["bounds"].append({"name": p["name"], "x": x, "y": p["flops"] /
                                     pred.bound_seconds})
             drawn["markers"].append((px - 10, by - 3, px + 10, by + 3))
-        box = _marker(fig, shape, px, py, 6.5, fill=col if p["measured"] else color("panel"),
-                      stroke=col, gid=f"point:{p['name']}", tip=p["label"])
+        offset = (round(mx - px, 2), round(my - py, 2))
+        if offset != (0, 0):
+            drawn["markers"].append(_offset_link(fig, spot, at, col, p["name"]))
+        box = _marker(fig, shape, mx, my, _MARKER_R,
+                      fill=col if p["measured"] else color("panel"), stroke=col,
+                      gid=f"point:{p['name']}", tip=p["label"])
         drawn["markers"].append(box)
         fig.record(f"point:{p['name']}", x=x, y=y, filled=bool(p["measured"]), color=col,
-                   marker=shape, group=[i + 1 for i in group])
+                   marker=shape, group=[i + 1 for i in group], offset=offset)
         numbers = ", ".join(f"#{i + 1}" for i in group)
         names = list(dict.fromkeys(data["points"][i]["name"] for i in group))
         text = f"{numbers} {' = '.join(names)}" + (" (same spot)" if len(group) > 1 else "")
-        drawn["anchors"].append((px, py, text, col))
+        drawn["anchors"].append((mx, my, text, col))
         for i in group:
             kind = "measured" if data["points"][i]["measured"] else "predicted"
             drawn[kind].append({"name": data["points"][i]["name"], "x": x, "y": y,
                                 "home": home, "number": i + 1, "color": col,
-                                "marker": shape})
+                                "marker": shape, "offset": offset})
         for g in data["gpus"]:
             on = p["on"].get(g["key"], {})
             if g["key"] == home or not on.get("supported"):

@@ -1,0 +1,113 @@
+"""Launches of the decode engine's kernels (tilelab.kernels.decode, .decode_gemv) with the
+argument forms the engine passes them, at small shapes, for the Tile IR validator tests.
+
+The shapes follow :class:`tilelab.models.decode_step.DecodeStep` (one layer of a small
+GQA model: 2 KV heads of 3 query heads each, head_dim 16, a 16-position cache),
+:class:`tilelab.models.kv_cache.KVCache` (int32 ``tokens``/``pos``/``seed``, float32
+``inv_temp``) and :func:`tilelab.models.prefill` (``kv_fill_kernel`` on the cache's first
+rows).
+"""
+from __future__ import annotations
+
+import math
+
+from tilelab.kernels import decode as dk
+from tilelab.kernels import decode_gemv as dg
+from tilelab.kernels._host import hinted
+from tilelab.kernels.rope import rope_tables
+from tilelab.runtime.tensor import empty
+
+HK, G, D, S, HIDDEN, VOCAB = 2, 3, 16, 16, 64, 100
+GP, GC = 4, 16                 # the group rounded up to a power of two, and to >= 16 rows
+SPLITS, BN = 3, 16             # KV splits per KV head and keys per step
+HEAD = dg.GemvConfig(bn=16, bk=32, latency=2)
+DT = "bfloat16"
+
+
+def _t(shape, dtype=DT):
+    return empty(shape, dtype, "cpu")
+
+
+def _attention_launches(pos, cache_k, cache_v) -> dict:
+    nq, nkv = HK * G * D, HK * D
+    qkv = _t(nq + 2 * nkv)
+    q3 = qkv[:nq].reshape(HK, G, D)
+    k2, v2 = qkv[nq:nq + nkv].reshape(HK, D), qkv[nq + nkv:].reshape(HK, D)
+    kc, vc = cache_k[0], cache_v[0]
+    cos, sin = rope_tables(32, D, device="cpu")
+    q_rot, attn = _t((HK, G, D)), _t(nq)
+    po, plse = _t((HK, SPLITS, G * D), "float32"), _t((HK, SPLITS, G), "float32")
+    chunk = 1 << (SPLITS - 1).bit_length()
+    return {
+        "qk_norm_rope_cache": (dk.qk_norm_rope_cache_kernel, (
+            q_rot.partition((1, GP, D)), kc.partition((1, S, D)), vc.partition((1, S, D)),
+            q3, k2, v2, _t(D), _t(D), cos, sin, pos, 1e-6, D)),
+        "decode_split": (hinted(dk.decode_split_kernel, occupancy=4), (
+            po.partition((1, 1, GC * D)), plse.partition((1, 1, GC)), q_rot, kc, vc, pos,
+            dk.LOG2E / math.sqrt(D), BN, D)),
+        "decode_combine_head": (dk.decode_combine_head_kernel, (
+            attn.reshape(HK, G, D).partition((1, 1, D)), po.reshape(HK, SPLITS, G, D), plse,
+            chunk, D)),
+    }
+
+
+def _head_launches(pos, tokens) -> dict:
+    blocks = -(-VOCAB // HEAD.bn)
+    logits, pval, pidx = _t(VOCAB, "float32"), _t(blocks, "float32"), _t(blocks, "int32")
+    w, x = _t((VOCAB, HIDDEN)), _t(HIDDEN)
+    inv_temp, seed = _t(1, "float32"), _t(1, "int32")
+    head = hinted(dk.lm_head_partial_kernel, occupancy=HEAD.occupancy)
+
+    def partial(latency, sample):
+        return (head, (logits.partition(HEAD.bn), pval.partition(1), pidx.partition(1), w,
+                       x, inv_temp, seed, pos, HEAD.bk, latency, sample))
+
+    return {
+        "lm_head_partial_sample": partial(HEAD.latency, 1),
+        "lm_head_partial_greedy": partial(0, 0),
+        "pick_token": (dk.pick_token_kernel, (tokens.partition(S), pval, pidx, pos,
+                                              1 << (blocks - 1).bit_length())),
+    }
+
+
+def _gemv_launches() -> dict:
+    cfg = dg.GemvConfig(bn=4, bk=16, latency=3)
+    x, res = _t(40), _t(24)
+    plans = {
+        "gemv": dg.plan_row_gemv(_t((24, 40)), x, config=cfg.with_(latency=None)),
+        "gemv_residual": dg.plan_row_gemv(_t((24, 40)), x, residual=res, config=cfg),
+        "gemv_silu_mul": dg.plan_gemv_silu_mul(_t((2, 24, 40)), x, config=cfg),
+        # the decode step's norm + GEMV kernels (StepConfig.fuse_norms)
+        "gemv_fused_norm_x2": dg.plan_row_gemv(_t((24, 40)), x, x2=x, norm_weight=x,
+                                               config=cfg),
+        "gemv_fused_residual_pair": dg.plan_row_gemv(_t((24, 40)), x, residual=(res, res),
+                                                     config=cfg.with_(latency=None)),
+        "gemv_fused_silu_mul_norm": dg.plan_gemv_silu_mul(_t((2, 24, 40)), x,
+                                                          norm_weight=x, config=cfg),
+    }
+    return {name: plan.launches[0] for name, plan in plans.items()}
+
+
+def decode_launches() -> dict:
+    """name -> (kernel, args): one launch of every decode-engine kernel (each compile-time
+    variant the engine uses: with and without sampling, residual, load latency hints).
+
+    Example:
+        >>> sorted(decode_launches())[:2]                             # doctest: +SKIP
+        ['advance', 'decode_combine_head']
+    """
+    tokens, pos = _t(S, "int32"), _t(1, "int32")
+    cache_k, cache_v = _t((1, HK, S, D)), _t((1, HK, S, D))
+    t = 5                                    # a prefill of 5 tokens
+    bt = 1 << (t - 1).bit_length()
+    out = {
+        "embed_at": (dk.embed_at_kernel, (_t(HIDDEN).partition(HIDDEN), _t((50, HIDDEN)),
+                                          tokens, pos)),
+        "advance": (dk.advance_kernel, (pos.partition(1),)),
+        "kv_fill": (dk.kv_fill_kernel, (cache_k[0][:, :t].partition((1, bt, D)),
+                                        _t((t, HK, D)))),
+    }
+    out.update(_attention_launches(pos, cache_k, cache_v))
+    out.update(_head_launches(pos, tokens))
+    out.update(_gemv_launches())
+    return out
