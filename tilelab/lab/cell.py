@@ -18,6 +18,10 @@ cell's *top-level* ``def`` statements only:
 The decorator is added to the AST with the ``def``'s own line number, so the cell's text,
 its line numbers and tilelab's source capture are untouched.
 
+:func:`run_cell` runs a ``%%tile`` cell without IPython (scripts, the notebook runner
+``benchmarks/notebooks_gpu.py``): the magic's steps on a plain namespace, returning the
+:class:`~tilelab.lab.report.CellReport` the magic's tabs are built from.
+
 Example:
     >>> import ast
     >>> plan = classify_functions(ast.parse('''
@@ -32,10 +36,14 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tilelab.lab.options import TileOptions
+    from tilelab.lab.report import CellReport
 
 __all__ = ["ACCESS_ANNOTATIONS", "CellPlan", "classify_functions", "cell_kernel_names",
-           "decorate_kernels", "definitions_only"]
+           "decorate_kernels", "definitions_only", "options_from_line", "run_cell"]
 
 #: parameter annotations that make an undecorated function a kernel
 ACCESS_ANNOTATIONS = frozenset({"In", "Out", "InOut", "Raw"})
@@ -249,3 +257,105 @@ def definitions_only(tree: ast.Module, kernels: set[str]) -> tuple[ast.Module, l
         else:
             skipped.append(stmt.lineno)
     return ast.Module(body=kept, type_ignores=tree.type_ignores), skipped
+
+
+def options_from_line(line: str) -> TileOptions:
+    """The :class:`~tilelab.lab.options.TileOptions` of a ``%%tile`` line, parsed without
+    IPython: every keyword of ``TileOptions.from_args`` is an option (``no_run`` is
+    ``--no-run``; a ``False`` default makes a flag). Raises
+    :class:`~tilelab.lab.options.OptionError` naming what is wrong.
+
+    Example:
+        >>> o = options_from_line("--backend cpu --bench --show timings,roofline")
+        >>> o.backend, o.bench, o.views
+        ('cpu', True, ('roofline', 'timings'))
+    """
+    import argparse
+    import inspect
+    import shlex
+
+    from tilelab.lab.options import OptionError, TileOptions
+
+    parser = argparse.ArgumentParser(prog="%%tile", add_help=False, exit_on_error=False)
+    flags = []
+    for p in inspect.signature(TileOptions.from_args).parameters.values():
+        if p.kind is not p.KEYWORD_ONLY:
+            continue
+        flag = "--" + p.name.replace("_", "-")
+        flags.append(flag)
+        if p.default is False:
+            parser.add_argument(flag, dest=p.name, action="store_true")
+        else:
+            parser.add_argument(flag, dest=p.name,
+                                type=int if "int" in str(p.annotation) else str)
+    try:
+        args, extra = parser.parse_known_args(shlex.split(line))
+    except (argparse.ArgumentError, ValueError) as e:
+        raise OptionError(f"%%tile {line.strip()}: {e}") from None
+    if extra:
+        raise OptionError(f"%%tile: unknown option {' '.join(extra)!r}; the options are "
+                          f"{', '.join(flags)}")
+    return TileOptions.from_args(**vars(args))
+
+
+def run_cell(line: str, body: str, namespace: dict, *, name: str = "") -> CellReport:
+    """Run a ``%%tile`` cell without IPython and return its
+    :class:`~tilelab.lab.report.CellReport` (compiled kernels, launches with their
+    measured or predicted roofline points, notes).
+
+    The steps of the magic: ``line`` parsed by :func:`options_from_line`; the body (the
+    ``%%tile`` line kept as a comment, so line numbers are the cell's) registered in
+    ``linecache`` under ``name``, its kernels made by this module's rule, run in
+    ``namespace`` (globals, as a notebook's) with its launches recorded, then compiled,
+    counted and timed by :func:`tilelab.lab.collect.collect_report`. Line magics in the
+    body are not expanded. An error of the body (a race the interpreter found included)
+    propagates; a kernel that does not compile is raised once the report is built, as
+    the magic raises it. ``name`` defaults to a fresh ``<%%tile cell N>``.
+
+    Example:
+        >>> ns = {"tl": __import__("tilelab")}
+        >>> r = run_cell("--backend cpu --show timings", '''
+        ... def add(z: tl.Out, x: tl.In):
+        ...     z.store(tl.load_like(x, z) + 1)
+        ... x = tl.zeros(256, device="cpu"); z = tl.empty(256, device="cpu")
+        ... add(z.partition(64), x)''', ns, name="<demo>")
+        >>> r.summary_line().split(" · ")[0], r.launches[0].measurement.time_kind
+        ('<demo>: 1 kernel, 1 launch', 'predicted')
+    """
+    import linecache
+    import time
+
+    from tilelab import config
+    from tilelab.lab.collect import collect_report
+    from tilelab.lab.record import LaunchRecorder
+    from tilelab.runtime.device import backend
+    from tilelab.runtime.kernel import Kernel
+
+    opts = options_from_line(line)
+    t0 = time.perf_counter()
+    code = f"# %%tile {line}".rstrip() + "\n" + body
+    name = name or f"<%%tile cell {time.perf_counter_ns()}>"
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    tree = ast.parse(code, name)
+    plan = classify_functions(tree)
+    kernel_names = cell_kernel_names(tree, plan)
+    decorate_kernels(tree, plan.kernels, opts.kernel_options)
+    notes = []
+    if not opts.run:
+        tree, skipped = definitions_only(tree, kernel_names)
+        if skipped:
+            notes.append("--no-run: skipped the statements at line"
+                         f"{'s' * (len(skipped) > 1)} {', '.join(map(str, skipped))}")
+    with config.override(backend=opts.backend):
+        active = backend()
+        with LaunchRecorder() as rec:
+            exec(compile(tree, name, "exec"), namespace)
+        kernels = {n: namespace[n] for n in sorted(kernel_names)
+                   if isinstance(namespace.get(n), Kernel)}
+        report = collect_report(rec, kernels, namespace.get("TILELAB_EXAMPLES"), opts,
+                                cell_name=name, kernel_rule=plan.explain(), backend=active)
+    report.notes[:0] = notes
+    report.seconds = time.perf_counter() - t0
+    if report.compile_errors:
+        raise report.compile_errors[0]
+    return report
