@@ -1,7 +1,10 @@
-"""Test-wide setup: a private compile cache, the GPU marker skip, and torch where CI
-requires it."""
+"""Test-wide setup: a private compile cache, the GPU marker skip, torch where CI
+requires it, and ``kernel_file`` (a kernel file the ``tilelab`` command is tested on)."""
 import os
 import tempfile
+import textwrap
+
+import pytest
 
 # Keep the user's ~/.cache/tilelab out of the tests (and start from a cold cache).
 _OWN_CACHE = None
@@ -26,3 +29,22 @@ def pytest_sessionstart(session):
         except ImportError as e:
             raise RuntimeError(f"TILELAB_REQUIRE_TORCH=1 but torch cannot be imported ({e}); "
                                "install it with pip install -e '.[torch]'") from None
+
+
+@pytest.fixture
+def kernel_file(tmp_path):
+    """A file defining the safe kernel ``add`` and its ``TILELAB_EXAMPLES`` entry, as
+    ``tilelab compile FILE::add`` takes it."""
+    f = tmp_path / "mykernels.py"
+    f.write_text(textwrap.dedent('''
+        import tilelab as tl
+        import cuda.tile as ct
+
+        @tl.kernel
+        def add(z: tl.Out, x: tl.In, y: tl.In):
+            z.store(tl.load_like(x, z) + tl.load_like(y, z))
+
+        X = tl.spec(4096, "float32")
+        TILELAB_EXAMPLES = {"add": (X.partition(256), X, X)}
+        '''))
+    return f

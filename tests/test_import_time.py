@@ -69,23 +69,6 @@ def test_star_import_and_submodules_and_unknown_names():
         tilelab.no_such_name  # noqa: B018
 
 
-@pytest.fixture
-def kernel_file(tmp_path):
-    f = tmp_path / "warm.py"
-    f.write_text(textwrap.dedent('''
-        import tilelab as tl
-        import cuda.tile as ct
-
-        @tl.kernel
-        def add(z: tl.Out, x: tl.In, y: tl.In):
-            z.store(tl.load_like(x, z) + tl.load_like(y, z))
-
-        X = tl.spec(4096, "float32")
-        TILELAB_EXAMPLES = {"add": (X.partition(256), X, X)}
-        '''))
-    return f
-
-
 def test_warm_compile_imports_no_compiler_chain(kernel_file):
     args = ("compile", f"{kernel_file}::add", "--arch", "sm_90", "--emit", "tileir,resources")
     full, full_mods = run_probe(*args)

@@ -7,23 +7,6 @@ import textwrap
 import pytest
 
 
-@pytest.fixture
-def kernel_file(tmp_path):
-    f = tmp_path / "mykernels.py"
-    f.write_text(textwrap.dedent('''
-        import tilelab as tl
-        import cuda.tile as ct
-
-        @tl.kernel
-        def add(z: tl.Out, x: tl.In, y: tl.In):
-            z.store(tl.load_like(x, z) + tl.load_like(y, z))
-
-        X = tl.spec(4096, "float32")
-        TILELAB_EXAMPLES = {"add": (X.partition(256), X, X)}
-        '''))
-    return f
-
-
 def tilelab(*args):
     return subprocess.run([sys.executable, "-m", "tilelab", *args], capture_output=True,
                           text=True, timeout=300)

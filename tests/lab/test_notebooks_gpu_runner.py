@@ -9,6 +9,7 @@ messages a user reads.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -92,6 +93,34 @@ def test_tile_line_parses_like_the_magic():
 def test_run_cell_raises_the_cells_own_error():
     with pytest.raises(ZeroDivisionError):
         run_cell("--backend cpu", "x = 1 / 0", {}, name="<zero>")
+
+
+RACY = """import cuda.tile as ct
+def clash(x: tl.Raw):
+    ct.store(x, index=(0,), tile=ct.full((8,), ct.bid(0), dtype=ct.float32))
+x = tl.zeros(8, device="cpu")
+clash(x, grid=(2,))
+"""
+
+
+def test_a_race_propagates_from_run_cell_and_is_kept_for_the_magic():
+    import linecache
+    import time
+
+    import tilelab as tl
+    from tilelab.lab.cell import run_parsed_cell
+
+    with pytest.raises(tl.LaunchError, match=r"<race>:4:5: 1 race\(s\) in kernel 'clash'"):
+        run_cell("--backend cpu --unsafe", RACY, {"tl": tl}, name="<race>")
+    # the magic's way: the race is kept, its launch recorded, its trace on the report
+    linecache.cache["<kept>"] = (len(RACY), None, RACY.splitlines(True), "<kept>")
+    run = run_parsed_cell(ast.parse(RACY), options_from_line("--backend cpu --unsafe"),
+                          {"tl": tl}, cell_name="<kept>", started=time.perf_counter(),
+                          keep_race=True)
+    assert isinstance(run.raced, tl.LaunchError) and "write-write race" in str(run.raced)
+    assert run.plan.kernels == ("clash",)
+    assert [launch.count for launch in run.report.launches] == [1]
+    assert run.report.race_trace is not None and run.report.race_trace.races
 
 
 def test_only_names_the_notebooks_it_knows():

@@ -18,8 +18,11 @@ cell's *top-level* ``def`` statements only:
 The decorator is added to the AST with the ``def``'s own line number, so the cell's text,
 its line numbers and tilelab's source capture are untouched.
 
-:func:`run_cell` runs a ``%%tile`` cell without IPython (scripts, the notebook runner
-``benchmarks/notebooks_gpu.py``): the magic's steps on a plain namespace, returning the
+:func:`run_parsed_cell` holds the steps of a cell once it is registered and parsed
+(make its kernels, run it with its launches recorded under the chosen backend, collect
+the report); the magic and :func:`run_cell` both run a cell through it. :func:`run_cell`
+runs a ``%%tile`` cell without IPython (scripts, the notebook runner
+``benchmarks/notebooks_gpu.py``) on a plain namespace, returning the
 :class:`~tilelab.lab.report.CellReport` the magic's tabs are built from.
 
 Example:
@@ -35,15 +38,17 @@ Example:
 from __future__ import annotations
 
 import ast
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from tilelab.lab.options import TileOptions
     from tilelab.lab.report import CellReport
 
-__all__ = ["ACCESS_ANNOTATIONS", "CellPlan", "classify_functions", "cell_kernel_names",
-           "decorate_kernels", "definitions_only", "options_from_line", "run_cell"]
+__all__ = ["ACCESS_ANNOTATIONS", "CellPlan", "CellRun", "classify_functions",
+           "cell_kernel_names", "decorate_kernels", "definitions_only", "options_from_line",
+           "run_parsed_cell", "run_cell"]
 
 #: parameter annotations that make an undecorated function a kernel
 ACCESS_ANNOTATIONS = frozenset({"In", "Out", "InOut", "Raw"})
@@ -298,6 +303,104 @@ def options_from_line(line: str) -> TileOptions:
     return TileOptions.from_args(**vars(args))
 
 
+@dataclass
+class CellRun:
+    """What :func:`run_parsed_cell` produced: the cell's report, the verdict on its
+    functions, and the race error it kept (``keep_race``) to raise once the tabs are shown.
+
+    Example:
+        >>> from tilelab.lab.report import CellReport
+        >>> CellRun(CellReport(cell_name="<c>"), CellPlan((), (), ())).raced is None
+        True
+    """
+
+    report: CellReport
+    plan: CellPlan
+    raced: BaseException | None = None
+
+
+def _exec_in(namespace: dict, name: str) -> Callable[[ast.Module], None]:
+    """Run a cell module in ``namespace`` (its globals), compiled under ``name``."""
+    return lambda tree: exec(compile(tree, name, "exec"), namespace)
+
+
+def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
+                    cell_name: str, started: float,
+                    execute: Callable[[ast.Module], None] | None = None,
+                    rename: Callable[[str], str] | None = None,
+                    active_backend: Callable[[], str] | None = None,
+                    keep_race: bool = False) -> CellRun:
+    """The steps of a ``%%tile`` cell once its body is registered in ``linecache`` and
+    parsed: shared by the magic and :func:`run_cell`.
+
+    Its functions are made kernels by this module's rule (``--no-run`` leaves out the
+    statements that launch them, a note says which), the body runs under ``opts``'
+    backend with its launches recorded, then the launches and the ``namespace``'s
+    kernels are compiled, counted and timed by :func:`tilelab.lab.collect.collect_report`
+    (``report.seconds`` counts from ``started``, a ``time.perf_counter()``).
+
+    The caller's parts: ``cell_name`` names the cell in the report; ``execute`` runs the
+    module (default: ``exec`` in ``namespace``, compiled under ``cell_name``, which is
+    then the name registered in ``linecache``; the magic's goes through the shell);
+    ``rename`` names files in the report (the magic's: ``In[n]``); ``active_backend``
+    names the backend in use (default :func:`tilelab.runtime.device.backend`; the
+    magic's makes an unusable one a UsageError).
+
+    An error of the body propagates, except a race the CPU interpreter found when
+    ``keep_race``: its launch is recorded, its trace is the report's ``race_trace``, and
+    the error is returned in ``raced``. A kernel that does not compile is in
+    ``report.compile_errors``, not raised.
+
+    Example:
+        >>> import linecache, time
+        >>> code = "def k(z: tl.Out): pass\\nTILELAB_EXAMPLES = {}\\n"
+        >>> linecache.cache["<parsed>"] = (len(code), None, code.splitlines(True), "<parsed>")
+        >>> ns = {"tl": __import__("tilelab")}
+        >>> run = run_parsed_cell(ast.parse(code), options_from_line("--backend cpu"), ns,
+        ...                       cell_name="<parsed>", started=time.perf_counter())
+        >>> run.plan.kernels, type(ns["k"]).__name__, run.report.launches
+        (('k',), 'Kernel', [])
+    """
+    from tilelab import config
+    from tilelab.lab.collect import collect_report
+    from tilelab.lab.record import LaunchRecorder, failed_launch
+    from tilelab.runtime.device import backend
+    from tilelab.runtime.kernel import Kernel
+
+    plan = classify_functions(tree)
+    kernel_names = cell_kernel_names(tree, plan)
+    decorate_kernels(tree, plan.kernels, opts.kernel_options)
+    notes = []
+    if not opts.run:
+        tree, skipped = definitions_only(tree, kernel_names)
+        if skipped:
+            notes.append("--no-run: skipped the statements at line"
+                         f"{'s' * (len(skipped) > 1)} {', '.join(map(str, skipped))}")
+    race, raced = None, None
+    with config.override(backend=opts.backend):
+        active = (active_backend or backend)()
+        with LaunchRecorder() as rec:
+            try:
+                (execute or _exec_in(namespace, cell_name))(tree)
+            except BaseException as e:
+                race = failed_launch(e) if keep_race else None
+                if race is None:
+                    raise
+                raced = e  # a race: shown (the Race tab first), then raised
+        if race is not None:
+            rec.add(race)
+        kernels = {n: namespace[n] for n in sorted(kernel_names)
+                   if isinstance(namespace.get(n), Kernel)}
+        report = collect_report(rec, kernels, namespace.get("TILELAB_EXAMPLES"), opts,
+                                cell_name=cell_name, rename=rename or (lambda f: f),
+                                kernel_rule=plan.explain(), backend=active)
+    report.notes[:0] = notes
+    report.seconds = time.perf_counter() - started
+    if race is not None:
+        report.race_trace = race.trace
+    return CellRun(report, plan, raced)
+
+
 def run_cell(line: str, body: str, namespace: dict, *, name: str = "") -> CellReport:
     """Run a ``%%tile`` cell without IPython and return its
     :class:`~tilelab.lab.report.CellReport` (compiled kernels, launches with their
@@ -305,12 +408,11 @@ def run_cell(line: str, body: str, namespace: dict, *, name: str = "") -> CellRe
 
     The steps of the magic: ``line`` parsed by :func:`options_from_line`; the body (the
     ``%%tile`` line kept as a comment, so line numbers are the cell's) registered in
-    ``linecache`` under ``name``, its kernels made by this module's rule, run in
-    ``namespace`` (globals, as a notebook's) with its launches recorded, then compiled,
-    counted and timed by :func:`tilelab.lab.collect.collect_report`. Line magics in the
-    body are not expanded. An error of the body (a race the interpreter found included)
-    propagates; a kernel that does not compile is raised once the report is built, as
-    the magic raises it. ``name`` defaults to a fresh ``<%%tile cell N>``.
+    ``linecache`` under ``name``, then run by :func:`run_parsed_cell` in ``namespace``
+    (globals, as a notebook's). Line magics in the body are not expanded. An error of
+    the body (a race the interpreter found included) propagates; a kernel that does not
+    compile is raised once the report is built, as the magic raises it. ``name``
+    defaults to a fresh ``<%%tile cell N>``.
 
     Example:
         >>> ns = {"tl": __import__("tilelab")}
@@ -323,39 +425,14 @@ def run_cell(line: str, body: str, namespace: dict, *, name: str = "") -> CellRe
         ('<demo>: 1 kernel, 1 launch', 'predicted')
     """
     import linecache
-    import time
-
-    from tilelab import config
-    from tilelab.lab.collect import collect_report
-    from tilelab.lab.record import LaunchRecorder
-    from tilelab.runtime.device import backend
-    from tilelab.runtime.kernel import Kernel
 
     opts = options_from_line(line)
     t0 = time.perf_counter()
     code = f"# %%tile {line}".rstrip() + "\n" + body
     name = name or f"<%%tile cell {time.perf_counter_ns()}>"
     linecache.cache[name] = (len(code), None, code.splitlines(True), name)
-    tree = ast.parse(code, name)
-    plan = classify_functions(tree)
-    kernel_names = cell_kernel_names(tree, plan)
-    decorate_kernels(tree, plan.kernels, opts.kernel_options)
-    notes = []
-    if not opts.run:
-        tree, skipped = definitions_only(tree, kernel_names)
-        if skipped:
-            notes.append("--no-run: skipped the statements at line"
-                         f"{'s' * (len(skipped) > 1)} {', '.join(map(str, skipped))}")
-    with config.override(backend=opts.backend):
-        active = backend()
-        with LaunchRecorder() as rec:
-            exec(compile(tree, name, "exec"), namespace)
-        kernels = {n: namespace[n] for n in sorted(kernel_names)
-                   if isinstance(namespace.get(n), Kernel)}
-        report = collect_report(rec, kernels, namespace.get("TILELAB_EXAMPLES"), opts,
-                                cell_name=name, kernel_rule=plan.explain(), backend=active)
-    report.notes[:0] = notes
-    report.seconds = time.perf_counter() - t0
+    report = run_parsed_cell(ast.parse(code, name), opts, namespace, cell_name=name,
+                             started=t0).report
     if report.compile_errors:
         raise report.compile_errors[0]
     return report

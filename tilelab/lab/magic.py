@@ -21,21 +21,19 @@ Example:
 """
 from __future__ import annotations
 
-import contextlib
+import ast
 import re
 import time
-from typing import Any, Iterator
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from tilelab.lab.cell import (cell_kernel_names, classify_functions, decorate_kernels,
-                              definitions_only)
+from tilelab.lab.cell import run_parsed_cell
 from tilelab.lab.options import OptionError, TileOptions
-from tilelab.lab.record import LaunchRecorder, failed_launch
-from tilelab.lab.runner import (display_name, execute, parse_cell, prepare_error,
-                                register_cell, rename_cells)
+from tilelab.lab.runner import (CellSource, display_name, execute, parse_cell,
+                                prepare_error, register_cell, rename_cells)
 
 __all__ = ["TileMagics", "last_view"]
 
@@ -51,16 +49,6 @@ def last_view() -> Any:
         >>> v.report.kernels[0].artifacts.ptx[:20]            # doctest: +SKIP
     """
     return _LAST[0]
-
-
-@contextlib.contextmanager
-def _backend(name: str | None) -> Iterator[None]:
-    """Run with the backend setting held at ``name`` (unchanged when None); see
-    :func:`tilelab.config.override`."""
-    from tilelab import config
-
-    with config.override(backend=name):
-        yield
 
 
 @magics_class
@@ -142,47 +130,19 @@ class TileMagics(Magics):
         t0 = time.perf_counter()
         src = register_cell(shell, cell, line)
         tree = parse_cell(shell, src)  # a SyntaxError is IPython's to show
-        plan = classify_functions(tree)
-        kernel_names = cell_kernel_names(tree, plan)
-        decorate_kernels(tree, plan.kernels, opts.kernel_options)
-        notes = []
-        if not opts.run:
-            tree, skipped = definitions_only(tree, kernel_names)
-            if skipped:
-                notes.append("--no-run: skipped the statements at line"
-                             f"{'s' * (len(skipped) > 1)} {', '.join(map(str, skipped))}")
-        with _backend(opts.backend):
-            active = _active_backend()
-            race, raced = None, None
-            with LaunchRecorder() as rec:
-                try:
-                    execute(shell, tree, src)
-                except BaseException as e:
-                    prepare_error(shell, e, src)
-                    race = failed_launch(e)
-                    if race is None:
-                        raise
-                    raced = e  # a race: show the tabs (the Race tab first), then raise
-            if race is not None:
-                rec.add(race)
-            kernels = {n: shell.user_ns[n] for n in sorted(kernel_names)
-                       if _is_kernel(shell.user_ns.get(n))}
-            from tilelab.lab.collect import collect_report
-
-            report = collect_report(
-                rec, kernels, shell.user_ns.get("TILELAB_EXAMPLES"), opts,
-                cell_name=src.display_name, rename=lambda f: display_name(shell, f),
-                kernel_rule=plan.explain(), backend=active)
-        report.notes[:0] = notes
-        report.seconds = time.perf_counter() - t0
-        if race is not None:
-            report.race_trace = race.trace
-            report.race_message = rename_cells(str(raced), shell, [src.filename])
-        view = self._show(report, opts, plan.kernels)
+        run = run_parsed_cell(
+            tree, opts, shell.user_ns, cell_name=src.display_name, started=t0,
+            execute=lambda module: _execute(shell, module, src),
+            rename=lambda f: display_name(shell, f), active_backend=_active_backend,
+            keep_race=True)
+        report = run.report
+        if run.raced is not None:
+            report.race_message = rename_cells(str(run.raced), shell, [src.filename])
+        view = self._show(report, opts, run.plan.kernels)
         if opts.save:
             self._save(report, view, opts.save)
-        if raced is not None:
-            raise raced
+        if run.raced is not None:
+            raise run.raced
         if report.compile_errors:
             raise prepare_error(shell, report.compile_errors[0], src)
 
@@ -259,7 +219,11 @@ def _active_backend() -> str:
         raise UsageError(f"%%tile: {e}") from None
 
 
-def _is_kernel(obj: Any) -> bool:
-    from tilelab.runtime.kernel import Kernel
-
-    return isinstance(obj, Kernel)
+def _execute(shell: Any, tree: ast.Module, src: CellSource) -> None:
+    """Run the cell's module through the shell; an error leaving it is made to render
+    well first (:func:`~tilelab.lab.runner.prepare_error`)."""
+    try:
+        execute(shell, tree, src)
+    except BaseException as e:
+        prepare_error(shell, e, src)
+        raise
