@@ -128,6 +128,7 @@ CSS = """
 .tilelab-widget-tabs .lm-TabBar { min-height: fit-content; height: auto !important; }
 .tilelab-widget-tabs .lm-TabBar-tab { flex: 0 0 auto !important; min-width: fit-content !important;
   max-width: none !important; }
+.tilelab-widget-tabs .widget-html-content { min-width: 0; max-width: 100%; }
 .jp-OutputArea-child:has(.tilelab-static):has(+ .jp-OutputArea-child .tilelab-view) {
   display: none; }
 """
