@@ -11,9 +11,11 @@ round's median), counts it on the CPU interpreter as the lab does (sampled block
 executed and useful FLOPs) and reads its registers, threads and shared memory from the
 compiled kernel. That gives the model's input (a ``LaunchShape``), the model's time with
 the current constants, and the measured time; :func:`tilelab.perf.predict_fit.
-fit_constants` then fits the launch floor and the efficiencies. The JSON holds the
+fit_constants` then fits the model's constants (launch floor, efficiencies, tile MMA
+law, block latency). The JSON holds the
 environment, every case, the fit and the errors before and after; the script prints the
-``CONSTANTS`` lines to paste into ``tilelab/perf/predict.py``.
+``CONSTANTS`` lines to paste into ``tilelab/perf/predict.py``. The fit holds the
+constants of :data:`HOLD` at their assumptions.
 
 Bytes: compulsory bytes (``tilelab.perf.counting``) for the tour cases, the interpreter's
 tile traffic for the explorer's, as the demo and the explorer place their points; GEMMs
@@ -23,6 +25,11 @@ Run (repository root)::
 
     python -m benchmarks.predict_fit --out benchmarks/results/predict_fit_h200_DATE.json
     python -m benchmarks.predict_fit --backend cpu --out /tmp/predict_fit.json   # dry run
+    python -m benchmarks.predict_fit --refit benchmarks/results/predict_fit_h200_DATE.json
+
+``--refit`` runs nothing: it rebuilds each stored case's model input from the JSON
+(``tilelab.perf.predict_fit.rows_from_result``) and fits the current model to the stored
+times, so a change to the model can be calibrated again on the CPU.
 
 On the CPU backend it is a dry run: tiny sizes, the interpreter's host time stands in
 for the measurement, and the JSON says ``"dry_run": true`` (its constants mean nothing).
@@ -44,10 +51,18 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from benchmarks.common import REPO, RESULTS, env_info, gpu_slug, rel_err, time_rounds, write_json
+from tilelab.demo import ref_add, ref_mm, ref_softmax
 
-__all__ = ["Case", "cases", "launch_shape", "run_case", "run", "report", "main", "SCHEMA"]
+__all__ = ["Case", "cases", "launch_shape", "run_case", "run", "refit", "report", "main",
+           "SCHEMA", "HOLD"]
 
 SCHEMA = "tilelab-predict-fit/1"
+
+#: constants the fit leaves at their assumptions, and why
+HOLD = {"eff_cuda": "element-wise math limits none of these launches; the softmax "
+                    "launches can also be fitted by a very low element-wise efficiency "
+                    "instead of the block latency (a worse fit of the whole run), so "
+                    "the fit would depend on where the search starts"}
 
 
 @dataclass(frozen=True)
@@ -78,20 +93,6 @@ class Case:
 
 # ============================================================================ cases
 
-def _ref_add(x, y, sel=slice(None)):
-    return x[sel].astype(np.float64) + y[sel].astype(np.float64)
-
-
-def _ref_mm(a, b, sel=slice(None)):
-    return a[sel].astype(np.float64) @ b.astype(np.float64)
-
-
-def _ref_softmax(x, sel=slice(None)):
-    v = x[sel].astype(np.float64)
-    e = np.exp(v - v.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def _vector_add(group: str, n: int, tile: int, *, work: bool) -> Case:
     import tilelab as tl
     from tilelab.kernels.examples import vector_add
@@ -105,7 +106,7 @@ def _vector_add(group: str, n: int, tile: int, *, work: bool) -> Case:
                 (x, y), z)
 
     return Case(f"{group} vector add n={n} tile={tile}", group, vector_add,
-                {"n": n, "tile": tile, "dtype": "float32"}, build, _ref_add, 1e-6,
+                {"n": n, "tile": tile, "dtype": "float32"}, build, ref_add, 1e-6,
                 counting.elementwise(n, dtype="float32") if work else None, sample_blocks=16)
 
 
@@ -136,7 +137,7 @@ def _gemm(group: str, size: int, tile: int, k_tile: int, dtype: str, schedule: s
     return Case(f"{group} {what} {short} {size}³ {tile}×{tile}×{k_tile} {schedule}", group,
                 kernel, {"m": size, "n": size, "k": size, "tile": [tile, tile],
                          "k_tile": k_tile, "dtype": dtype, "schedule": schedule},
-                build, _ref_mm, 1e-2, counting.gemm(size, size, size, a_dtype=dtype)
+                build, ref_mm, 1e-2, counting.gemm(size, size, size, a_dtype=dtype)
                 if work else None, gemm=True, check_rows=64 if size > 1024 else None,
                 sample_blocks=4)
 
@@ -153,7 +154,7 @@ def _softmax(rows: int, cols: int) -> Case:
 
     return Case(f"tour softmax {rows}×{cols}", "tour", softmax,
                 {"rows": rows, "cols": cols, "tile": [4, next_pow2(cols)]}, build,
-                _ref_softmax, 1e-5, counting.softmax(rows, cols, dtype="float32"))
+                ref_softmax, 1e-5, counting.softmax(rows, cols, dtype="float32"))
 
 
 def cases(backend: str) -> list[Case]:
@@ -215,10 +216,11 @@ def launch_shape(case: Case, args: Sequence[Any], trace: Any,
         order = [tuple(int(x) for x in t[-2:]) for t in part.order()]
         gemm = GemmShape(m, n, int(a.shape[1]), int(part.tile_shape[0]),
                          int(part.tile_shape[1]), a.itemsize, b.itemsize,
-                         part.tensor.itemsize, order)
+                         part.tensor.itemsize, order, tile_k=int(args[3]))
         info["gemm"] = {k: v for k, v in asdict(gemm).items() if k != "order"}
-        info["gemm"]["order"] = case.params.get("schedule")
-        # whether the lab's own detection finds this GEMM (it misses square ones)
+        info["gemm"].update(order=case.params.get("schedule"),
+                            group_m=getattr(part.schedule, "group_m", None))
+        # whether the lab's own detection (gemm_shape_of) finds this GEMM
         info["lab_finds_gemm"] = gemm_shape_of(SimpleNamespace(args=args), trace) is not None
     res = {k: _res(resources, k) for k in ("threads_per_block", "registers")}
     shared = (_res(resources, "shared_bytes") or 0) + (_res(resources,
@@ -355,7 +357,7 @@ def _fit(rows: list[dict], shapes: list[Any], spec: Any, source: str) -> Any:
                 for r, s in zip(rows, shapes) if s is not None]
     if not fit_rows:
         return None
-    fit = fit_constants(fit_rows, source=source)
+    fit = fit_constants(fit_rows, source=source, hold=HOLD)
     for r, s in zip(rows, shapes):
         if s is not None:
             r["model_before"] = predict_launch(s, spec).summary()
@@ -410,6 +412,28 @@ def run(backend: str, out: Path, *, budget_s: float = 100.0, resources: bool = T
     return data
 
 
+def refit(path: Path) -> dict[str, Any]:
+    """The result file at ``path`` with its fit redone by the current model, from the
+    cases it stores (:func:`tilelab.perf.predict_fit.rows_from_result` rebuilds their
+    model inputs): no GPU needed. The fit made at the run stays under ``"fit_at_run"``.
+
+    Example:
+        >>> data = refit(RESULTS / "predict_fit_h200_2026-12-02.json")
+        >>> data["fit"]["after"]["median_abs_log"] < 0.1 < data["fit_at_run"]["after"][
+        ...     "median_abs_log"]
+        True
+    """
+    import json
+
+    from tilelab.perf.predict_fit import fit_constants, rows_from_result
+
+    data = json.loads(Path(path).read_text())
+    rows = rows_from_result(data)
+    source = _source(Path(path), data["env"], len(rows), bool(data.get("dry_run")))
+    fit = fit_constants(rows, source=source, hold=HOLD)
+    return dict(data, fit=fit.to_dict(), fit_at_run=data.get("fit_at_run", data.get("fit")))
+
+
 def _fmt_s(s: float | None) -> str:
     from tilelab.perf.roofline import format_seconds
 
@@ -442,6 +466,9 @@ def report(data: dict) -> str:
 
     for when in ("before", "after"):
         lines.append(f"  {when} the fit: {ErrorStats(**fit[when]).describe()}")
+    if data.get("fit_at_run"):
+        lines.append("  the model of the run, with its constants: "
+                     f"{ErrorStats(**data['fit_at_run']['before']).describe()}")
     lines.append(f"  fitted: {', '.join(fit['fitted']) or 'nothing'}; not constrained by "
                  f"these launches: {', '.join(fit['unconstrained']) or 'none'}")
     lines += [f"  note: {n}" for n in fit["notes"]]
@@ -451,7 +478,8 @@ def report(data: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m benchmarks.predict_fit --out X.json [--backend cpu]``.
+    """Command line: ``python -m benchmarks.predict_fit --out X.json [--backend cpu]``, or
+    ``--refit RESULT.json [--out Y.json]`` to refit a stored run without a GPU.
 
     Example:
         >>> main(["--backend", "cpu", "--out", "/tmp/pf.json"])   # doctest: +SKIP
@@ -468,7 +496,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-resources", action="store_true",
                     help="do not compile for registers/threads (the model assumes 1 block/SM)")
     ap.add_argument("--only", default=None, help="only the cases whose name contains this")
+    ap.add_argument("--refit", type=Path, default=None, metavar="RESULT.json",
+                    help="no run: refit the current model to the cases of this result file "
+                    "(no GPU needed); with --out, write the refitted result there")
     ns = ap.parse_args(argv)
+    if ns.refit is not None:
+        data = refit(ns.refit)
+        print(report(data))
+        if ns.out is not None:
+            write_json(ns.out, data)
+            print(f"written to {ns.out}")
+        return 0
     if ns.backend:
         os.environ["TILELAB_BACKEND"] = ns.backend
     from tilelab.runtime.device import backend as get_backend

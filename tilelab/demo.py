@@ -22,7 +22,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["run_demo", "demo_cases", "TourCase", "TourResult", "tour_cases", "run_tour",
-           "write_summary", "print_summary", "SUMMARY_FIELDS"]
+           "write_summary", "print_summary", "SUMMARY_FIELDS", "ref_add", "ref_mm",
+           "ref_softmax"]
 
 
 def demo_cases():
@@ -79,6 +80,38 @@ def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def ref_add(x: np.ndarray, y: np.ndarray, sel: Any = slice(None)) -> np.ndarray:
+    """The vector add's float64 reference, of the rows ``sel``.
+
+    Example:
+        >>> ref_add(np.ones(3, np.float32), np.arange(3, dtype=np.float32)).tolist()
+        [1.0, 2.0, 3.0]
+    """
+    return x[sel].astype(np.float64) + y[sel].astype(np.float64)
+
+
+def ref_mm(a: np.ndarray, b: np.ndarray, sel: Any = slice(None)) -> np.ndarray:
+    """The GEMM's float64 reference ``a @ b``, of the rows ``sel`` of ``a``.
+
+    Example:
+        >>> ref_mm(np.eye(2, dtype=np.float32), np.full((2, 2), 2, np.float32)).tolist()
+        [[2.0, 2.0], [2.0, 2.0]]
+    """
+    return a[sel].astype(np.float64) @ b.astype(np.float64)
+
+
+def ref_softmax(x: np.ndarray, sel: Any = slice(None)) -> np.ndarray:
+    """The row softmax's float64 reference, of the rows ``sel``.
+
+    Example:
+        >>> ref_softmax(np.zeros((1, 4), np.float32)).tolist()
+        [[0.25, 0.25, 0.25, 0.25]]
+    """
+    v = x[sel].astype(np.float64)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
 def tour_cases(device: str) -> list[TourCase]:
     """The four kernels at GPU sizes (``device="gpu"``) or small CPU sizes (``"cpu"``).
 
@@ -120,17 +153,6 @@ def tour_cases(device: str) -> list[TourCase]:
         x = _rng(5).standard_normal((rows, cols), dtype=np.float32)
         y = tl.empty((rows, cols), dtype="float32", device=device_)
         return ((y.partition((4, next_pow2(cols))), tl.tensor(x, device=device_)), (x,), y)
-
-    def ref_add(x, y, sel=slice(None)):
-        return x[sel].astype(np.float64) + y[sel].astype(np.float64)
-
-    def ref_mm(a, b, sel=slice(None)):
-        return a[sel].astype(np.float64) @ b.astype(np.float64)
-
-    def ref_softmax(x, sel=slice(None)):
-        v = x[sel].astype(np.float64)
-        e = np.exp(v - v.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
 
     band = 64 if gpu else None
     return [
@@ -448,8 +470,8 @@ def run_demo(arch: str | None = None, out_dir: str = "tilelab-demo", *,
     print_summary(results)
     if device != "gpu":
         print("  (predicted times come from the model of tilelab.perf.predict: launch floor, "
-              "waves, padding, tile reuse, with uncalibrated constants; the roofline bound "
-              "is drawn above each point)")
+              "waves, padding, tile reuse, constants fitted to an H200 run; the roofline "
+              "bound is drawn above each point)")
     csv_path = write_summary(results, out / "summary.csv")
     print(f"  summary written to {csv_path}")
     print(f"  {_roofline_png(results, out / 'roofline.png', current)}")

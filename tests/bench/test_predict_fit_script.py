@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from benchmarks import predict_fit as pf
+from benchmarks.common import RESULTS
+from tilelab.perf.predict import CONSTANTS
 from tilelab.perf.predict_fit import load_fit
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -52,10 +54,11 @@ def test_a_square_gemm_gets_its_tile_reuse_shape():
     g = shape.gemm
     assert (g.m, g.n, g.k, g.tile_m, g.tile_n) == (m, m, m, tile, tile)
     assert (g.a_size, g.b_size, g.c_size) == (2, 2, 2) and len(g.order) == (m // tile) ** 2
+    assert g.tile_k == case.params["k_tile"] == row["shape"]["gemm"]["tile_k"]
     assert shape.blocks == (m // tile) ** 2 and shape.precision == "bf16"
     assert shape.useful_flops == 2 * m ** 3
     assert row["shape"]["gemm"]["order"] == "row-major"
-    assert row["shape"]["lab_finds_gemm"] is False     # point_from_trace misses square GEMMs
+    assert row["shape"]["lab_finds_gemm"] is True      # the lab's detection agrees
     assert row["shape"]["bytes_from"] == "tile traffic (interpreter)"
     assert row["rel_err"] <= case.tolerance and row["measured_s"] > 0
 
@@ -116,6 +119,39 @@ def test_cases_past_the_budget_are_skipped_and_nothing_is_fitted(tmp_path, capsy
     assert [c["status"] for c in data["cases"]] == ["skipped"]
     assert "budget" in data["cases"][0]["reason"] and data["fit"] is None
     assert "nothing was fitted" in capsys.readouterr().out
+
+
+def test_a_grouped_gemm_records_its_group_so_a_refit_can_rebuild_its_order():
+    from tilelab.perf.predict_fit import shape_from_dict
+
+    case = next(c for c in pf.cases("cpu") if c.params.get("schedule") == "grouped")
+    row, shape = pf.run_case(case, "cpu", timing=QUICK, resources=False, seed=0)
+    assert row["status"] == "ok", row
+    assert row["shape"]["gemm"]["order"] == "grouped" and row["shape"]["gemm"]["group_m"] == 8
+    rebuilt = shape_from_dict(json.loads(json.dumps(row["shape"])), row["params"])
+    assert rebuilt == shape
+
+
+def test_refit_of_the_committed_h200_run_needs_no_gpu(tmp_path, capsys):
+    result = RESULTS / "predict_fit_h200_2026-12-02.json"
+    out = tmp_path / "refit.json"
+    assert pf.main(["--refit", str(result), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "the model of the run, with its constants: median ×1.56, worst ×237" in printed
+    assert "eff_cuda held at its start value" in printed
+    assert "# paste into CONSTANTS in tilelab/perf/predict.py:" in printed
+    data = json.loads(out.read_text())
+    fit = data["fit"]
+    assert data["fit_at_run"]["before"]["max_abs_log"] > 5 and len(fit["rows"]) == 39
+    assert fit["source"] == ("fitted to benchmarks/results/predict_fit_h200_2026-12-02.json "
+                             "(NVIDIA H200, 2026-12-02, 39 launches)")
+    assert fit["after"]["median_abs_log"] < 0.1 and fit["after"]["max_abs_log"] < 0.47
+    # the committed constants are this refit's (three figures)
+    for key in fit["fitted"]:
+        assert CONSTANTS[key].calibrated and CONSTANTS[key].source == fit["source"]
+        assert fit["constants"][key]["value"] == pytest.approx(CONSTANTS[key].value,
+                                                               rel=0.01), key
+    assert fit["held"] == list(pf.HOLD) and fit["unconstrained"] == ["dram_sm_share"]
 
 
 def test_doctests():

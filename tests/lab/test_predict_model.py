@@ -1,15 +1,19 @@
 """The CPU prediction model moves the way the hardware does: launch floor for tiny grids,
-the last wave's idle SMs, padding waste, and grouped schedules re-reading less DRAM."""
+the last wave's idle SMs, padding waste, grouped schedules re-reading less DRAM, small
+tiles reaching less of the MMA peak, partial waves still streaming at full bandwidth, and
+many waves of few resident blocks bound by the block latency."""
 from __future__ import annotations
 
 import doctest
+from pathlib import Path
 
 import pytest
 
 import tilelab.perf.predict as predict_module
 from tilelab.compiler.device import grouped_tile_index
-from tilelab.perf.predict import (CONSTANTS, GemmShape, LaunchShape, blocks_per_sm,
-                                  gemm_dram_bytes, predict_launch)
+from tilelab.perf.predict import (CONSTANTS, DEFAULT_TILE_K, GemmShape, LaunchShape,
+                                  blocks_per_sm, gemm_dram_bytes, predict_launch,
+                                  tile_efficiency)
 from tilelab.perf.specs import lookup_gpu
 
 H200 = lookup_gpu("h200")
@@ -95,9 +99,81 @@ def test_what_fits_in_l2_is_read_once_and_bigger_tiles_reread_less():
 def test_assumptions_are_stated_and_labelled():
     p = predict_launch(shape(4), "h200")
     text = " ".join(p.assumptions)
-    assert "launch floor" in text and "uncalibrated assumption" in text
-    assert all(c.source and not c.calibrated for c in CONSTANTS.values())
+    assert "launch floor" in text and "(calibrated: fitted to benchmarks/results/" in text
+    assert "CUDA-core efficiency 60% (uncalibrated assumption" in text
+    assert all(c.source for c in CONSTANTS.values())
+    calibrated = [c for c in CONSTANTS.values() if c.calibrated]
+    result = "benchmarks/results/predict_fit_h200_2026-12-02.json"
+    assert len(calibrated) >= 5 and all(result in c.source for c in calibrated)
+    assert (Path(__file__).resolve().parents[2] / result).is_file()
+    assert {k for k, c in CONSTANTS.items() if not c.calibrated} == {"eff_cuda",
+                                                                      "dram_sm_share"}
     assert "launch" in p.summary() and "wave" in p.summary()
+
+
+def _tiled(tile, n=2048, tile_k=32, precision="bf16"):
+    return GemmShape(n, n, n, tile, tile, tile_k=tile_k) if precision == "bf16" else \
+        GemmShape(n, n, n, tile, tile, 4, 4, 4, tile_k=tile_k)
+
+
+def test_tile_efficiency_grows_with_the_mma_and_saturates():
+    effs = [tile_efficiency(_tiled(t), "bf16", "h200") for t in (8, 16, 32, 64, 128, 256)]
+    assert all(a < b for a, b in zip(effs, effs[1:]))                 # monotonic
+    assert 0 < effs[0] and 0.9 < effs[-1] < 1                         # saturating at 1
+    gains = [b / a for a, b in zip(effs, effs[1:])]                   # each doubling of
+    assert all(a > b for a, b in zip(gains, gains[1:])) and gains[-1] < 1.3   # ...less
+    deep = tile_efficiency(_tiled(128, tile_k=64), "bf16", "h200")
+    assert deep > effs[4]                                             # the K-step counts
+    assert tile_efficiency(_tiled(128, tile_k=4096), "bf16", "h200") > 0.99
+    # CUDA-core MMA takes far longer per step, so the step latency hardly matters there
+    assert tile_efficiency(_tiled(64, precision="fp32"), "fp32", "h200") > 0.95 > effs[3]
+
+
+def test_small_tiles_make_the_same_gemm_slower():
+    n = 2048
+    times = [predict_launch(LaunchShape((n // t) ** 2, 2.0 * n ** 3, 2.0 * n ** 3,
+                                        6.0 * n * n, "bf16", 256, 255, None, _tiled(t)),
+                            "h200") for t in (16, 32, 64, 128)]
+    assert all(a.seconds > b.seconds for a, b in zip(times, times[1:]))
+    assert times[0].seconds > 20 * times[-1].seconds
+    assert all(p.limiter == "math" for p in times)
+    assert times[0].tile_efficiency < 0.05 and "tile MMA at" in times[0].summary()
+    assert any("K-step latency" in a for a in times[0].assumptions)
+    unknown = predict_launch(LaunchShape(256, 1.0, 1.0, 1.0, "bf16",
+                                         gemm=GemmShape(n, n, n, 128, 128)), "h200")
+    assert any(f"K-step not given: {DEFAULT_TILE_K} assumed" in a
+               for a in unknown.assumptions)
+
+
+def test_a_partial_wave_streams_at_full_bandwidth():
+    """A memory-bound grid that fills only some SMs is not slowed in proportion: a share
+    of the SMs saturates DRAM (dram_sm_share), only very few blocks stream slower."""
+    dram = 1e9
+    full, half, few = (predict_launch(shape(b, flops=1.0, dram=dram), "h200")
+                       for b in (SMS, SMS // 2, 4))
+    assert full.limiter == half.limiter == few.limiter == "DRAM"
+    assert half.memory_s == pytest.approx(full.memory_s)
+    share = CONSTANTS["dram_sm_share"].value
+    assert few.memory_s == pytest.approx(full.memory_s * share * SMS / 4)
+    streamed = dram / (H200.bandwidth * CONSTANTS["eff_memory"].value)
+    assert full.memory_s == pytest.approx(streamed)
+    sizes = [predict_launch(shape(b, flops=1.0, dram=dram), "h200").seconds
+             for b in (1, 2, 8, 32, 64, SMS)]
+    assert all(a >= b for a, b in zip(sizes, sizes[1:]))
+
+
+def test_many_waves_of_few_resident_blocks_wait_on_the_block_latency():
+    blocks = 60 * SMS                                   # 255 registers: 1 block per SM
+    known = predict_launch(shape(blocks, flops=1e6, dram=1e7, threads=256, registers=255),
+                           "h200")
+    assert known.waves == 60 and known.limiter == "block latency"
+    assert known.latency_s == pytest.approx(59 * CONSTANTS["block_latency"].value)
+    dense = predict_launch(shape(blocks, flops=1e6, dram=1e7, threads=128, registers=16),
+                           "h200")                      # 16 resident blocks: 4 waves
+    assert dense.waves == 4 and dense.seconds < known.seconds / 5
+    unknown = predict_launch(shape(blocks, flops=1e6, dram=1e7), "h200")
+    assert unknown.latency_s == 0 and unknown.limiter != "block latency"
+    assert any("block latency not applied" in a for a in unknown.assumptions)
 
 
 def test_a_real_gemm_launch_predicts_with_tile_reuse():

@@ -10,12 +10,18 @@ import numpy as np
 import pytest
 
 import tilelab.perf.predict_fit as fit_module
-from tilelab.perf.predict import CONSTANTS, Constant, GemmShape, LaunchShape, predict_launch
-from tilelab.perf.predict_fit import (BOUNDS, FitError, FitRow, constant_lines, fit_constants,
-                                      load_fit)
+from pathlib import Path
 
-TRUE = {"launch_floor": 2.5e-6, "eff_memory": 0.88, "eff_tensor": 0.62, "eff_cuda": 0.45}
+from tilelab.compiler.device import grouped_tile_index
+from tilelab.perf.predict import CONSTANTS, Constant, GemmShape, LaunchShape, predict_launch
+from tilelab.perf.predict_fit import (BOUNDS, KEYS, FitError, FitRow, constant_lines,
+                                      fit_constants, load_fit, rows_from_result)
+
+TRUE = {"launch_floor": 2.5e-6, "eff_memory": 0.88, "eff_tensor": 0.62, "eff_cuda": 0.45,
+        "eff_cuda_mma": 0.12, "tile_latency": 5e-8, "tile_alpha": 1.5,
+        "block_latency": 1.5e-6, "dram_sm_share": 0.25}
 SMS = 132
+RESULT = Path(__file__).resolve().parents[2] / "benchmarks/results/predict_fit_h200_2026-12-02.json"
 
 
 def _truth(values=TRUE):
@@ -28,9 +34,18 @@ def _shape(blocks, flops, dram, precision="fp32", executed=None, **kw):
                        dram_bytes=dram, precision=precision, **kw)
 
 
+def _gemm(n, tile, tile_k, precision="bf16", order=None):
+    size = 2 if precision == "bf16" else 4
+    g = GemmShape(n, n, n, tile, tile, size, size, size, order, tile_k=tile_k)
+    return _shape((n // tile) ** 2, 2.0 * n ** 3, 3.0 * n * n * size, precision, gemm=g,
+                  threads=256, registers=255)
+
+
 def _shapes():
-    """Launches of every regime: tiny, streaming, tensor-core GEMMs, FP32 math, a GEMM
-    with tile reuse, partial waves and padding."""
+    """Launches of every regime: tiny, streaming, tensor-core math, FP32 math, a GEMM
+    with tile reuse, partial waves and padding, GEMMs of every tile size (the tile law),
+    fp32 GEMMs (CUDA-core MMA), many waves of one block per SM (block latency) and grids
+    of a few blocks (the SMs that saturate DRAM)."""
     out = []
     for i, blocks in enumerate((1, 4, 16)):
         out.append((f"tiny{i}", _shape(blocks, 1e3, 10 ** (3 + i))))
@@ -44,6 +59,12 @@ def _shapes():
     out.append(("gemm_reuse", _shape(32 * 32, 2 * 4096 ** 3, 3 * 4096 * 4096 * 2, "bf16",
                                      gemm=g)))
     out.append(("occupancy", _shape(SMS * 3, 1e9, 1e9, threads=128, registers=64)))
+    out += [(f"tile{t}", _gemm(2048, t, 32)) for t in (16, 32, 64, 128)]
+    out.append(("tile128k64", _gemm(4096, 128, 64)))
+    out += [(f"fp32_gemm{n}", _gemm(n, 64, 32, "fp32")) for n in (1024, 2048)]
+    out += [(f"latency{w}", _shape(SMS * w, 1e6, 1e6 * w, threads=256, registers=255))
+            for w in (10, 40)]
+    out += [(f"few{b}", _shape(b, 1e3, 2e7 * b)) for b in (2, 8)]
     return out
 
 
@@ -60,8 +81,8 @@ def _rows(values=TRUE, noise=0.0, seed=0, names=None):
 
 def test_exact_times_give_the_true_constants_back():
     fit = fit_constants(_rows(), source="synthetic")
-    assert fit.fitted == ("launch_floor", "eff_memory", "eff_tensor", "eff_cuda")
-    assert fit.unconstrained == () and fit.at_bound == ()
+    assert fit.fitted == KEYS and set(KEYS) == set(TRUE)
+    assert fit.unconstrained == () and fit.at_bound == () and fit.held == ()
     for key, true in TRUE.items():
         c = fit.constants[key]
         assert c.value == pytest.approx(true, rel=0.01), key
@@ -73,7 +94,7 @@ def test_exact_times_give_the_true_constants_back():
 def test_noisy_times_give_constants_within_the_noise():
     fit = fit_constants(_rows(noise=0.05, seed=3), source="noisy")
     for key, true in TRUE.items():
-        assert fit.constants[key].value == pytest.approx(true, rel=0.08), key
+        assert fit.constants[key].value == pytest.approx(true, rel=0.1), key
     assert fit.after.median_abs_log < 0.08
     assert fit.after.median_abs_log < fit.before.median_abs_log
 
@@ -94,9 +115,12 @@ def test_row_predictions_are_the_models_own_with_the_fitted_constants():
 
 
 def test_constants_the_rows_do_not_reach_keep_their_values():
-    fit = fit_constants(_rows(names=("tiny", "stream")), source="memory only")
+    # the streams' last waves of a few blocks touch dram_sm_share a little: the rows
+    # cannot constrain it, so they are made with the value it keeps
+    same = dict(TRUE, dram_sm_share=CONSTANTS["dram_sm_share"].value)
+    fit = fit_constants(_rows(same, names=("tiny", "stream")), source="memory only")
     assert fit.fitted == ("launch_floor", "eff_memory")
-    assert set(fit.unconstrained) == {"eff_tensor", "eff_cuda"}
+    assert set(fit.unconstrained) == set(KEYS) - {"launch_floor", "eff_memory"}
     for key in fit.unconstrained:
         assert fit.constants[key] == CONSTANTS[key]           # value, source, uncalibrated
         assert fit.dominates[key] == 0
@@ -117,6 +141,85 @@ def test_start_values_are_taken_from_the_given_constants():
     assert fit.constants["eff_cuda"].value == 0.3
     assert fit.rows[0]["before_s"] == predict_launch(_shapes()[0][1], "h200",
                                                      constants=start).seconds
+
+
+def test_held_constants_keep_their_values_and_say_why():
+    fit = fit_constants(_rows(), source="s", hold={"eff_tensor": "measured elsewhere"})
+    assert "eff_tensor" not in fit.fitted and fit.held == ("eff_tensor",)
+    assert "eff_tensor" not in fit.unconstrained
+    assert fit.constants["eff_tensor"] == CONSTANTS["eff_tensor"]
+    assert "eff_tensor held at its start value: measured elsewhere" in fit.notes
+    assert fit.to_dict()["held"] == ["eff_tensor"]
+    with pytest.raises(FitError, match="cannot hold 'eff_l2'") as e:
+        fit_constants(_rows(), source="s", hold={"eff_l2": "x"})
+    assert "launch_floor" in e.value.hint
+
+
+def _case(name, shape, seconds, schedule=None, **params):
+    """A case as benchmarks/predict_fit.py writes it (the GEMM order as a schedule name)."""
+    d = {k: getattr(shape, k) for k in ("blocks", "useful_flops", "executed_flops",
+                                        "dram_bytes", "precision", "threads", "registers",
+                                        "shared_bytes")}
+    g = shape.gemm
+    d["gemm"] = None if g is None else {
+        "m": g.m, "n": g.n, "k": g.k, "tile_m": g.tile_m, "tile_n": g.tile_n,
+        "a_size": g.a_size, "b_size": g.b_size, "c_size": g.c_size,
+        "order": schedule or "row-major"}
+    return {"name": name, "status": "ok", "measured_s": seconds, "params": params,
+            "shape": d}
+
+
+def test_a_refit_from_a_result_file_rebuilds_the_shapes_and_recovers_the_constants(tmp_path):
+    grouped = [grouped_tile_index(i, 16, 16, 8) for i in range(256)]
+    cases = []
+    for name, s in _shapes() + [("grouped", _gemm(2048, 128, 64, order=grouped))]:
+        g = s.gemm             # the file gives the K-step as the case's k_tile
+        seconds = predict_launch(s, "h200", constants=_truth()).seconds
+        cases.append(_case(name, s, seconds, "grouped" if name == "grouped" else None,
+                           **({"k_tile": g.tile_k} if g is not None else {})))
+    cases += [{"name": "late", "status": "skipped"}, {"name": "bad", "status": "error"}]
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"model": {"gpu": "h200"}, "cases": cases}))
+    rows = rows_from_result(path)
+    assert [r.name for r in rows] == [c["name"] for c in cases[:-2]]
+    by_name = dict(_shapes())
+    for r in rows[:-1]:
+        assert r.shape == by_name[r.name], r.name
+    g = rows[-1].shape.gemm
+    assert g.order == grouped and g.tile_k == 64
+    fit = fit_constants(rows, source=str(path))
+    for key, true in TRUE.items():
+        assert fit.constants[key].value == pytest.approx(true, rel=0.01), key
+        assert fit.constants[key].source == str(path)
+    with pytest.raises(FitError, match="has no cases"):
+        rows_from_result({"fit": {}})
+    with pytest.raises(FitError, match="unknown GEMM schedule 'diagonal'"):
+        rows_from_result({"cases": [_case("x", by_name["tile16"], 1e-3, "diagonal")]})
+
+
+def test_the_committed_constants_predict_the_committed_h200_run():
+    """CONSTANTS are the fit of benchmarks/results/predict_fit_h200_2026-12-02.json: they
+    predict its 39 launches with a median error under ×1.1 and none beyond ×1.6 (the
+    model of the run, before its terms for tiles and latency, was at ×1.56 and ×237),
+    and a refit from them gives them back."""
+    rows = rows_from_result(RESULT)
+    assert len(rows) == 39
+    errors = [abs(math.log(predict_launch(r.shape, r.gpu).seconds / r.measured_s))
+              for r in rows]
+    assert np.median(errors) < 0.1 and max(errors) < 0.47
+    adds = [e for r, e in zip(rows, errors) if "vector add" in r.name]   # 4K to 64M
+    gemms = {t: max(e for r, e in zip(rows, errors) if f"{t}×{t}×" in r.name)
+             for t in (16, 32, 64, 128)}
+    assert len(adds) == 16 and max(adds) < math.log(1.15)
+    assert all(e < math.log(1.5) for e in gemms.values()), gemms
+    at_run = json.loads(RESULT.read_text())["fit"]["before"]
+    assert at_run["median_abs_log"] > 4 * np.median(errors)
+    assert at_run["max_abs_log"] > 10 * max(errors)
+    fit = fit_constants(rows, source="refit", hold={"eff_cuda": "as committed"})
+    assert set(fit.fitted) == {k for k, c in CONSTANTS.items() if c.calibrated}
+    for key in fit.fitted:
+        assert fit.constants[key].value == pytest.approx(CONSTANTS[key].value, rel=0.01), key
+        assert RESULT.name in CONSTANTS[key].source
 
 
 def test_rows_that_cannot_be_fitted_are_refused_by_name():

@@ -450,8 +450,8 @@ def _table(fig: SvgFigure, data: dict, drawn: dict, pts: list, y: float) -> floa
             y += 2
     if notes:
         y += 6
-        fig.text(12, y, "Model assumptions (tilelab.perf.predict.CONSTANTS; uncalibrated "
-                        "ones are placeholders until a GPU run fits them):", size=11,
+        fig.text(12, y, "Model assumptions (tilelab.perf.predict.CONSTANTS; each says "
+                        "whether a GPU run fitted it):", size=11,
                  weight="bold", gid="assumptions")
         y += 15
         for a in notes:

@@ -1,20 +1,24 @@
 """Fit the constants of :mod:`tilelab.perf.predict` to measured launch times.
 
-Why: the model's launch floor and efficiencies are stated assumptions until a GPU run
-pins them. Given launches whose shapes the CPU interpreter counted and whose times a GPU
-measured, :func:`fit_constants` finds the launch floor and the DRAM, tensor-core and
-CUDA-core efficiencies that minimise the squared log ratio of predicted to measured
-time (a relative error: a 2 µs launch and a 2 ms GEMM weigh the same), and reports every
-row's prediction and error before and after the fit.
+Why: the model's constants are stated assumptions until a GPU run pins them. Given
+launches whose shapes the CPU interpreter counted and whose times a GPU measured,
+:func:`fit_constants` finds the constants (launch floor, efficiencies, the tile MMA law,
+the block latency, the share of SMs that saturates DRAM) that minimise the squared log ratio of
+predicted to measured time (a relative error: a 2 µs launch and a 2 ms GEMM weigh the
+same), and reports every row's prediction and error before and after the fit.
+:func:`rows_from_result` rebuilds the rows from a ``benchmarks/predict_fit.py`` result
+file, so a fit can be redone without a GPU.
 
-How: the model's time is ``floor + max(compute₁ / eff_kind, memory₁ / eff_memory) ÷
-wave use``, where compute₁, memory₁ and wave use are the terms
-:func:`~tilelab.perf.predict.predict_launch` gives at unit efficiencies and no floor
-(so the fit uses the model itself, not a copy of it). The search is a coarse grid over
-the log of each constant followed by a pattern search (halving steps) inside stated
-bounds; numpy only. A constant that no row depends on (its term is under half of every
-row's predicted time) is *not constrained* by the data: it keeps its current value and
-its uncalibrated status, and the result says so. A fitted value at a bound is listed in
+How: each row's constant-free terms (:func:`~tilelab.perf.predict.launch_terms`) are
+computed once; :func:`~tilelab.perf.predict.model_time` then evaluates the model for many
+constant sets at once (so the fit uses the model itself, not a copy of it). The search,
+in the log of each constant inside stated bounds, samples the box at seeded random
+points and runs a pattern search (the best coordinate move, halving the step when none
+helps) from the start values and from the best samples; numpy only. A constant that no
+row depends on (its term is under half of every row's predicted time; for the tile law:
+the time it adds) is *not constrained* by the data: it keeps its start value and its
+uncalibrated status, and the result says so. Constants named in ``hold`` are not fitted
+at all (the reason is kept in the notes). A fitted value at a bound is listed in
 ``at_bound`` (an efficiency above 1 is not physical, so the bound is 1).
 
 Example:
@@ -27,8 +31,8 @@ Example:
     ...     return FitRow(name, s, predict_launch(s, "h200", constants=true).seconds)
     >>> rows = [row("tiny", 1, 1e3), row("stream", 132 * 8, 4e9), row("mid", 132, 2e8)]
     >>> fit = fit_constants(rows, source="example")
-    >>> round(fit.constants["launch_floor"].value * 1e6, 2), fit.unconstrained
-    (3.0, ('eff_tensor', 'eff_cuda'))
+    >>> round(fit.constants["launch_floor"].value * 1e6, 2), fit.fitted
+    (3.0, ('launch_floor', 'eff_memory'))
     >>> round(fit.constants["eff_memory"].value, 3), fit.after.max_abs_log < 1e-3
     (0.9, True)
 """
@@ -36,28 +40,36 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from tilelab.errors import TilelabError
-from tilelab.perf.predict import CONSTANTS, Constant, LaunchShape, predict_launch
+from tilelab.perf.predict import (CONSTANTS, UNIT_KEYS, Constant, GemmShape, LaunchShape,
+                                  launch_terms, model_time, predict_launch, stack_terms)
 
 __all__ = ["FitError", "FitRow", "ErrorStats", "FitResult", "fit_constants", "BOUNDS",
-           "MIN_SHARE", "load_fit", "constant_lines"]
+           "KEYS", "MIN_SHARE", "load_fit", "constant_lines", "rows_from_result",
+           "shape_from_dict"]
 
-#: the fitted constants, in the order of the parameter vector
-KEYS = ("launch_floor", "eff_memory", "eff_tensor", "eff_cuda")
+#: the constants a fit may set, in the order of the parameter vector
+KEYS = ("launch_floor", "eff_memory", "eff_tensor", "eff_cuda_mma", "eff_cuda",
+        "tile_latency", "tile_alpha", "block_latency", "dram_sm_share")
 
-#: (low, high) of each fitted constant: the floor in seconds, efficiencies as fractions
+#: (low, high) of each fitted constant, in its unit (seconds, fractions, an exponent)
 BOUNDS: dict[str, tuple[float, float]] = {
-    "launch_floor": (1e-7, 1e-3), "eff_memory": (1e-3, 1.0),
-    "eff_tensor": (1e-3, 1.0), "eff_cuda": (1e-3, 1.0)}
+    "launch_floor": (1e-7, 1e-3), "eff_memory": (1e-3, 1.0), "eff_tensor": (1e-3, 1.0),
+    "eff_cuda_mma": (1e-3, 1.0), "eff_cuda": (1e-3, 1.0), "tile_latency": (1e-10, 1e-5),
+    "tile_alpha": (0.25, 4.0), "block_latency": (1e-8, 1e-4),
+    "dram_sm_share": (0.01, 1.0)}
 
 #: a constant is constrained when its term is at least this share of some row's time
 MIN_SHARE = 0.5
+
+#: seeded random points of the search box, and how many of the best start a pattern search
+SAMPLES, STARTS = 2048, 6
 
 
 class FitError(TilelabError, ValueError):
@@ -144,8 +156,9 @@ class FitResult:
     """What :func:`fit_constants` found: the model's whole constant set (``constants``:
     fitted ones ``calibrated=True`` with the given source, the others as they were),
     which were fitted, which the data did not constrain, which ended at a bound, the
-    share of time each constant's term takes in the rows it dominates (``dominates``:
-    key -> number of rows), per-row results and error stats before and after.
+    number of rows in which each constant's term is at least :data:`MIN_SHARE` of the
+    time (``dominates``: key -> rows), per-row results, error stats before and after,
+    and the constants held at their start values on request (``held``).
 
     Example:
         >>> s = LaunchShape(blocks=1, useful_flops=0, executed_flops=0, dram_bytes=4,
@@ -165,6 +178,7 @@ class FitResult:
     after: ErrorStats
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    held: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (:func:`load_fit` reads it back).
@@ -179,7 +193,8 @@ class FitResult:
         return {"source": self.source,
                 "constants": {k: asdict(c) for k, c in self.constants.items()},
                 "fitted": list(self.fitted), "unconstrained": list(self.unconstrained),
-                "at_bound": list(self.at_bound), "dominates": dict(self.dominates),
+                "at_bound": list(self.at_bound), "held": list(self.held),
+                "dominates": dict(self.dominates),
                 "before": asdict(self.before), "after": asdict(self.after),
                 "rows": self.rows, "notes": list(self.notes),
                 "constant_lines": constant_lines(self.constants)}
@@ -192,96 +207,103 @@ class FitResult:
 
 # ============================================================================ the model
 
-def _kind(precision: str) -> int:
-    """Index into KEYS of the efficiency a precision's math runs at (2 tensor, 3 CUDA)."""
-    from tilelab.perf.specs import PRECISIONS
-
-    return 2 if PRECISIONS[precision].tensor else 3
-
-
-_UNIT = {"launch_floor": replace(CONSTANTS["launch_floor"], value=0.0),
-         **{k: replace(CONSTANTS[k], value=1.0) for k in KEYS[1:]}}
-
-
 def _terms(rows: Sequence[FitRow]) -> dict[str, np.ndarray]:
-    """Per row: math and DRAM seconds at unit efficiency, wave use, efficiency index."""
-    comp, mem, use, kind = [], [], [], []
-    for r in rows:
-        p = predict_launch(r.shape, r.gpu, constants=_UNIT)
-        comp.append(p.compute_s)
-        mem.append(p.memory_s)
-        use.append(p.wave_efficiency)
-        kind.append(_kind(r.shape.precision))
-    return {"compute": np.array(comp), "memory": np.array(mem), "use": np.array(use),
-            "kind": np.array(kind)}
+    """Per row, the model's constant-free terms (one array entry per row)."""
+    out = stack_terms([launch_terms(r.shape, r.gpu) for r in rows])
+    return {k: np.atleast_1d(v) for k, v in out.items()}
 
 
-def _predict(x: np.ndarray, t: dict[str, np.ndarray]) -> np.ndarray:
-    """Predicted seconds (..., rows) for parameter vectors ``x`` (..., 4) in log space."""
+def _values(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Constant values (..., 1) from log parameter vectors ``x`` (..., len(KEYS))."""
     v = np.exp(x)
-    body = np.maximum(t["compute"] / v[..., t["kind"]], t["memory"] / v[..., 1:2]) / t["use"]
-    return v[..., 0:1] + body
+    return {k: v[..., i:i + 1] for i, k in enumerate(KEYS)}
 
 
 def _loss(x: np.ndarray, t: dict[str, np.ndarray], log_meas: np.ndarray) -> np.ndarray:
-    return np.sum((np.log(_predict(x, t)) - log_meas) ** 2, axis=-1)
+    pred = model_time(t, _values(x))["seconds"]
+    return np.sum((np.log(pred) - log_meas) ** 2, axis=-1)
+
+
+def _usable(t: dict[str, np.ndarray]) -> set[str]:
+    """The constants some row's time could depend on."""
+    out = {"launch_floor", "eff_memory", "dram_sm_share"}
+    out |= {UNIT_KEYS[int(u)] for u in np.unique(t["unit"])}
+    if np.any(t["step_flops"] > 0):
+        out |= {"tile_latency", "tile_alpha"}
+    if np.any((t["resources_known"] > 0) & (t["waves"] > 1)):
+        out.add("block_latency")
+    return out
 
 
 # ============================================================================ the search
 
-def _grid_start(x0: np.ndarray, free: Sequence[int], t: dict, log_meas: np.ndarray,
-                lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The best point of a coarse log grid over the free parameters (others at x0)."""
-    axes = [np.linspace(lo[i], hi[i], 17 if i == 0 else 13) for i in free]
-    mesh = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(free))
-    best, best_loss = x0, float(_loss(x0, t, log_meas))
-    for chunk in np.array_split(mesh, max(1, len(mesh) * len(log_meas) // 500_000)):
-        xs = np.broadcast_to(x0, (len(chunk), len(x0))).copy()
-        xs[:, list(free)] = chunk
-        losses = _loss(xs, t, log_meas)
-        i = int(np.argmin(losses))
-        if losses[i] < best_loss:
-            best, best_loss = xs[i].copy(), float(losses[i])
-    return best
-
-
 def _pattern_search(x: np.ndarray, free: Sequence[int], t: dict, log_meas: np.ndarray,
-                    lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Coordinate moves of ±step in log space, halving the step when none helps."""
+                    lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, float]:
+    """A pattern search from ``x``: the ±step moves of every free coordinate, around the
+    point and around the point plus its last displacement (which lets the search speed
+    along a valley), all evaluated at once; the best that helps is taken, and the step
+    halves when none does."""
     x, cur, step = x.copy(), float(_loss(x, t, log_meas)), 0.5
-    for _ in range(10_000):
-        moved = False
-        for i in free:
-            for sign in (1.0, -1.0):
-                y = x.copy()
-                y[i] = min(hi[i], max(lo[i], x[i] + sign * step))
-                val = float(_loss(y, t, log_meas))
-                if val < cur - 1e-15:
-                    x, cur, moved = y, val, True
-                    break
-        if not moved:
+    prev = x
+    moves = np.zeros((2 * len(free), len(x)))
+    for j, i in enumerate(free):
+        moves[2 * j, i], moves[2 * j + 1, i] = 1.0, -1.0
+    for _ in range(5_000):
+        ahead = np.clip(2 * x - prev, lo, hi)
+        ys = np.clip(np.vstack([ahead, ahead + step * moves, x + step * moves]), lo, hi)
+        losses = _loss(ys, t, log_meas)
+        j = int(np.argmin(losses))
+        if losses[j] < cur - 1e-15:
+            prev, x, cur = x, ys[j], float(losses[j])
+        elif np.any(prev != x):
+            prev = x                       # the displacement stopped helping: drop it
+        else:
             step /= 2
-            if step < 1e-7:
+            if step < 1e-6:
                 break
-    return x
+    return x, cur
+
+
+def _search(x0: np.ndarray, free: Sequence[int], t: dict, log_meas: np.ndarray,
+            lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The best pattern search from ``x0`` and from the best of :data:`SAMPLES` seeded
+    random points of the box (the other coordinates at ``x0``)."""
+    if not free:
+        return x0.copy()
+    rng = np.random.default_rng(0)
+    pts = np.broadcast_to(x0, (SAMPLES, len(x0))).copy()
+    pts[:, list(free)] = rng.uniform(lo[list(free)], hi[list(free)], (SAMPLES, len(free)))
+    losses = _loss(pts, t, log_meas)
+    starts = [x0] + [pts[i] for i in np.argsort(losses)[:STARTS]]
+    found = [_pattern_search(s, free, t, log_meas, lo, hi) for s in starts]
+    return min(found, key=lambda f: f[1])[0]
 
 
 def _dominates(x: np.ndarray, t: dict[str, np.ndarray]) -> dict[str, int]:
-    """key -> rows in which that constant's term is >= MIN_SHARE of the predicted time."""
-    v = np.exp(x)
-    pred = _predict(x, t)
-    comp = t["compute"] / v[t["kind"]] / t["use"]
-    mem = t["memory"] / v[1] / t["use"]
-    out = {"launch_floor": int(np.sum(v[0] / pred >= MIN_SHARE)),
-           "eff_memory": int(np.sum((mem >= comp) & (mem / pred >= MIN_SHARE)))}
-    for i, key in ((2, "eff_tensor"), (3, "eff_cuda")):
-        out[key] = int(np.sum((t["kind"] == i) & (comp > mem) & (comp / pred >= MIN_SHARE)))
-    return out
+    """key -> rows in which that constant's term is >= MIN_SHARE of the predicted time
+    (the tile law's: the time it adds to the math)."""
+    r = model_time(t, _values(x))
+    sec = r["seconds"]
+    top = np.argmax(np.stack([r["math"], r["memory"], r["latency"]]), axis=0)
+
+    def rows(mask: np.ndarray, term: np.ndarray) -> int:
+        return int(np.sum(mask & (term / sec >= MIN_SHARE)))
+
+    everywhere = np.ones_like(sec, dtype=bool)
+    out = {"launch_floor": rows(everywhere, r["floor"] + 0 * sec),
+           "eff_memory": rows(top == 1, r["memory"] - r["capped"]),
+           "dram_sm_share": rows(top == 1, r["capped"]),
+           "block_latency": rows(top == 2, r["latency"])}
+    for i, key in enumerate(UNIT_KEYS):
+        out[key] = rows((top == 0) & (t["unit"] == i), r["math"])
+    out["tile_latency"] = out["tile_alpha"] = rows((top == 0) & (t["step_flops"] > 0),
+                                                   r["math"] * (1 - r["tile"]))
+    return {k: out[k] for k in KEYS}
 
 
 # ============================================================================ the fit
 
-def _check_rows(rows: Sequence[FitRow]) -> None:
+def _check_rows(rows: Sequence[FitRow], hold: Mapping[str, str]) -> None:
     if not rows:
         raise FitError("no rows to fit", hint="pass FitRow(name, LaunchShape, measured "
                        "seconds, gpu) for each measured launch")
@@ -291,6 +313,10 @@ def _check_rows(rows: Sequence[FitRow]) -> None:
             raise FitError(f"row {r.name!r}: measured time {r.measured_s!r} is not a "
                            "positive number of seconds",
                            hint="leave out launches that failed or were not timed")
+    for key in hold:
+        if key not in KEYS:
+            raise FitError(f"cannot hold {key!r}: it is not a fitted constant",
+                           hint=f"hold some of {', '.join(KEYS)}")
 
 
 def _row_report(rows: Sequence[FitRow], before: dict, after: dict) -> list[dict[str, Any]]:
@@ -306,15 +332,25 @@ def _row_report(rows: Sequence[FitRow], before: dict, after: dict) -> list[dict[
     return out
 
 
+def _notes(fitted: Sequence[str], at_bound: Sequence[str],
+           hold: Mapping[str, str]) -> tuple[str, ...]:
+    out = [f"{k} ended at its bound {BOUNDS[k]}: the data want a value outside it (check "
+           "the counted bytes/FLOPs of the rows it dominates)" for k in fitted
+           if k in at_bound]
+    return tuple(out + [f"{k} held at its start value: {why}" for k, why in hold.items()])
+
+
 def fit_constants(rows: Sequence[FitRow], *, source: str,
-                  constants: dict[str, Constant] | None = None) -> FitResult:
-    """Fit the launch floor and the efficiencies to ``rows`` by least squares on log time.
+                  constants: dict[str, Constant] | None = None,
+                  hold: Mapping[str, str] | None = None) -> FitResult:
+    """Fit the model's constants to ``rows`` by least squares on log time.
 
     ``constants`` are the starting values (default :data:`~tilelab.perf.predict.CONSTANTS`);
-    a constant the rows do not constrain keeps its starting value. ``source`` names where
-    the measurements are (a result file, the GPU, the date): the fitted constants carry it.
-    Fitted values are rounded to three significant figures, and the rows' ``after_s``
-    are the model's times with those rounded values.
+    a constant the rows do not constrain keeps its starting value, and ``hold`` (key ->
+    why) names constants not to fit at all. ``source`` names where the measurements are
+    (a result file, the GPU, the date): the fitted constants carry it. Fitted values are
+    rounded to three significant figures, and the rows' ``after_s`` are the model's
+    times with those rounded values.
 
     Example:
         >>> s = LaunchShape(blocks=1, useful_flops=0, executed_flops=0, dram_bytes=4,
@@ -325,39 +361,98 @@ def fit_constants(rows: Sequence[FitRow], *, source: str,
         >>> fit.constants["launch_floor"].describe()
         'launch floor 6 µs (calibrated: one launch)'
     """
-    start = dict(CONSTANTS, **(constants or {}))
-    _check_rows(rows)
+    start, hold = dict(CONSTANTS, **(constants or {})), dict(hold or {})
+    _check_rows(rows, hold)
     t = _terms(rows)
     log_meas = np.log(np.array([r.measured_s for r in rows], dtype=np.float64))
-    lo = np.log([BOUNDS[k][0] for k in KEYS])
-    hi = np.log([BOUNDS[k][1] for k in KEYS])
+    lo, hi = (np.log([BOUNDS[k][j] for k in KEYS]) for j in (0, 1))
     x0 = np.clip(np.log([start[k].value for k in KEYS]), lo, hi)
-    free = [i for i in range(4) if i < 2 or np.any(t["kind"] == i)]
-    x = _pattern_search(_grid_start(x0, free, t, log_meas, lo, hi), free, t, log_meas, lo, hi)
+    usable = _usable(t)
+    free = [i for i, k in enumerate(KEYS) if k in usable and k not in hold]
+    x = _search(x0, free, t, log_meas, lo, hi)
     dom = _dominates(x, t)
     fitted = [i for i in free if dom[KEYS[i]] > 0]
     if fitted != free:           # refit with the unconstrained ones at their start values
-        x = x0.copy()
-        x = _pattern_search(_grid_start(x, fitted, t, log_meas, lo, hi), fitted, t,
-                            log_meas, lo, hi) if fitted else x
+        x = _search(x0, fitted, t, log_meas, lo, hi)
         dom = _dominates(x, t)
     out = dict(start)
     for i in fitted:
         # three significant figures: what the data support, and what gets pasted
         out[KEYS[i]] = replace(start[KEYS[i]], value=float(f"{np.exp(x[i]):.3g}"),
                                source=source, calibrated=True)
+    names = tuple(KEYS[i] for i in fitted)
     at_bound = tuple(KEYS[i] for i in fitted
                      if min(abs(x[i] - lo[i]), abs(x[i] - hi[i])) < 1e-3)
     report = _row_report(rows, start, out)
-    names = [r["name"] for r in report]
-    notes = tuple(f"{KEYS[i]} ended at its bound {BOUNDS[KEYS[i]]}: the data want a value "
-                  "outside it (check the counted bytes/FLOPs of the rows it dominates)"
-                  for i in fitted if KEYS[i] in at_bound)
-    return FitResult(out, tuple(KEYS[i] for i in fitted),
-                     tuple(k for k in KEYS if KEYS.index(k) not in fitted), at_bound, dom,
-                     report, ErrorStats.of([r["log_ratio_before"] for r in report], names),
-                     ErrorStats.of([r["log_ratio_after"] for r in report], names),
-                     source, notes)
+    labels = [r["name"] for r in report]
+    return FitResult(out, names, tuple(k for k in KEYS if k not in names and k not in hold),
+                     at_bound, dom, report,
+                     ErrorStats.of([r["log_ratio_before"] for r in report], labels),
+                     ErrorStats.of([r["log_ratio_after"] for r in report], labels),
+                     source, _notes(names, at_bound, hold), tuple(hold))
+
+
+# ============================================================================ result files
+
+def shape_from_dict(d: Mapping[str, Any], params: Mapping[str, Any] | None = None
+                    ) -> LaunchShape:
+    """The :class:`~tilelab.perf.predict.LaunchShape` of a result file's case ``shape``
+    dict. The GEMM's tile order is rebuilt from its schedule's name (``row-major``;
+    ``grouped`` and ``persistent``: grouped order with the dict's ``group_m``, else 8,
+    as ``benchmarks/predict_fit.py`` launches them); its K-step is the dict's
+    ``tile_k``, else the case parameter ``k_tile``.
+
+    Example:
+        >>> s = shape_from_dict({"blocks": 4, "useful_flops": 8.0, "executed_flops": 8.0,
+        ...     "dram_bytes": 96.0, "precision": "fp32", "threads": 128, "gemm": {
+        ...     "m": 64, "n": 64, "k": 64, "tile_m": 32, "tile_n": 32, "order": "grouped"}},
+        ...     {"k_tile": 16})
+        >>> s.threads, s.gemm.tile_k, s.gemm.order[:3]
+        (128, 16, [(0, 0), (1, 0), (0, 1)])
+    """
+    from tilelab.compiler.device import grouped_tile_index
+
+    keep = {f.name for f in fields(LaunchShape)} - {"gemm"}
+    shape = {k: v for k, v in d.items() if k in keep}
+    g = d.get("gemm")
+    if g:
+        gkeep = {f.name for f in fields(GemmShape)} - {"order", "tile_k"}
+        gemm = GemmShape(**{k: v for k, v in g.items() if k in gkeep})
+        sched = g.get("order") or "row-major"
+        if sched not in ("row-major", "grouped", "persistent"):
+            raise FitError(f"unknown GEMM schedule {sched!r} in a result file",
+                           hint="the schedules are 'row-major', 'grouped' and 'persistent'")
+        gm, gn = gemm.tiles
+        order = None if sched == "row-major" else [
+            grouped_tile_index(i, gm, gn, int(g.get("group_m") or 8)) for i in range(gm * gn)]
+        tile_k = g.get("tile_k") or (params or {}).get("k_tile")
+        shape["gemm"] = replace(gemm, order=order, tile_k=int(tile_k) if tile_k else None)
+    return LaunchShape(**shape)
+
+
+def rows_from_result(result: "str | Path | dict[str, Any]") -> list[FitRow]:
+    """The fit rows of a ``benchmarks/predict_fit.py`` result (a path or its data): each
+    case that ran (``status: ok``) with its measured time, its model input rebuilt by
+    :func:`shape_from_dict` and the GPU the file's model used.
+
+    Example:
+        >>> rows = rows_from_result({"model": {"gpu": "h200"}, "cases": [
+        ...     {"name": "add", "status": "ok", "measured_s": 4e-6, "params": {},
+        ...      "shape": {"blocks": 4, "useful_flops": 8.0, "executed_flops": 8.0,
+        ...                "dram_bytes": 96.0, "precision": "fp32", "gemm": None}},
+        ...     {"name": "late", "status": "skipped"}]})
+        >>> [(r.name, r.shape.blocks, r.gpu) for r in rows]
+        [('add', 4, 'h200')]
+    """
+    data = result if isinstance(result, dict) else json.loads(Path(result).read_text())
+    cases = data.get("cases")
+    if not isinstance(cases, list):
+        raise FitError(f"{result if not isinstance(result, dict) else 'the dict'} has no "
+                       "cases", hint="pass a benchmarks/predict_fit.py result file")
+    gpu = (data.get("model") or {}).get("gpu") or "h200"
+    return [FitRow(c["name"], shape_from_dict(c["shape"], c.get("params")),
+                   float(c["measured_s"]), gpu)
+            for c in cases if c.get("status") == "ok" and c.get("shape")]
 
 
 # ============================================================================ applying a fit
