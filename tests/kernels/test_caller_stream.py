@@ -82,6 +82,8 @@ class CudaLike(torch.Tensor):
     the stream the consumer asked for."""
 
     imports: list = []
+    # no Python on each torch call, as for a real CUDA tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl
 
     @property
     def is_cuda(self) -> bool:
@@ -125,8 +127,19 @@ class FakeGpu:
         monkeypatch.setattr("tilelab.runtime.device.num_sms", lambda device=None: 4)
         monkeypatch.setattr("tilelab.runtime.streams.resolve_stream", self._resolve)
         monkeypatch.setattr(L.launcher, "make_plan", self._make_plan)
-        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None:
-                            self.torch_stream)
+        self.stream_reads = {"public": 0, "raw": 0}
+
+        def current_stream(device=None):
+            self.stream_reads["public"] += 1
+            return self.torch_stream
+
+        def raw_stream(index):          # torch._C._cuda_getCurrentRawStream
+            self.stream_reads["raw"] += 1
+            return self.torch_stream.cuda_stream
+
+        monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+        monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", raw_stream,
+                            raising=False)
         self.waits = 0
 
         def wait(*a):
@@ -269,3 +282,99 @@ def test_the_launches_of_one_call_share_its_foreign_stream(monkeypatch):
     assert call_stream(mixed[:1] * 2) is None      # each defaults to it already
     x.storage.stream = None
     assert call_stream(mixed) is None              # tilelab's stream for all
+
+
+def _python_calls(fn) -> list[str]:
+    """The names of the Python functions that one call of ``fn`` runs."""
+    import sys
+
+    names: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            names.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return names[1:]   # (the lambda itself)
+
+
+def test_a_repeated_call_on_torch_tensors_costs_what_one_on_tilelab_tensors_does(fake):
+    """Issue #23's host cost: past the first call, a call on torch tensors runs the same
+    Python as on tilelab tensors plus one check of all its torch tensors (three C calls,
+    whatever their number) and one read of torch's current stream, by the raw getter;
+    no DLPack import, no stream wait, no torch.cuda.current_stream()."""
+    x, y, z = cuda_like(4, 64), cuda_like(4, 64), cuda_like(4, 64)
+    tx, ty, tz = (tl.from_dlpack(cuda_like(4, 64)) for _ in range(3))
+    for _ in range(2):
+        K.add(x, y, out=z, sync=False)
+        K.add(tx, ty, out=tz, sync=False)
+    LEDGER.observe_all()
+    imports, waits, reads = len(CudaLike.imports), fake.waits, dict(fake.stream_reads)
+    on_torch = _python_calls(lambda: K.add(x, y, out=z, sync=False))
+    LEDGER.observe_all()
+    on_tilelab = _python_calls(lambda: K.add(tx, ty, out=tz, sync=False))
+    LEDGER.observe_all()
+    extra = list(on_torch)
+    for name in on_tilelab:
+        extra.remove(name)
+    assert sorted(extra) == ["holds", "raw_stream", "torch_stream_handle"]
+    assert len(CudaLike.imports) == imports and fake.waits == waits
+    assert fake.stream_reads == {"public": reads["public"], "raw": reads["raw"] + 1}
+    assert fake.launch_streams[-2:] == [0x7000, TILELAB_STREAM]
+
+
+def test_a_repeated_matmul_on_torch_tensors_checks_them_at_once(fake):
+    a, b, c = cuda_like(32, 64), cuda_like(64, 16), cuda_like(32, 16)
+    bias, res = cuda_like(16), cuda_like(32, 16)
+    cfg = K.MatmulConfig(tm=16, tn=16, tk=16)
+
+    def call():
+        return K.matmul(a, b, out=c, bias=bias, residual=res, config=cfg, sync=False)
+
+    call()
+    LEDGER.observe_all()
+    imports, reads = len(CudaLike.imports), dict(fake.stream_reads)
+    names = _python_calls(call)
+    LEDGER.observe_all()
+    assert names.count("holds") == 1 and names.count("raw_stream") == 1   # 5 tensors
+    assert "_torch_signature" not in names and len(CudaLike.imports) == imports == 5
+    assert fake.stream_reads["public"] == reads["public"] and fake.waits == 0
+
+
+def test_a_tensor_changed_between_calls_is_imported_again(fake):
+    x, y, z = cuda_like(4, 64), cuda_like(4, 64), cuda_like(4, 64)
+    K.add(x, y, out=z)
+    K.add(x, y, out=z)
+    x.set_(torch.full((4, 64), 3.0))             # other memory, same shape
+    K.add(x, y, out=z)
+    K.add(x, y, out=z)
+    assert len(CudaLike.imports) == 4 and fake.dlpack_waits() == 0
+    assert _host.as_tensor(x).data_ptr == x.data_ptr()       # (the stand-in runs nothing)
+    assert fake.launch_streams == [0x7000] * 4
+
+
+def test_torchs_stream_is_read_raw_where_that_agrees_with_the_public_call(monkeypatch):
+    from tilelab.runtime import foreign
+
+    reads = []
+    monkeypatch.setattr(foreign, "_RAW", [(None, None)])
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: reads.append("public") or TorchStream(0x7000))
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream",
+                        lambda index: reads.append("raw") or 0x7000, raising=False)
+    assert foreign.torch_stream_handle(0) == 0x7000          # checked against the public
+    assert reads == ["raw", "public", "raw"]
+    assert foreign.torch_stream_handle(0) == 0x7000 and reads[3:] == ["raw"]
+    reads.clear()
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0x1234)
+    monkeypatch.setattr(torch.cuda, "current_stream",         # a new public: checked again
+                        lambda device=None: reads.append("public") or TorchStream(0x7000))
+    assert foreign.torch_stream_handle(0) == 0x7000           # they disagree: public
+    assert foreign.torch_stream_handle(0) == 0x7000 and reads == ["public"] * 3
+    monkeypatch.delattr(torch._C, "_cuda_getCurrentRawStream")
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: TorchStream(5))
+    assert foreign.torch_stream_handle(0) == 5                # missing: public

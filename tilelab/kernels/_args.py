@@ -1,4 +1,5 @@
-"""Argument conversion and validation shared by the library's host functions.
+"""Argument conversion and validation shared by the library's host functions, and the
+hashing of configs as cache keys.
 
 Each helper takes ``fn``, the name of the host function being called, and words its
 errors as ``fn(): what is wrong; what to do``.
@@ -14,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,8 @@ import tilelab as tl
 from tilelab.kernels._wrappers import as_tensor
 
 __all__ = ["FLOAT_DTYPES", "tensor_arg", "check_float", "check_same_device", "is_pow2",
-           "pow2_ceil", "check_block", "float_scalar", "dtype_name", "output", "planning_sms"]
+           "pow2_ceil", "check_block", "float_scalar", "dtype_name", "output", "planning_sms",
+           "hash_once", "state_without_hash"]
 
 #: the floating dtypes of the memory-bound kernels
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
@@ -176,3 +179,41 @@ def planning_sms(device: str) -> int:
     from tilelab.runtime.device import num_sms
 
     return num_sms(device)
+
+
+# ======================================================================================
+# configs as cache keys
+
+
+def hash_once(self: Any) -> int:
+    """``__hash__`` for a frozen config dataclass, computed once per object: a cached
+    call keys on the config it is passed (``config=`` of every call of a tuned
+    kernel), and hashing a dozen fields each time was a microsecond of its host time.
+    Assign it in the class body (``__hash__ = hash_once``; a dataclass keeps an
+    explicit hash) and pair it with :func:`state_without_hash` as ``__getstate__``, so a
+    pickled config (str hashes differ between processes) hashes afresh where it lands.
+
+    Example:
+        >>> from tilelab.kernels.matmul import MatmulConfig
+        >>> c = MatmulConfig(tm=64)
+        >>> hash(c) == hash(MatmulConfig(tm=64)) and c == MatmulConfig(tm=64)
+        True
+    """
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = hash(tuple([getattr(self, f.name) for f in dataclasses.fields(self)]))
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
+def state_without_hash(self: Any) -> dict:
+    """``__getstate__`` of a :func:`hash_once` class: its fields, not the cached hash.
+
+    Example:
+        >>> import pickle
+        >>> from tilelab.kernels.matmul import MatmulConfig
+        >>> c = MatmulConfig(); _ = hash(c)
+        >>> "_hash" in pickle.loads(pickle.dumps(c)).__dict__
+        False
+    """
+    return {k: v for k, v in self.__dict__.items() if k != "_hash"}

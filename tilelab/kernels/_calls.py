@@ -1,6 +1,6 @@
-"""Prepared calls: the cache that makes a repeated library call with ``out=`` cheap, the
-library constants and self-cleaning workspaces such calls may read, and hashing of
-configs as cache keys (see :mod:`tilelab.kernels._host` for what may be cached).
+"""Prepared calls: the cache that makes a repeated library call with ``out=`` cheap, and
+the library constants and self-cleaning workspaces such calls may read (see
+:mod:`tilelab.kernels._host` for what may be cached).
 
 Example:
     >>> import tilelab as tl
@@ -14,57 +14,23 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import functools
+import operator
+import sys
 import weakref
 from typing import Any, Callable
 
 import numpy as np
 
 import tilelab as tl
-from tilelab.kernels._plan import Plan
-from tilelab.kernels._wrappers import _LOCK, _WRAPPERS, _wrap
+from tilelab.kernels._args import hash_once, state_without_hash  # noqa: F401 (moved)
+from tilelab.kernels._plan import Ready
+from tilelab.kernels._wrappers import _LOCK, _WRAPPERS, TorchState, _is_torch, _wrap, record
 from tilelab.runtime import native as _native
 
 __all__ = ["CallCache", "register_constant", "workspace", "has_workspace", "clear_caches",
            "cache_info", "hash_once", "state_without_hash"]
-
-
-# ======================================================================================
-# configs as cache keys
-
-
-def hash_once(self: Any) -> int:
-    """``__hash__`` for a frozen config dataclass, computed once per object: a cached
-    call keys on the config it is passed (``config=`` of every call of a tuned
-    kernel), and hashing a dozen fields each time was a microsecond of its host time.
-    Assign it in the class body (``__hash__ = hash_once``; a dataclass keeps an
-    explicit hash) and pair it with :func:`state_without_hash` as ``__getstate__``, so a
-    pickled config (str hashes differ between processes) hashes afresh where it lands.
-
-    Example:
-        >>> from tilelab.kernels.matmul import MatmulConfig
-        >>> c = MatmulConfig(tm=64)
-        >>> hash(c) == hash(MatmulConfig(tm=64)) and c == MatmulConfig(tm=64)
-        True
-    """
-    h = self.__dict__.get("_hash")
-    if h is None:
-        h = hash(tuple([getattr(self, f.name) for f in dataclasses.fields(self)]))
-        object.__setattr__(self, "_hash", h)
-    return h
-
-
-def state_without_hash(self: Any) -> dict:
-    """``__getstate__`` of a :func:`hash_once` class: its fields, not the cached hash.
-
-    Example:
-        >>> import pickle
-        >>> from tilelab.kernels.matmul import MatmulConfig
-        >>> c = MatmulConfig(); _ = hash(c)
-        >>> "_hash" in pickle.loads(pickle.dumps(c)).__dict__
-        False
-    """
-    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
 
 # ======================================================================================
@@ -169,6 +135,10 @@ def _part(v: Any, users: list) -> Any:
         return repr(v)
     if t is tuple:
         return tuple((type(x), _part(x, users)) for x in v)
+    e = record(v)   # a foreign array's cached wrapper, still exact (the common case)
+    if e is not None:
+        users.append(e.tensor)
+        return id(e.tensor)
     if _is_array(v):
         try:
             w, cached = _wrap(v)
@@ -260,13 +230,25 @@ def _thaw(template: tuple, weak: tuple[int, ...]) -> tuple | None:
 
 
 class _Entry:
-    """One prepared call: its launches and result as templates (see :func:`_freeze`)."""
+    """One prepared call: its launches and result as templates (see :func:`_freeze`).
 
-    __slots__ = ("users", "launches", "result", "single", "callbacks")
+    ``fixed`` holds the launches themselves when no launch argument is held weakly
+    (they reference views and scratch, not the caller's tensor objects), so that a
+    hit only thaws the result."""
+
+    __slots__ = ("users", "launches", "result", "single", "callbacks", "fixed", "seen",
+                 "used", "__weakref__")
 
     def __init__(self, users: tuple, launches: tuple, result: tuple, single: bool):
         self.users, self.launches = users, launches
         self.result, self.single = result, single
+        self.fixed = tuple((kern, template) for kern, template, weak in launches) \
+            if not any(weak for _, _, weak in launches) else None
+        #: the key of this entry's record in its cache's ``_seen`` (None: none yet;
+        #: ``_NEVER``: its calls cannot be recorded)
+        self.seen = None
+        #: reached through that record since the cache last looked (see CallCache)
+        self.used = False
 
     @classmethod
     def make(cls, call: Any, users: list) -> "_Entry | None":
@@ -290,26 +272,134 @@ class _Entry:
         result = _freeze((out,) if single else out, user_ids)
         return cls(tuple(weakref.ref(u) for u in users), frozen, result, single)
 
-    def plan(self, users: list) -> Plan | None:
-        """The launches with today's objects; None when one of them is gone."""
+    def plan(self, users: list) -> Ready | None:
+        """The launches with today's objects, if ``users`` are the tensors it was made
+        for; None when they are not, or one of its objects is gone."""
         if len(users) != len(self.users):
             return None
         for r, u in zip(self.users, users):
             if r() is not u:
                 return None
-        launches = []
-        for kern, template, weak in self.launches:
-            args = _thaw(template, weak)
-            if args is None:
+        return self.ready()
+
+    def ready(self) -> Ready | None:
+        """The launches with today's objects (the caller checked that they are this
+        entry's); None when one of them is gone. (Written without helper calls: this
+        is every hit's path.)"""
+        launches = self.fixed
+        if launches is None:
+            launches = []
+            for kern, template, weak in self.launches:
+                args = _thaw(template, weak)
+                if args is None:
+                    return None
+                launches.append((kern, args))
+        template, weak = self.result
+        if weak:
+            result = list(template)
+            for i in weak:
+                t = template[i]()
+                if t is None:
+                    return None
+                result[i] = t
+        else:
+            result = template
+        return Ready((result[0] if self.single else tuple(result), launches))
+
+
+def _immutable(v: Any) -> bool:
+    """Whether ``v`` is a value whose identity fixes its cache-key part for good: None,
+    bool, int, float, str, bytes, a numpy number, an enum member, a type, a dtype, or
+    a tuple or frozen dataclass of such values."""
+    t = type(v)
+    if t in _PLAIN or t is float or isinstance(v, (np.number, np.bool_, enum.Enum, type,
+                                                   np.dtype)):
+        return True
+    if t is tuple:
+        return all(map(_immutable, v))
+    if _is_torch_dtype(v):
+        return True
+    params = getattr(t, "__dataclass_params__", None)
+    return params is not None and params.frozen and \
+        all(_immutable(getattr(v, f.name)) for f in dataclasses.fields(v))
+
+
+def _is_torch_dtype(v: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(v, torch.dtype)
+
+
+class _Seen:
+    """A prepared call as reached with these very argument objects, for the next call
+    with them to skip building and hashing its key.
+
+    It is filed under the ids of the objects (``CallCache._seen``), and keeps them: the
+    immutable values themselves (``keep``), everything else through weak references
+    (``weak``; tensors, torch tensors). While every one of these is alive, no other
+    object can have its id, so a call filed under the same ids passes the very same
+    objects: its key is the one this call had. Torch tensors must also still have
+    what their cached wrappers were made with (``state``, a :class:`TorchState`, over
+    the values at ``pick``). The entry, held weakly, is the one that key reached: an
+    entry evicted from the cache is gone here too.
+    """
+
+    __slots__ = ("keep", "weak", "entry", "pick", "one", "state")
+
+    def __init__(self, keep: tuple, weak: tuple, entry: _Entry, foreign: list,
+                 state: TorchState | None):
+        self.keep, self.weak, self.entry = keep, weak, weakref.ref(entry)
+        self.pick = operator.itemgetter(*foreign) if foreign else None
+        self.one, self.state = len(foreign) == 1, state
+
+    @classmethod
+    def make(cls, values: tuple, entry: _Entry, users: list) -> "_Seen | None":
+        """The record of a call with ``values`` that reached ``entry`` with the tensors
+        ``users``; None when a value is neither a tensor, a torch tensor with a cached
+        wrapper among ``users``, nor :func:`_immutable`."""
+        keep, weak, foreign = [], [], []
+        for i, v in enumerate(values):
+            if isinstance(v, _Tensor):
+                weak.append(weakref.ref(v))
+            elif _immutable(v):
+                keep.append(v)
+            elif _is_torch(v):
+                weak.append(weakref.ref(v))
+                foreign.append(i)
+            else:
                 return None
-            launches.append((kern, args))
-        result = _thaw(*self.result)
-        if result is None:
+        state = None
+        if foreign:
+            xs = tuple(values[i] for i in foreign)
+            records = [record(x) for x in xs]
+            mine = {id(u) for u in users}
+            if any(r is None or id(r.tensor) not in mine for r in records):
+                return None
+            state = TorchState.of(xs, tuple(r.sig for r in records))
+            if state is None:
+                return None
+        return cls(tuple(keep), tuple(weak), entry, foreign, state)
+
+    def ready(self, values: tuple) -> Ready | None:
+        """The entry's launches if ``values`` (filed under this record's ids) are the
+        very objects recorded, torch tensors unchanged; None otherwise."""
+        for r in self.weak:
+            if r() is None:    # gone: its id may be another object's now
+                return None
+        pick = self.pick
+        if pick is not None and \
+                not self.state.holds((pick(values),) if self.one else pick(values)):
             return None
-        return Plan(result[0] if self.single else result, launches)
+        entry = self.entry()
+        if entry is None:
+            return None
+        entry.used = True
+        return entry.ready()
 
 
 _CACHES: "weakref.WeakSet[CallCache]" = weakref.WeakSet()
+#: see CallCache._remember
+_STRAYS, _COLD = 8, 256
+_NEVER = object()
 
 
 def _evict(cache_ref: weakref.ref, key: tuple, _dead: Any = None) -> None:
@@ -329,6 +419,10 @@ class CallCache:
     are cached. ``build`` must depend on nothing but its arguments and the tensors'
     (immutable) metadata.
 
+    A call repeated with the very same argument objects is found first by their
+    identities (``_seen``): no key is built or hashed, and torch tensors are checked in
+    a few C calls for all of them (see :class:`_Seen`).
+
     Example:
         >>> import tilelab as tl
         >>> from tilelab.kernels.elementwise import _unary_call
@@ -344,7 +438,12 @@ class CallCache:
         self.name = name
         self.capacity = capacity
         self._entries: "collections.OrderedDict[tuple, _Entry]" = collections.OrderedDict()
+        #: the calls last seen, by (keyword names, ids of the argument objects)
+        self._seen: dict[tuple, _Seen] = {}
         self.hits = self.misses = 0
+        #: calls that found their entry under other argument objects than its record's,
+        #: in a row; and how many calls skip the lookup by identity for that reason
+        self._strays = self._cold = 0
         _CACHES.add(self)
 
     def __len__(self) -> int:
@@ -354,11 +453,30 @@ class CallCache:
         """Forget every prepared call."""
         with _LOCK:
             self._entries.clear()
+            self._seen.clear()
 
     def prepare(self, build: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if not _outputs_given(kwargs.get("out")):
+        out = kwargs.get("out")
+        if out is None or (type(out) is tuple and not _outputs_given(out)):
             return build(*args, **kwargs)     # fresh outputs: nothing to reuse
         values = args + tuple(kwargs.values())
+        if self._cold:   # the objects kept changing: their ids would not be found
+            self._cold -= 1
+            return self._prepare(build, args, kwargs, values, None)
+        ids = (*kwargs, *map(id, values))
+        seen = self._seen.get(ids)   # (dict reads are atomic: no lock)
+        if seen is not None:
+            ready = seen.ready(values)
+            if ready is not None:
+                self.hits += 1
+                if self._strays:
+                    self._strays = 0
+                return ready
+        return self._prepare(build, args, kwargs, values, ids)
+
+    def _prepare(self, build: Callable[..., Any], args: tuple, kwargs: dict,
+                 values: tuple, ids: tuple) -> Any:
+        """``prepare`` by the call's key (see :func:`_part`)."""
         users: list = []
         mod = _NATIVE[0]
         try:
@@ -374,6 +492,8 @@ class CallCache:
                 if plan is not None:
                     self._entries.move_to_end(key)
                     self.hits += 1
+                    if ids is not None:
+                        self._remember(ids, values, entry, users)
                     return plan
                 del self._entries[key]
             self.misses += 1
@@ -385,10 +505,49 @@ class CallCache:
             entry.callbacks = [weakref.ref(u, functools.partial(_evict, me, key))
                                for u in {id(u): u for u in users}.values()]
             with _LOCK:
-                while len(self._entries) >= self.capacity:
-                    self._entries.popitem(last=False)
+                self._make_room()
                 self._entries[key] = entry
+                if ids is not None:
+                    self._remember(ids, values, entry, users)
         return call
+
+    def _make_room(self) -> None:
+        """Evict the least recently used entries down to ``capacity - 1`` (under
+        _LOCK). A hit through ``_seen`` does not reorder the entries (that would hash
+        the full key); it marks its entry ``used`` instead, which gives the entry a
+        second chance here: it moves to the recent end, unmarked."""
+        entries = self._entries
+        while len(entries) >= self.capacity:
+            key, entry = entries.popitem(last=False)
+            if entry.used:
+                entry.used = False
+                entries[key] = entry
+
+    def _remember(self, ids: tuple, values: tuple, entry: _Entry, users: list) -> None:
+        """Record the call (see :class:`_Seen`), once per entry: an entry reached again
+        under other objects (a float made afresh for each call, say) keeps its first
+        record, which a later call with those objects may still hit; an entry whose
+        calls cannot be recorded (see :meth:`_Seen.make`) is marked ``_NEVER``. Calls
+        that reach such entries (``_STRAYS`` of them, no hit by identity between) make
+        the next ``_COLD`` calls skip the lookup by identity, which could not find
+        them. (Under _LOCK.)"""
+        old = entry.seen
+        if old is _NEVER or (old is not None and old != ids and old in self._seen):
+            self._strays += 1
+            if self._strays >= _STRAYS:
+                self._strays, self._cold = 0, _COLD
+            return
+        self._strays = 0
+        seen = _Seen.make(values, entry, users)
+        if seen is None:     # (values of other kinds: the entry's calls pass them again)
+            entry.seen = _NEVER
+            return
+        if old is not None:
+            self._seen.pop(old, None)
+        while len(self._seen) >= self.capacity:
+            del self._seen[next(iter(self._seen))]
+        self._seen[ids] = seen
+        entry.seen = ids
 
 
 def clear_caches() -> None:

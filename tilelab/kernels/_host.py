@@ -19,7 +19,10 @@ repeated with the very same argument objects) never fires. Two caches fix that:
 * **Prepared calls** (:class:`CallCache`): when a call's outputs are given (``out=``),
   its launches — kernels and their exact argument objects — are kept, keyed by the
   identity of every tensor passed and the value of every other argument. The same call
-  again relaunches them: same objects, so the runtime's prepared launch is reused.
+  again relaunches them: same objects, so the runtime's prepared launch is reused. A
+  call repeated with the very same argument objects is found by their identities
+  alone, without building that key, and its torch tensors are checked all at once
+  (:class:`~tilelab.kernels._wrappers.TorchState`): the same checks, in a few C calls.
 
 What may never happen is a cached call computing with stale data or writing into the
 wrong buffer, so an entry is only made when every tensor a launch reads is a view of a
@@ -40,8 +43,8 @@ Example:
 
 Where the code lives: :mod:`tilelab.kernels._plan` (plans, launches, hints, launch
 arguments by name), :mod:`tilelab.kernels._wrappers` (foreign wrappers),
-:mod:`tilelab.kernels._calls` (prepared calls, constants, workspaces, config hashing),
-:mod:`tilelab.kernels._args` (argument conversion and validation) and
+:mod:`tilelab.kernels._calls` (prepared calls, constants, workspaces),
+:mod:`tilelab.kernels._args` (argument conversion and validation, config hashing) and
 :mod:`tilelab.kernels._tiles` (tiles, row views, schedules, row-kernel hints). Import
 them from here.
 """

@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import tilelab as tl
 from tilelab.runtime.foreign import BORROWED as _BORROWED
 from tilelab.runtime.partition import Partition as _Partition
 from tilelab.runtime.tensor import Tensor as _Tensor
 
-__all__ = ["Plan", "Call", "run_launches", "call_stream", "done_future", "hinted",
+__all__ = ["Plan", "Call", "Ready", "run_launches", "call_stream", "done_future", "hinted",
            "launch_args", "TensorResult", "PairResult"]
 
 #: What a host function with one output returns: the tensor, or with ``sync=False``
@@ -181,6 +181,38 @@ class Plan:
             True
         """
         return run_launches(self.launches, self.out, sync=sync, stream=stream)
+
+
+class Ready(tuple):
+    """``(out, launches)`` of a prepared call, as the library's call cache hands it back
+    on a hit: it reads like a :class:`Plan` (``out``, ``launches``, ``run``) and is made
+    in one C call (a tuple), where a Plan's ``__init__`` runs Python.
+
+    Example:
+        >>> r = Ready(("out", []))
+        >>> r.out, r.launches, r.run(sync=False)[1].done()
+        ('out', [], True)
+    """
+
+    __slots__ = ()
+
+    @property
+    def out(self) -> Any:
+        """What the call returns."""
+        return self[0]
+
+    @property
+    def launches(self) -> Sequence[tuple[Any, tuple]]:
+        """The ``(kernel, args)`` pairs, in order (a list or a tuple)."""
+        return self[1]
+
+    def run(self, sync: bool = True, stream: Any = None) -> Any:
+        """Launch as :func:`run_launches` does (one asynchronous launch directly)."""
+        launches = self[1]
+        if sync or stream is not None or len(launches) != 1:
+            return run_launches(launches, self[0], sync=sync, stream=stream)
+        kern, args = launches[0]
+        return self[0], kern.launch_async(*args)
 
 
 @dataclass

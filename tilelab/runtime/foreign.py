@@ -17,11 +17,15 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["current_stream", "borrow", "BORROWED"]
+__all__ = ["current_stream", "torch_stream_handle", "borrow", "BORROWED"]
 
 #: [how many storages were borrowed on a framework's stream] (never rebound): while 0,
 #: no launch can default to a foreign stream, and callers may skip looking for one
 BORROWED = [0]
+
+#: [(torch.cuda.current_stream as last seen, the raw getter that agreed with it, or
+#: None)] (never rebound): see :func:`torch_stream_handle`
+_RAW: list = [(None, None)]
 
 
 class _Handle:
@@ -56,6 +60,41 @@ def current_stream(x: Any) -> Any:
         s = cupy.cuda.get_current_stream()
         return _Handle(s.ptr, s)
     return None
+
+
+def torch_stream_handle(index: int) -> int:
+    """The handle (``cudaStream_t`` as an int) of torch's current stream on CUDA device
+    ``index``: ``torch.cuda.current_stream(index).cuda_stream``, read in one call.
+
+    The public call builds a ``torch.cuda.Stream`` object each time (microseconds);
+    ``torch._C._cuda_getCurrentRawStream(index)``, which Triton's launcher reads too,
+    returns the handle alone. It is used once it has given the public call's answer,
+    checked again whenever ``torch.cuda.current_stream`` is another function (a stand-in
+    or a patched torch); where it is missing or disagrees, the public call is used.
+
+    Example:
+        >>> torch_stream_handle(0)                                  # doctest: +SKIP
+        0
+    """
+    torch = sys.modules["torch"]
+    public = torch.cuda.current_stream
+    seen, raw = _RAW[0]
+    if seen is not public:
+        raw = _agreeing_raw_getter(torch, public, index)
+        _RAW[0] = (public, raw)
+    if raw is not None:
+        return raw(index)
+    return public(index).cuda_stream
+
+
+def _agreeing_raw_getter(torch: Any, public: Any, index: int) -> Any:
+    """torch's raw current-stream getter if it answers as ``public`` does, else None."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    try:
+        got = raw(index) if raw is not None else None
+        return raw if type(got) is int and got == public(index).cuda_stream else None
+    except Exception:  # noqa: BLE001 - a torch without CUDA, or another signature
+        return None
 
 
 def borrow(x: Any) -> Any:
