@@ -53,6 +53,15 @@ def _softmax_step(s, m_i, l_i, acc, vt, qk_scale):
     return m_new, l_i, acc
 
 
+def _split_result(m_i, l_i, acc):
+    """A KV split's normalized output and its log-sum-exp (base 2) from the online
+    softmax state; a split that saw no key gives output 0 and lse -inf, so the combine
+    weighs it nothing."""
+    seen = l_i > 0.0
+    l_safe = ct.where(seen, l_i, 1.0)
+    return acc / l_safe, ct.where(seen, m_i + ct.log2(l_safe), -math.inf)
+
+
 def _softmax_step_mma(s, m_i, l_i, acc, vt, qk_scale):
     """:func:`_softmax_step` with the running sums on the tensor cores: ``l_i`` is
     (rows, 16), every column the row sum of P (rounded as it is multiplied with V), got
@@ -193,10 +202,8 @@ def decode_split_kernel(po: tl.Out, plse: tl.Out, q: tl.In, k: tl.In, v: tl.In,
             sc = ct.where(kpos < kv_len, sc, -math.inf)
         m_i, l_i, acc = _softmax_step(sc, m_i, l_i, acc, _load_v(v, b, hk, j, BN, DP, LAT_V),
                                       qk_scale)
-    seen = l_i > 0.0
-    l_safe = ct.where(seen, l_i, 1.0)
-    po.store(ct.reshape(acc / l_safe, (1, 1, gc * DP)))
-    lse = ct.where(seen, m_i + ct.log2(l_safe), -math.inf)
+    out, lse = _split_result(m_i, l_i, acc)
+    po.store(ct.reshape(out, (1, 1, gc * DP)))
     plse.store(ct.reshape(lse, (1, 1, gc)))
 
 

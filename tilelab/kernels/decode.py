@@ -36,6 +36,7 @@ import math
 import cuda.tile as ct
 
 import tilelab as tl
+from tilelab.kernels.attention_kernels import _softmax_step, _split_result
 
 __all__ = ["embed_at_kernel", "qk_norm_rope_cache_kernel", "decode_split_kernel",
            "decode_combine_head_kernel", "lm_head_partial_kernel", "pick_token_kernel", "advance_kernel", "kv_fill_kernel", "gumbel_noise",
@@ -81,15 +82,6 @@ def gumbel_noise(seed, step, idx):
     h = _mix32(s ^ idx.astype(ct.uint32))
     u = ((h >> 8).astype(ct.float32) + 0.5) * GUMBEL_SCALE
     return -ct.log(-ct.log(u))
-
-
-def _softmax_step(sc, m_i, l_i, acc, vt, qk_scale):
-    """Fold raw scores ``sc`` (rows, BN) and values ``vt`` into the online softmax."""
-    m_new = ct.maximum(m_i, ct.max(sc, axis=1, keepdims=True) * qk_scale)
-    p = ct.exp2(sc * qk_scale - m_new, flush_to_zero=True)
-    alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
-    l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
-    return m_new, l_i, ct.mma(p.astype(vt.dtype), vt, acc * alpha)
 
 
 # ======================================================================================
@@ -208,10 +200,8 @@ def decode_split_kernel(po: tl.Out, plse: tl.Out, q: tl.In, k: tl.In, v: tl.In,
         sc = ct.where(kpos < kv_len, sc, -math.inf)
         vt = ct.load(v, index=(hk, j, 0), shape=(1, BN, DP), padding_mode=ct.PaddingMode.ZERO)
         m_i, l_i, acc = _softmax_step(sc, m_i, l_i, acc, ct.reshape(vt, (BN, DP)), qk_scale)
-    seen = l_i > 0.0
-    l_safe = ct.where(seen, l_i, 1.0)
-    po.store(ct.reshape(acc / l_safe, (1, 1, gc * DP)))
-    lse = ct.where(seen, m_i + ct.log2(l_safe), -math.inf)
+    out, lse = _split_result(m_i, l_i, acc)
+    po.store(ct.reshape(out, (1, 1, gc * DP)))
     plse.store(ct.reshape(lse, (1, 1, gc)))
 
 

@@ -175,7 +175,7 @@ class PreparedLaunch:
                  "claims",
                  "words", "config", "kernel", "epoch", "free_epoch", "fault", "params",
                  "grid", "handle", "gpu", "tls", "argv", "info", "pin", "caller", "native",
-                 "stream", "key", "pdl")
+                 "stream", "key")
 
     def __init__(self, launcher: Any, plan: LaunchPlan, args: Sequence[Any],
                  norm: list[Any], grid: tuple, claims: list, cache: bool = False):
@@ -194,10 +194,10 @@ class PreparedLaunch:
                               {id(t.storage): t.storage for t in tensors}.values())
         self.claims = claims
         self.words = tuple(launcher.words(plan, norm))
-        #: programmatic dependent launch: the kernel may start while the previous one
+        # programmatic dependent launch: the kernel may start while the previous one
         #: of the stream finishes (it waits for it before touching memory; see
         #: LaunchPlan.pdl). On the native and cuda.core paths; the driver path does not.
-        self.pdl = pdl = bool(plan.pdl) and config.pdl()
+        pdl = bool(plan.pdl) and config.pdl()
         self.config = LaunchConfig(grid=grid, block=(1, 1, 1),
                                    programmatic_stream_serialization=pdl)
         self.kernel = plan.cu_kernel
