@@ -24,7 +24,7 @@ import tilelab as tl
 from tilelab.kernels._wrappers import as_tensor
 
 __all__ = ["FLOAT_DTYPES", "tensor_arg", "check_float", "check_same_device", "is_pow2",
-           "pow2_ceil", "check_block", "float_scalar", "dtype_name", "output", "planning_sms",
+           "check_pow2_fields", "check_hint", "pow2_ceil", "check_block", "float_scalar", "dtype_name", "output", "planning_sms",
            "hash_once", "state_without_hash"]
 
 #: the floating dtypes of the memory-bound kernels
@@ -94,6 +94,38 @@ def is_pow2(v: Any) -> bool:
         [True, True, False, False, False, False]
     """
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and not v & (v - 1)
+
+
+def check_pow2_fields(config: Any, *names: str) -> None:
+    """ValueError naming the first field of the config dataclass ``config`` among
+    ``names`` that is not a power of two (tile sizes are).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> check_pow2_fields(NS(bn=16, bk=48), "bn", "bk")
+        Traceback (most recent call last):
+        ...
+        ValueError: SimpleNamespace.bk=48 must be a power of two
+    """
+    for name in names:
+        v = getattr(config, name)
+        if not is_pow2(v):
+            raise ValueError(f"{type(config).__name__}.{name}={v!r} must be a power of two")
+
+
+def check_hint(owner: str, name: str, v: Any, lo: int, hi: int) -> None:
+    """ValueError unless ``v`` (a cuTile hint: latency, occupancy, worker warps) is None
+    or an int (not a bool) in ``lo..hi``.
+
+    Example:
+        >>> check_hint("GemvConfig", "latency", 11, 1, 10)
+        Traceback (most recent call last):
+        ...
+        ValueError: GemvConfig.latency=11 must be an int in 1..10, or None
+    """
+    if v is not None and not (isinstance(v, int) and not isinstance(v, bool)
+                              and lo <= v <= hi):
+        raise ValueError(f"{owner}.{name}={v!r} must be an int in {lo}..{hi}, or None")
 
 
 def pow2_ceil(n: int) -> int:

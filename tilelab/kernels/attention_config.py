@@ -12,16 +12,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from tilelab.kernels._args import check_hint, check_pow2_fields
 from tilelab.kernels._host import hash_once, is_pow2, state_without_hash
 
 __all__ = ["AttentionConfig", "DecodeConfig", "ROW_SUMS", "default_attention_config",
            "default_decode_config", "attention_search_space"]
-
-
-def _check_hint(owner: str, name: str, v: Any, lo: int, hi: int) -> None:
-    if v is not None and not (isinstance(v, int) and not isinstance(v, bool)
-                              and lo <= v <= hi):
-        raise ValueError(f"{owner}.{name}={v!r} must be an int in {lo}..{hi}, or None")
 
 
 # ======================================================================================
@@ -64,20 +59,17 @@ class AttentionConfig:
     __getstate__ = state_without_hash
 
     def __post_init__(self):
-        for name in ("bm", "bn"):
-            if not is_pow2(getattr(self, name)):
-                raise ValueError(f"AttentionConfig.{name}={getattr(self, name)!r} must be "
-                                 "a power of two")
+        check_pow2_fields(self, "bm", "bn")
         if not isinstance(self.persistent, bool):
             raise ValueError(f"AttentionConfig.persistent={self.persistent!r} must be a "
                              "bool")
         if self.row_sum not in ROW_SUMS:
             raise ValueError(f"AttentionConfig.row_sum={self.row_sum!r}: choose one of "
                              f"{', '.join(map(repr, ROW_SUMS))}")
-        _check_hint("AttentionConfig", "latency_k", self.latency_k, 1, 10)
-        _check_hint("AttentionConfig", "latency_v", self.latency_v, 1, 10)
-        _check_hint("AttentionConfig", "occupancy", self.occupancy, 1, 32)
-        _check_hint("AttentionConfig", "num_worker_warps", self.num_worker_warps, 1, 32)
+        check_hint("AttentionConfig", "latency_k", self.latency_k, 1, 10)
+        check_hint("AttentionConfig", "latency_v", self.latency_v, 1, 10)
+        check_hint("AttentionConfig", "occupancy", self.occupancy, 1, 32)
+        check_hint("AttentionConfig", "num_worker_warps", self.num_worker_warps, 1, 32)
         if self.num_worker_warps is not None and not is_pow2(self.num_worker_warps):
             raise ValueError(f"AttentionConfig.num_worker_warps={self.num_worker_warps!r} "
                              "must be a power of two")
@@ -116,17 +108,14 @@ class DecodeConfig:
     __getstate__ = state_without_hash
 
     def __post_init__(self):
-        for name in ("bn", "combine_chunk"):
-            if not is_pow2(getattr(self, name)):
-                raise ValueError(f"DecodeConfig.{name}={getattr(self, name)!r} must be a "
-                                 "power of two")
+        check_pow2_fields(self, "bn", "combine_chunk")
         if self.num_splits is not None and not (isinstance(self.num_splits, int)
                                                 and self.num_splits >= 1):
             raise ValueError(f"DecodeConfig.num_splits={self.num_splits!r} must be a "
                              "positive int or None")
-        _check_hint("DecodeConfig", "latency_k", self.latency_k, 1, 10)
-        _check_hint("DecodeConfig", "latency_v", self.latency_v, 1, 10)
-        _check_hint("DecodeConfig", "occupancy", self.occupancy, 1, 32)
+        check_hint("DecodeConfig", "latency_k", self.latency_k, 1, 10)
+        check_hint("DecodeConfig", "latency_v", self.latency_v, 1, 10)
+        check_hint("DecodeConfig", "occupancy", self.occupancy, 1, 32)
 
     def with_(self, **changes: Any) -> "DecodeConfig":
         """A copy with some fields changed.

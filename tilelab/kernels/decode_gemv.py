@@ -42,8 +42,8 @@ from typing import Any
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._host import (Plan, TensorResult, as_tensor, hinted, is_pow2,
-                                   run_launches)
+from tilelab.kernels._args import check_hint, check_pow2_fields
+from tilelab.kernels._host import (Plan, TensorResult, as_tensor, hinted, run_launches)
 
 __all__ = ["GemvConfig", "default_gemv_config", "row_gemv", "gemv_silu_mul", "plan_row_gemv",
            "plan_gemv_silu_mul", "gemv_kernel", "gemv_silu_mul_kernel", "gemv_fused_kernel",
@@ -73,15 +73,9 @@ class GemvConfig:
     occupancy: int | None = 2
 
     def __post_init__(self):
-        for name in ("bn", "bk"):
-            if not is_pow2(getattr(self, name)):
-                raise ValueError(f"GemvConfig.{name}={getattr(self, name)!r} must be a "
-                                 "power of two")
-        for name, hi in (("latency", 10), ("occupancy", 32)):
-            v = getattr(self, name)
-            if v is not None and not (isinstance(v, int) and 1 <= v <= hi):
-                raise ValueError(f"GemvConfig.{name}={v!r} must be an int in 1..{hi}, "
-                                 "or None")
+        check_pow2_fields(self, "bn", "bk")
+        check_hint("GemvConfig", "latency", self.latency, 1, 10)
+        check_hint("GemvConfig", "occupancy", self.occupancy, 1, 32)
 
     def with_(self, **changes: Any) -> "GemvConfig":
         """A copy with some fields changed.
