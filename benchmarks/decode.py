@@ -17,7 +17,9 @@ tokens, this measures, in one run:
    embedding table, which counts only as a tied lm_head, plus the KV cache at the
    mean context) x tokens/s / the GPU's nominal bandwidth;
 4. a per-kernel breakdown of one step (CUDA events around each launch, L2 flushed;
-   bytes from :mod:`tilelab.models.step_cost`, fraction of bandwidth);
+   bytes from :mod:`tilelab.models.step_cost`, fraction of bandwidth), and each kernel
+   kind's cost inside the replayed graph (the step without that kind,
+   :mod:`benchmarks.decode_graph`);
 5. decode attention against torch SDPA at contexts 1K-32K.
 
 Everything goes into one JSON (GPU, driver, versions, date). ``--dry-run`` runs the
@@ -44,10 +46,11 @@ from typing import Any
 import numpy as np
 
 try:                                  # run as benchmarks.decode (the suite, python -m)
-    from benchmarks import decode_tune
+    from benchmarks import decode_graph, decode_tune
     from benchmarks.decode_reference import (shared_prefix, sync_device, check, hf_compiled_tok_s,
                                             hf_tok_s)
 except ImportError:                   # run as a script from benchmarks/
+    import decode_graph  # type: ignore[no-redef]
     import decode_tune  # type: ignore[no-redef]
     from decode_reference import (shared_prefix, sync_device, check,  # type: ignore
                                   hf_compiled_tok_s, hf_tok_s)
@@ -326,6 +329,10 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
         if r and "tok_s" in r:
             r["fraction_of_hbm_roofline"] = per_token * r["tok_s"] / bandwidth
     res["kernels"] = kernel_breakdown(engine, prompt_len + 1, bandwidth)
+    # inside the replayed graph: each kind's cost as the step without it
+    res["graph_ablation"] = decode_graph.ablation(engine, prompt, rep=3 if device == "cpu"
+                                                  else 30)
+    _say(f"{name}: in the graph: {decode_graph.summary(res['graph_ablation'])}")
     # the kernels' device time against the replayed step's wall time: the gap is what
     # launch latency and the kernels' tails cost inside the graph
     res["kernels_sum_us"] = sum(k["us_per_step"] for k in res["kernels"])
@@ -349,7 +356,7 @@ def _tuned(engine: Any, step_config: Any, device: str) -> tuple[Any, dict[str, A
     CPU backend, a dry run, three of the candidates with three timed calls each)."""
     cands, rep = decode_tune.CANDIDATES, 30
     if device == "cpu":
-        cands, rep = decode_tune.CANDIDATES[::25], 3
+        cands, rep = decode_tune.CANDIDATES[::7], 3
     tuned, info = decode_tune.tuned_engine(engine, step_config, candidates=cands, rep=rep)
     _say(f"gemv tiles ({len(cands)} candidates per projection, "
          f"{info['seconds']:.0f} s):\n" + decode_tune.summary(info["candidates"]))

@@ -3,11 +3,13 @@
 A batch-1 decode step is a handful of weight-streaming GEMVs per layer, and which tile
 streams best depends on the shape: a projection with few output rows (Qwen3-4B's o and
 down projections have 2560) leaves SMs idle at 16 rows per block, while a wide one
-fills several waves. :func:`tune_gemv` times each projection the step launches (its
-first layer's weights; the fused norm + GEMV kernels when the step fuses its norms)
-with every candidate of :data:`CANDIDATES` (CUDA events, L2 flushed, the step's own
-buffers), after checking that the candidate's output equals the default tile's, and
-returns the winners as the ``gemv_table`` of a
+fills several waves. :func:`tune_gemv` times each projection the step launches (the
+fused norm + GEMV kernels when the step fuses its norms) with every candidate of
+:data:`CANDIDATES`, element-wise and tensor-core tiles, after checking that the
+candidate's output equals the step's own tile's. It times them as the step runs them:
+one launch per layer, each on its own layer's weights, back to back in a replayed
+graph (or, with ``graph=False``, the first layer's launch alone, CUDA events, L2
+flushed), and returns the winners as the ``gemv_table`` of a
 :class:`~tilelab.models.decode_step.StepConfig`. On the GPU it also times cuBLAS
 (``torch.mv`` on the same bf16 weight and input, same events and flush) per shape, so
 the result says how far each projection is from the vendor GEMV.
@@ -30,16 +32,28 @@ from typing import Any
 
 import numpy as np
 
-#: (rows per block, K per step) tiles of at most 32K elements (the fp32 accumulator)
-TILES: tuple[tuple[int, int], ...] = tuple(
-    (bn, bk) for bn in (4, 8, 16, 32) for bk in (512, 1024, 2048) if bn * bk <= 32768)
-#: (rows per block, K per step, blocks-per-SM hint, load latency hint): every tile with
-#: the inferred latency and occupancy hints none, 2 and 4, then latency hints 2, 4 and 8
-#: at occupancy 2 for the tiles of at most 16K elements (where a deeper pipeline of
-#: loads has registers to spare): 33 + 27 = 60 candidates per projection
-CANDIDATES: tuple[tuple[int, int, int | None, int | None], ...] = tuple(
-    (bn, bk, occ, None) for bn, bk in TILES for occ in (None, 2, 4)) + tuple(
-    (bn, bk, 2, lat) for bn, bk in TILES if bn * bk <= 16384 for lat in (2, 4, 8))
+#: element-wise tiles (rows per block, K per step, blocks-per-SM hint), the ones that
+#: won or came within 10% on some Qwen3 projection when every tile of at most 32K
+#: elements was timed alone on the H200 (decode_gemv_tuning_h200_2026-12-02.json)
+ELEMENTWISE: tuple[tuple[int, int, int | None], ...] = (
+    (4, 512, 4), (8, 512, 2), (8, 512, 4), (16, 512, 2), (16, 1024, 2), (32, 512, 2))
+#: tensor-core tiles (decode_gemv_mma): 64 and 128 rows (warpgroup MMAs, one block of
+#: about 200 KB of pipeline per SM, or two with the occupancy hint) and 32 rows
+#: (mma.sync, about 80 KB), K steps of 128-512
+MMA: tuple[tuple[int, int, int | None], ...] = (
+    (32, 256, None), (32, 256, 2), (32, 512, None), (64, 128, None), (64, 128, 2),
+    (64, 256, None), (64, 512, None), (128, 128, None), (128, 256, None))
+
+
+def _candidates() -> tuple:
+    from tilelab.kernels.decode_gemv import GemvConfig
+
+    return tuple(GemvConfig(bn=bn, bk=bk, occupancy=occ) for bn, bk, occ in ELEMENTWISE) + \
+        tuple(GemvConfig(bn=bn, bk=bk, occupancy=occ, mma=True) for bn, bk, occ in MMA)
+
+
+#: every candidate, as GemvConfigs: 6 element-wise and 9 tensor-core tiles
+CANDIDATES: tuple = _candidates()
 #: the unfused step's GEMVs and the fused kernels that replace them (same shapes)
 FUSED_KIND = {"qkv_gemv": "norm_qkv_gemv", "gate_up_silu_gemv": "norm_gate_up_silu_gemv"}
 
@@ -158,65 +172,117 @@ def _cublas_row(step: Any, kind: str, layer: Any, n: int, k: int, rep: int,
     return dict(row, status="ok", us=sec * 1e6, tb_s=weight_bytes / sec / 1e12)
 
 
-def _time_candidate(step: Any, kind: str, layer: Any, cand: tuple, ref: np.ndarray,
-                    out: Any, rep: int, tolerance: float,
-                    weight_bytes: int) -> dict[str, Any]:
-    """One candidate's row: checked against ``ref``, then timed (or why it was not)."""
-    import tilelab as tl
+def config_row(cfg: Any) -> dict[str, Any]:
+    """A GemvConfig's fields as a JSON row.
+
+    Example:
+        >>> from tilelab.kernels.decode_gemv import GemvConfig
+        >>> config_row(GemvConfig(bn=64, bk=256, mma=True))["mma"]
+        True
+    """
+    return {"bn": cfg.bn, "bk": cfg.bk, "occupancy": cfg.occupancy,
+            "latency": cfg.latency, "mma": cfg.mma}
+
+
+def config_of(row: dict[str, Any]) -> Any:
+    """The GemvConfig of a JSON row (rows written before ``mma`` existed are
+    element-wise).
+
+    Example:
+        >>> config_of({"bn": 8, "bk": 512, "occupancy": 4}).mma
+        False
+    """
     from tilelab.kernels.decode_gemv import GemvConfig
 
-    bn, bk, occ, lat = cand
+    return GemvConfig(bn=row["bn"], bk=row["bk"], occupancy=row["occupancy"],
+                      latency=row.get("latency"), mma=bool(row.get("mma", False)))
+
+
+def label(cfg: Any) -> str:
+    """``rows x K / occupancy / latency``, with ``mma`` for the tensor-core form.
+
+    Example:
+        >>> from tilelab.kernels.decode_gemv import GemvConfig
+        >>> label(GemvConfig(bn=64, bk=256, occupancy=None, mma=True))
+        'mma 64x256/None/None'
+    """
+    return f"{'mma ' if cfg.mma else ''}{cfg.bn}x{cfg.bk}/{cfg.occupancy}/{cfg.latency}"
+
+
+def _graph_of(runs: list[Any]) -> Any:
+    """The calls recorded once as a graph (they enqueue without waiting)."""
+    import tilelab as tl
+
+    with tl.graph() as g:
+        for run in runs:
+            run()
+    return g
+
+
+def _time_candidate(step: Any, kind: str, layers: list[Any], cfg: Any, ref: np.ndarray,
+                    out: Any, rep: int, tolerance: float, weight_bytes: int,
+                    graph: bool) -> dict[str, Any]:
+    """One candidate's row: checked against ``ref`` (the first layer's output), then
+    timed alone (one launch, L2 flushed) or, with ``graph``, as the decode step runs
+    it: one launch per layer, each on its own layer's weights, back to back in a
+    replayed graph (the time per launch is the replay's over the layers)."""
+    import tilelab as tl
+
     row: dict[str, Any] = {"impl": "tilelab", "kind": kind, "n": out.shape[0],
-                           "bn": bn, "bk": bk, "occupancy": occ, "latency": lat}
+                           **config_row(cfg), "timed": "graph" if graph else "alone"}
     try:
-        run, _ = _launcher(step, kind, layer, GemvConfig(bn=bn, bk=bk, occupancy=occ,
-                                                         latency=lat))
-        got = _output(run, out)
+        runs = [_launcher(step, kind, layer, cfg)[0] for layer in layers]
+        got = _output(runs[0], out)
         err = float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
         row["rel_err"] = err
         if not err <= tolerance:
             return dict(row, status=f"wrong: rel err {err:.3g}")
-        r = tl.bench(run, warmup=5, rep=rep, name=f"{kind}/{bn}x{bk}/{occ}/{lat}")
+        if graph:
+            g = _graph_of(runs)
+            r = tl.bench(g.replay, warmup=3, rep=max(5, rep // 3), flush_l2=False,
+                         name=f"{kind}/{label(cfg)} x{len(runs)}")
+            sec = r.median / len(runs)
+        else:
+            sec = tl.bench(runs[0], warmup=5, rep=rep, name=f"{kind}/{label(cfg)}").median
     except Exception as e:  # noqa: BLE001 - a failing candidate is a result
         return dict(row, status=f"error: {type(e).__name__}: {e}"[:300])
-    return dict(row, status="ok", us=r.median * 1e6, tb_s=weight_bytes / r.median / 1e12)
+    return dict(row, status="ok", us=sec * 1e6, tb_s=weight_bytes / sec / 1e12)
 
 
-def tune_gemv(engine: Any, candidates: tuple = CANDIDATES, *, rep: int = 30,
-              tolerance: float = 2e-2, cublas: bool = True,
-              step: Any = None) -> tuple[tuple, list[dict[str, Any]]]:
-    """Time every candidate tile on each projection the engine's decode step launches
-    (or ``step``'s), on the first layer's weights.
+def tune_gemv(engine: Any, candidates: tuple | None = None, *, rep: int = 30,
+              tolerance: float = 2e-2, cublas: bool = True, step: Any = None,
+              graph: bool = True) -> tuple[tuple, list[dict[str, Any]]]:
+    """Time every candidate (a GemvConfig; None: :data:`CANDIDATES`) on each projection
+    the engine's decode step launches (or ``step``'s): with ``graph``, one launch per
+    layer back to back in a replayed graph, as the step runs them; else the first
+    layer's launch alone.
 
     Returns ``(gemv_table, rows)``: the table for ``StepConfig(gemv_table=...)`` and one
     row per (projection, candidate) with its median time and achieved bandwidth, or the
-    reason it was not timed (its output differs from the default tile's by more than
-    ``tolerance`` relative to the output's norm, or it failed to compile or launch);
-    with ``cublas``, one more row per projection (``impl == "cublas"``).
+    reason it was not timed (its output differs from the step's own tile's by more
+    than ``tolerance`` relative to the output's norm, or it failed to compile or
+    launch); with ``cublas``, one more row per projection (``impl == "cublas"``, timed
+    alone).
     """
-    from tilelab.kernels.decode_gemv import GemvConfig
-
+    candidates = CANDIDATES if candidates is None else candidates
     step = step or engine.decode_step()
-    layer = engine.weights.layers[0]
+    layers = list(engine.weights.layers) if graph else [engine.weights.layers[0]]
     _fill_inputs(step)
     table, rows = [], []
     for kind, n, k in step.gemv_shapes():
-        run0, out = _launcher(step, kind, layer, step._gemv_cfg(kind, n, k))
+        run0, out = _launcher(step, kind, layers[0], step._gemv_cfg(kind, n, k))
         ref = _output(run0, out)
         weight_bytes = (2 if "gate_up" in kind else 1) * n * k * 2
-        timed = [_time_candidate(step, kind, layer, c, ref, out, rep, tolerance,
-                                 weight_bytes) for c in candidates]
+        timed = [_time_candidate(step, kind, layers, c, ref, out, rep, tolerance,
+                                 weight_bytes, graph) for c in candidates]
         for r in timed:
             r["k"] = k
         rows += timed
         if cublas:
-            rows.append(_cublas_row(step, kind, layer, n, k, rep, weight_bytes))
+            rows.append(_cublas_row(step, kind, layers[0], n, k, rep, weight_bytes))
         ok = [r for r in timed if r["status"] == "ok"]
         if ok:
-            best = min(ok, key=lambda r: r["us"])
-            table.append(((kind, n, k), GemvConfig(bn=best["bn"], bk=best["bk"],
-                                                   occupancy=best["occupancy"],
-                                                   latency=best["latency"])))
+            table.append(((kind, n, k), config_of(min(ok, key=lambda r: r["us"]))))
     return tuple(table), rows
 
 
@@ -263,8 +329,7 @@ def versus_cublas(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         best = min(ok, key=lambda r: r["us"])
         out.append({"kind": kind, "n": best["n"], "k": best["k"],
-                    "best": f"{best['bn']}x{best['bk']}/{best['occupancy']}/"
-                            f"{best['latency']}", "best_us": best["us"],
+                    "best": label(config_of(best)), "best_us": best["us"],
                     "best_tb_s": best["tb_s"],
                     "cublas_us": cub["us"] if cub else None,
                     "cublas_tb_s": cub["tb_s"] if cub else None,
@@ -272,7 +337,7 @@ def versus_cublas(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def tuned_engine(engine: Any, step_config: Any, *, candidates: tuple = CANDIDATES,
+def tuned_engine(engine: Any, step_config: Any, *, candidates: tuple | None = None,
                  rep: int = 30) -> tuple[Any, dict[str, Any]]:
     """The engine rebuilt with the measured best tiles of each projection GEMV its step
     launches, and what the tuning measured (for the benchmark's JSON).
@@ -290,8 +355,8 @@ def tuned_engine(engine: Any, step_config: Any, *, candidates: tuple = CANDIDATE
     base = step_config or StepConfig()
     tuned = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
                   step_config=dataclasses.replace(base, gemv_table=both_forms(table)))
-    chosen = [{"kind": key[0], "n": key[1], "k": key[2], "bn": c.bn, "bk": c.bk,
-               "occupancy": c.occupancy, "latency": c.latency} for key, c in table]
+    chosen = [{"kind": key[0], "n": key[1], "k": key[2], **config_row(c)}
+              for key, c in table]
     return tuned, {"chosen": chosen, "candidates_per_shape": len(candidates),
                    "vs_cublas": versus_cublas(rows), "candidates": rows,
                    "seconds": time.perf_counter() - t0}
@@ -306,7 +371,6 @@ def engine_from_table(engine: Any, step_config: Any, name: str,
 
         engine, info = engine_from_table(engine, None, "4b", "decode_h200.json")
     """
-    from tilelab.kernels.decode_gemv import GemvConfig
     from tilelab.models import Qwen3
     from tilelab.models.decode_step import StepConfig
 
@@ -315,10 +379,7 @@ def engine_from_table(engine: Any, step_config: Any, name: str,
                    if m["model"] == name and "gemv_tuning" in m), None)
     if chosen is None:
         raise SystemExit(f"decode.py: {path} has no GEMV tuning of model {name!r}")
-    table = tuple(((c["kind"], c["n"], c["k"]),
-                   GemvConfig(bn=c["bn"], bk=c["bk"], occupancy=c["occupancy"],
-                              latency=c.get("latency")))
-                  for c in chosen)
+    table = tuple(((c["kind"], c["n"], c["k"]), config_of(c)) for c in chosen)
     base = step_config or StepConfig()
     tuned = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
                   step_config=dataclasses.replace(base, gemv_table=both_forms(table)))
@@ -336,12 +397,13 @@ def summary(rows: list[dict[str, Any]]) -> str:
             lines.append(f"  {kind}: no candidate ran")
             continue
         best = min(ok, key=lambda r: r["us"])
-        dflt = next((r for r in ok if (r["bn"], r["bk"], r["occupancy"], r["latency"])
-                     == (16, 512, 2, None)), None)
-        tail = f", default 16x512/2 {dflt['us']:.1f} us" if dflt else ""
+        ew = [r for r in ok if not r.get("mma")]
+        tail = ""
+        if best.get("mma") and ew:
+            e = min(ew, key=lambda r: r["us"])
+            tail = f", best element-wise {label(config_of(e))} {e['us']:.1f} us"
         cub = vs[kind]["cublas_us"]
-        tail += f", cuBLAS {cub:.1f} us" if cub is not None else ""
-        lines.append(f"  {kind} ({best['n']}x{best['k']}): best {best['bn']}x{best['bk']}/"
-                     f"{best['occupancy']}/{best['latency']} {best['us']:.1f} us "
-                     f"{best['tb_s']:.2f} TB/s{tail}")
+        tail += f", cuBLAS {cub:.1f} us (alone)" if cub is not None else ""
+        lines.append(f"  {kind} ({best['n']}x{best['k']}): best {label(config_of(best))} "
+                     f"{best['us']:.1f} us {best['tb_s']:.2f} TB/s{tail}")
     return "\n".join(lines)

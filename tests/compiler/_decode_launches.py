@@ -1,4 +1,5 @@
-"""Launches of the decode engine's kernels (tilelab.kernels.decode, .decode_gemv) with the
+"""Launches of the decode engine's kernels (tilelab.kernels.decode, .decode_gemv,
+.decode_gemv_mma) with the
 argument forms the engine passes them, at small shapes, for the Tile IR validator tests.
 
 The shapes follow :class:`tilelab.models.decode_step.DecodeStep` (one layer of a small
@@ -72,6 +73,7 @@ def _head_launches(pos, tokens) -> dict:
 
 def _gemv_launches() -> dict:
     cfg = dg.GemvConfig(bn=4, bk=16, latency=3)
+    mma = dg.GemvConfig(bn=64, bk=16, latency=3, mma=True)
     x, res = _t(40), _t(24)
     plans = {
         "gemv": dg.plan_row_gemv(_t((24, 40)), x, config=cfg.with_(latency=None)),
@@ -84,6 +86,13 @@ def _gemv_launches() -> dict:
                                                      config=cfg.with_(latency=None)),
         "gemv_fused_silu_mul_norm": dg.plan_gemv_silu_mul(_t((2, 24, 40)), x,
                                                           norm_weight=x, config=cfg),
+        # the tensor-core forms (GemvConfig(mma=True)), each flag set once
+        "gemv_mma_norm_x2": dg.plan_row_gemv(_t((24, 40)), x, x2=x, norm_weight=x,
+                                             config=mma),
+        "gemv_mma_residual_pair": dg.plan_row_gemv(_t((24, 40)), x, residual=(res, res),
+                                                   config=mma.with_(latency=None)),
+        "gemv_mma_silu_mul_norm": dg.plan_gemv_silu_mul(_t((2, 24, 40)), x,
+                                                        norm_weight=x, config=mma),
     }
     return {name: plan.launches[0] for name, plan in plans.items()}
 

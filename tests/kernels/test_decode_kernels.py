@@ -238,7 +238,7 @@ def test_the_decode_kernels_are_safe_kernels():
         assert not k.definition.options.unsafe, k.definition.name
 
 
-@pytest.mark.parametrize("name", ["decode", "decode_gemv"])
+@pytest.mark.parametrize("name", ["decode", "decode_gemv", "decode_gemv_mma"])
 def test_module_examples_run_and_public_names_have_examples(name, monkeypatch):
     import doctest
     import importlib

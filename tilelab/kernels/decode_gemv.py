@@ -44,6 +44,7 @@ import cuda.tile as ct
 import tilelab as tl
 from tilelab.kernels._args import check_hint, check_pow2_fields
 from tilelab.kernels._host import (Plan, TensorResult, as_tensor, hinted, run_launches)
+from tilelab.kernels.decode_gemv_mma import gemv_mma_kernel, gemv_mma_silu_mul_kernel
 
 __all__ = ["GemvConfig", "default_gemv_config", "row_gemv", "gemv_silu_mul", "plan_row_gemv",
            "plan_gemv_silu_mul", "gemv_kernel", "gemv_silu_mul_kernel", "gemv_fused_kernel",
@@ -58,24 +59,32 @@ class GemvConfig:
 
     ``bn``: output rows per block (weight rows streamed together); ``bk``: elements of
     K per step (both powers of two); ``latency``: cuTile's load latency hint (1..10,
-    None: inferred); ``occupancy``: blocks per SM hint. The defaults (16 rows of 512,
-    two blocks per SM) are the tiles the library's row-major GEMV measured fastest on
-    the H200 for Qwen3-8B's projections.
+    None: inferred); ``occupancy``: blocks per SM hint; ``mma``: run the GEMV on the
+    tensor cores (:mod:`tilelab.kernels.decode_gemv_mma`: 16-bit weights only, ``bk``
+    at least 16). The defaults (16 rows of 512, two blocks per SM, element-wise) are
+    the tiles the library's row-major GEMV measured fastest on the H200 for Qwen3-8B's
+    projections.
 
     Example:
         >>> GemvConfig(bn=32).with_(bk=1024)
-        GemvConfig(bn=32, bk=1024, latency=None, occupancy=2)
+        GemvConfig(bn=32, bk=1024, latency=None, occupancy=2, mma=False)
     """
 
     bn: int = 16
     bk: int = 512
     latency: int | None = None
     occupancy: int | None = 2
+    mma: bool = False
 
     def __post_init__(self):
         check_pow2_fields(self, "bn", "bk")
         check_hint("GemvConfig", "latency", self.latency, 1, 10)
         check_hint("GemvConfig", "occupancy", self.occupancy, 1, 32)
+        if not isinstance(self.mma, bool):
+            raise TypeError(f"GemvConfig.mma must be True or False, got {self.mma!r}")
+        if self.mma and self.bk < 16:
+            raise ValueError(f"GemvConfig(mma=True) needs bk >= 16 (the MMA's K step), "
+                             f"got bk={self.bk}")
 
     def with_(self, **changes: Any) -> "GemvConfig":
         """A copy with some fields changed.
@@ -328,6 +337,22 @@ def _residuals(residual: Any, n: int, device: str, who: str) -> list[tl.Tensor]:
     return [_vector(r, "residual", n, device, who) for r in parts]
 
 
+def _check_mma(w: tl.Tensor, who: str) -> None:
+    """ValueError unless the weight suits the tensor-core GEMV (16-bit)."""
+    if w.dtype.name not in ("float16", "bfloat16"):
+        raise ValueError(f"{who}(): GemvConfig(mma=True) needs a float16 or bfloat16 "
+                         f"weight, got {w.dtype.name}; use mma=False")
+
+
+def _as_rows(x: tl.Tensor, x2: tl.Tensor | None,
+             g: tl.Tensor | None) -> tuple[tl.Tensor, tl.Tensor, tl.Tensor]:
+    """The (K,) input vectors as (1, K) views, the MMA kernels' B-operand layout
+    (a vector left out is ``x`` again: its flag keeps it unread)."""
+    vecs = (x, x if x2 is None else x2, x if g is None else g)
+    rows = [v if v.is_contiguous else v.contiguous() for v in vecs]
+    return tuple(v.reshape(1, v.shape[0]) for v in rows)
+
+
 def plan_row_gemv(w: Any, x: Any, *, x2: Any = None, norm_weight: Any = None,
                   eps: float = 1e-6, residual: Any = None, out: Any = None,
                   config: GemvConfig | None = None) -> Plan:
@@ -357,6 +382,14 @@ def plan_row_gemv(w: Any, x: Any, *, x2: Any = None, norm_weight: Any = None,
     if n == 0:
         return Plan(o, [])
     part, lat = o.partition(cfg.bn), cfg.latency or 0
+    if cfg.mma:
+        _check_mma(wt, who)
+        r1, r2 = (res + [xt, xt])[:2]
+        x1, x2v, gv = _as_rows(xt, x2t, gt)
+        kern = hinted(gemv_mma_kernel, occupancy=cfg.occupancy)
+        return Plan(o, [(kern, (part, wt, x1, x2v, gv, r1, r2, eps, cfg.bk, lat,
+                                int(x2t is not None), int(gt is not None),
+                                int(len(res) > 0), int(len(res) > 1)))])
     if x2t is None and gt is None and len(res) < 2:
         kern = hinted(gemv_kernel, occupancy=cfg.occupancy)
         return Plan(o, [(kern, (part, wt, xt, res[0] if res else xt, cfg.bk, lat,
@@ -395,6 +428,12 @@ def plan_gemv_silu_mul(w: Any, x: Any, *, x2: Any = None, norm_weight: Any = Non
     if n == 0:
         return Plan(o, [])
     part, lat = o.partition(cfg.bn), cfg.latency or 0
+    if cfg.mma:
+        _check_mma(wt, who)
+        x1, x2v, gv = _as_rows(xt, x2t, gt)
+        kern = hinted(gemv_mma_silu_mul_kernel, occupancy=cfg.occupancy)
+        return Plan(o, [(kern, (part, wt, x1, x2v, gv, eps, cfg.bk, lat,
+                                int(x2t is not None), int(gt is not None)))])
     if x2t is None and gt is None:
         kern = hinted(gemv_silu_mul_kernel, occupancy=cfg.occupancy)
         return Plan(o, [(kern, (part, wt, xt, cfg.bk, lat))])
