@@ -46,6 +46,9 @@ def _attention_launches(pos, cache_k, cache_v) -> dict:
         "decode_split": (hinted(dk.decode_split_kernel, occupancy=4), (
             po.partition((1, 1, GC * D)), plse.partition((1, 1, GC)), q_rot, kc, vc, pos,
             dk.LOG2E / math.sqrt(D), BN, D)),
+        "decode_attention": (dk.decode_attention_kernel, (
+            attn.reshape(HK, G, D).partition((1, GC, D)), q_rot, kc, vc, pos,
+            dk.LOG2E / math.sqrt(D), BN, D)),
         "decode_combine_head": (dk.decode_combine_head_kernel, (
             attn.reshape(HK, G, D).partition((1, 1, D)), po.reshape(HK, SPLITS, G, D), plse,
             chunk, D)),

@@ -10,7 +10,8 @@ import pytest
 
 import tilelab as tl
 from tilelab.kernels.attention import decode_combine_kernel
-from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_split_kernel,
+from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_attention_kernel,
+                                    decode_split_kernel,
                                     embed_at_kernel, gumbel_noise, kv_fill_kernel,
                                     lm_head_partial_kernel, pick_token_kernel,
                                     qk_norm_rope_cache_kernel)
@@ -160,11 +161,21 @@ def test_decode_split_attention_reads_the_length_from_device(rng, length):
     decode_split_kernel(po.partition((1, 1, 16 * d)), pl.partition((1, 1, 16)), q, kc, vc,
                         pos, LOG2E / math.sqrt(d), 8, d)
     decode_combine_kernel(o.reshape(hk, g, d).partition((1, 4, d)), po, pl, 4, d)
+    want = _attention_ref(q, kc, vc, length)
+    assert np.abs(_f32(o) - want).max() < 2e-2
+    # the one-pass form: one block per KV head, no partials, no combine
+    o1 = tl.empty(hk * g * d, "bfloat16", device=DEV)
+    decode_attention_kernel(o1.reshape(hk, g, d).partition((1, 16, d)), q, kc, vc, pos,
+                            LOG2E / math.sqrt(d), 8, d)
+    assert np.abs(_f32(o1) - want).max() < 2e-2
+
+
+def _attention_ref(q, kc, vc, length):
+    d = q.shape[-1]
     qq, kk, vv = _f32(q), _f32(kc)[:, :length], _f32(vc)[:, :length]
     s = np.einsum("hgd,hsd->hgs", qq, kk) / math.sqrt(d)
     p = np.exp(s - s.max(-1, keepdims=True))
-    want = np.einsum("hgs,hsd->hgd", p / p.sum(-1, keepdims=True), vv).reshape(-1)
-    assert np.abs(_f32(o) - want).max() < 2e-2
+    return np.einsum("hgs,hsd->hgd", p / p.sum(-1, keepdims=True), vv).reshape(-1)
 
 
 def _rot(x, cos, sin, p):
@@ -234,6 +245,7 @@ def test_embed_at_advance_and_kv_fill(rng):
 
 def test_the_decode_kernels_are_safe_kernels():
     for k in (embed_at_kernel, qk_norm_rope_cache_kernel, decode_split_kernel,
+              decode_attention_kernel,
               lm_head_partial_kernel, pick_token_kernel, advance_kernel, kv_fill_kernel):
         assert not k.definition.options.unsafe, k.definition.name
 

@@ -133,6 +133,40 @@ def test_the_fused_and_unfused_steps_agree(model):
                                                                       max_new_tokens=2)
 
 
+def _variant(model, **changes):
+    """The same weights and cache size with other decode-step settings."""
+    return Qwen3(model.weights, max_tokens=model.cache.capacity,
+                 step_config=StepConfig(**changes))
+
+
+def test_one_pass_attention_and_tensor_core_gemvs_agree_with_the_default_step(model):
+    """``attn_splits=1``: one attention launch per layer, no combine; the tensor-core
+    GEMVs (bf16 inputs to the MMA): the same step within bf16 rounding, the same
+    tokens away from near ties, and their step costs follow the launches."""
+    from tilelab.kernels.decode_gemv import GemvConfig
+
+    one = _variant(model, attn_splits=1)
+    mma = _variant(model, gemv=GemvConfig(bn=32, bk=16, mma=True), attn_splits=1)
+    kinds = [l.kind for l in one.decode_step().launches if l.layer == 1]
+    assert kinds == ["norm_qkv_gemv", "qk_norm_rope_kv", "attn", "o_gemv_residual",
+                     "norm_gate_up_silu_gemv", "down_gemv"]
+    assert {r.kernel for r in one.step_cost(context=8)} == \
+        {l.kind for l in one.decode_step().launches}
+    names = {e.launcher.kernel.definition.name for e in mma.decode_step().capture().entries}
+    assert {"decode_attention_kernel", "gemv_mma_kernel",
+            "gemv_mma_silu_mul_kernel"} <= names
+    assert "decode_combine_head_kernel" not in names
+    got = []
+    for m in (model, one, mma):
+        step = m.begin(PROMPT)
+        for _ in range(3):                   # attention over 9, 10, 11 positions
+            step.replay().wait()
+        got.append(step.logits.numpy().copy())
+    a = got[0]
+    for b in got[1:]:
+        assert np.abs(a - b).max() <= 0.05 * a.std(), (np.abs(a - b).max(), a.std())
+
+
 def test_step_cost_has_a_row_per_launch_kind(model):
     step = model.decode_step()
     rows = model.step_cost(context=20)

@@ -12,7 +12,9 @@ advances them:
   head: see docs/safety.md);
 * :func:`decode_split_kernel`: phase 1 of split-KV GQA decode attention over the first
   ``pos + 1`` cache positions (the split count is fixed, the key tiles are spread over
-  the splits on the device; phase 2 is the library's ``decode_combine_kernel``);
+  the splits on the device; phase 2 is :func:`decode_combine_head_kernel`), and
+  :func:`decode_attention_kernel`, the same attention in one pass and one launch (one
+  block per KV head: the form for short contexts);
 * :func:`lm_head_partial_kernel` and :func:`pick_token_kernel`: the lm_head GEMV with
   per-block (max, first index) partials of the logits (or of the Gumbel-perturbed
   logits when sampling), and their combine into ``tokens[pos + 1]`` (an offset store);
@@ -39,6 +41,7 @@ import tilelab as tl
 from tilelab.kernels.attention_kernels import _softmax_step, _split_result
 
 __all__ = ["embed_at_kernel", "qk_norm_rope_cache_kernel", "decode_split_kernel",
+           "decode_attention_kernel",
            "decode_combine_head_kernel", "lm_head_partial_kernel", "pick_token_kernel", "advance_kernel", "kv_fill_kernel", "gumbel_noise",
            "GUMBEL_SCALE", "LOG2E"]
 
@@ -183,15 +186,25 @@ def decode_split_kernel(po: tl.Out, plse: tl.Out, q: tl.In, k: tl.In, v: tl.In,
     gc = plse.tile_shape[2]
     splits = po.shape[1]
     kv_len = _scalar_at(pos, 0) + 1
+    n_tiles = ct.cdiv(kv_len, BN)
+    per = ct.cdiv(n_tiles, splits)
+    t0 = s * per
+    m_i, l_i, acc = _attend_tiles(q, k, v, hk, gc, kv_len, t0, min(t0 + per, n_tiles),
+                                  qk_scale, BN, DP)
+    out, lse = _split_result(m_i, l_i, acc)
+    po.store(ct.reshape(out, (1, 1, gc * DP)))
+    plse.store(ct.reshape(lse, (1, 1, gc)))
+
+
+def _attend_tiles(q, k, v, hk, gc, kv_len, t0, t1, qk_scale, BN, DP):
+    """The online-softmax state (max, sum, unnormalized output) of KV head ``hk``'s
+    ``gc`` (padded) query rows over key tiles ``t0..t1`` of the caches, keys at or past
+    ``kv_len`` masked out."""
     qt = ct.reshape(ct.load(q, index=(hk, 0, 0), shape=(1, gc, DP),
                             padding_mode=ct.PaddingMode.ZERO), (gc, DP))
     m_i = ct.full((gc, 1), -math.inf, dtype=ct.float32)
     l_i = ct.full((gc, 1), 0.0, dtype=ct.float32)
     acc = ct.full((gc, DP), 0.0, dtype=ct.float32)
-    n_tiles = ct.cdiv(kv_len, BN)
-    per = ct.cdiv(n_tiles, splits)
-    t0 = s * per
-    t1 = min(t0 + per, n_tiles)
     for j in range(t0, t1):
         kt = ct.load(k, index=(hk, 0, j), shape=(1, DP, BN), order=(0, 2, 1),
                      padding_mode=ct.PaddingMode.ZERO)
@@ -200,9 +213,30 @@ def decode_split_kernel(po: tl.Out, plse: tl.Out, q: tl.In, k: tl.In, v: tl.In,
         sc = ct.where(kpos < kv_len, sc, -math.inf)
         vt = ct.load(v, index=(hk, j, 0), shape=(1, BN, DP), padding_mode=ct.PaddingMode.ZERO)
         m_i, l_i, acc = _softmax_step(sc, m_i, l_i, acc, ct.reshape(vt, (BN, DP)), qk_scale)
-    out, lse = _split_result(m_i, l_i, acc)
-    po.store(ct.reshape(out, (1, 1, gc * DP)))
-    plse.store(ct.reshape(lse, (1, 1, gc)))
+    return m_i, l_i, acc
+
+
+@tl.kernel
+def decode_attention_kernel(o: tl.Out, q: tl.In, k: tl.In, v: tl.In, pos: tl.In,
+                            qk_scale: float, BN: ct.Constant[int], DP: ct.Constant[int]):
+    """Decode attention over cache positions ``0..pos`` in one pass, one block per KV
+    head: no split partials and no combine launch (the short-context form).
+
+    ``q`` is (Hkv, G, D), ``k``/``v`` the (Hkv, S, D) caches, ``o`` the (Hkv, G, D) view
+    of the output partitioned (1, GC, D), GC >= 16 a power of two >= G (the padding rows
+    of the MMA; the store clips them).
+
+    Example:
+        >>> decode_attention_kernel(o3.partition((1, 16, 128)), q3, kc, vc, pos,
+        ...                         scale * LOG2E, 64, 128)               # doctest: +SKIP
+    """
+    hk = o.tile_index[0]
+    gc = o.tile_shape[1]
+    kv_len = _scalar_at(pos, 0) + 1
+    m_i, l_i, acc = _attend_tiles(q, k, v, hk, gc, kv_len, 0, ct.cdiv(kv_len, BN),
+                                  qk_scale, BN, DP)
+    out, _lse = _split_result(m_i, l_i, acc)
+    o.store(ct.reshape(out.astype(o.dtype), (1, gc, DP)))
 
 
 @tl.kernel

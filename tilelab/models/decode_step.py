@@ -45,8 +45,8 @@ from typing import Any, Callable
 import tilelab as tl
 from tilelab.kernels import add_rms_norm, rms_norm
 from tilelab.kernels._host import hinted
-from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_combine_head_kernel,
-                                    decode_split_kernel,
+from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_attention_kernel,
+                                    decode_combine_head_kernel, decode_split_kernel,
                                     embed_at_kernel, lm_head_partial_kernel,
                                     pick_token_kernel, qk_norm_rope_cache_kernel)
 from tilelab.kernels.decode_gemv import (GemvConfig, default_gemv_config, gemv_silu_mul,
@@ -69,7 +69,8 @@ class StepConfig:
     shape); ``head``: tiles of the lm_head GEMV (its rows per block set the number of
     argmax partials); ``attn_bn``: keys per step of decode attention; ``attn_splits``:
     KV splits per KV head, fixed when the step is built (None: two blocks per SM over
-    the KV heads, at most one split per key tile of the cache); ``attn_occupancy``:
+    the KV heads, at most one split per key tile of the cache; 1: the one-pass kernel,
+    one block per KV head and no combine launch); ``attn_occupancy``:
     blocks per SM hint of the split kernel; ``combine_chunk``, ``pick_chunk``: partials
     merged per step by the combine kernels; ``num_sms``: the SM count the defaults
     plan for (None: the device's; 132, an H200's, on the CPU backend);
@@ -292,6 +293,23 @@ class DecodeStep:
             lw.k_norm, self.weights.cos, self.weights.sin, cache.pos,
             float(c.rms_norm_eps), d))
         gc = max(_MMA_ROWS, gp)
+        scale = LOG2E / math.sqrt(d)
+        if cfg.attn_splits == 1:      # one pass, one launch: no partials to combine
+            add("attn", i, _async(
+                decode_attention_kernel, self.attn.reshape(hk, self.group, d).partition(
+                    (1, gc, d)), self.q_rot, kc, vc, cache.pos, scale, cfg.attn_bn, d))
+        else:
+            self._split_attention(add, i, kc, vc, gc)
+        o_cfg = self._gemv_cfg("o_gemv_residual", c.hidden_size, nq)
+        # fused, the stream entering layer i > 0 is h + down: both parts are added
+        res = (h_in, self.down) if cfg.fuse_norms and i > 0 else h_in
+        add("o_gemv_residual", i, lambda: row_gemv(lw.o, self.attn, residual=res,
+                                                   out=h_mid, config=o_cfg, sync=False))
+
+    def _split_attention(self, add: Callable, i: int, kc: Any, vc: Any, gc: int) -> None:
+        """Split-KV attention: the splits' partials, then their combine per query head."""
+        c, cfg, cache = self.model_config, self.config, self.cache
+        hk, d = c.num_key_value_heads, c.head_dim
         split = hinted(decode_split_kernel, occupancy=cfg.attn_occupancy)
         add("attn_split", i, _async(
             split, self.po.partition((1, 1, gc * d)), self.plse.partition((1, 1, gc)),
@@ -301,11 +319,6 @@ class DecodeStep:
             decode_combine_head_kernel, self.attn.reshape(hk, self.group, d).partition(
                 (1, 1, d)), self.po.reshape(hk, self.splits, self.group, d), self.plse, chunk,
             d))
-        o_cfg = self._gemv_cfg("o_gemv_residual", c.hidden_size, nq)
-        # fused, the stream entering layer i > 0 is h + down: both parts are added
-        res = (h_in, self.down) if cfg.fuse_norms and i > 0 else h_in
-        add("o_gemv_residual", i, lambda: row_gemv(lw.o, self.attn, residual=res,
-                                                   out=h_mid, config=o_cfg, sync=False))
 
     def _mlp_block(self, add: Callable, i: int, lw: Any) -> None:
         c = self.model_config

@@ -216,6 +216,7 @@ class Qwen3:
         step = self._step(False)
         ctx = context if context is not None else self.cache.position() + 1
         return step_cost(self.config, ctx, dtype=self.weights.dtype, splits=step.splits,
+                         one_pass=step.config.attn_splits == 1,
                          head_rows=step.config.head.bn,
                          fuse_norms=step.config.fuse_norms)
 

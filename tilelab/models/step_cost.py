@@ -119,6 +119,16 @@ def _plain_gemvs(c: Any, s: float, first: bool) -> tuple[_Row, _Row, _Row, _Row]
                                      (2 * inter * h + h) * s, inter * s)))
 
 
+def _attention(attn: Any, reads: float, splits: int, partials: int, merge_flops: int,
+               out_bytes: float) -> list[tuple[str, Work]]:
+    """Decode attention's rows: one pass (``attn``) when ``splits`` is 0, else the
+    splits' partials (``attn_split``) and their combine (``attn_combine``)."""
+    if splits == 0:
+        return [("attn", _w("attn", attn.flops, reads, out_bytes, attn.precision))]
+    return [("attn_split", _w("attn_split", attn.flops, reads, partials, attn.precision)),
+            ("attn_combine", _w("attn_combine", merge_flops, partials, out_bytes))]
+
+
 def _layer(c: Any, context: int, s: float, splits: int, fused: bool,
            first: bool) -> list[tuple[str, Work]]:
     """The per-launch work of each kernel of one layer, in launch order (layer 0 has no
@@ -135,10 +145,8 @@ def _layer(c: Any, context: int, s: float, splits: int, fused: bool,
             ("qk_norm_rope_kv", _w("qk_norm_rope_kv", 8 * (nq + nkv),
                                    (nq + 2 * nkv + 2 * d) * s + 2 * (d // 2) * 4 + 4,
                                    (nq + 2 * nkv) * s)),
-            ("attn_split", _w("attn_split", attn.flops,
-                              nq * s + 2 * hk * context * d * s + 4, partials,
-                              attn.precision)),
-            ("attn_combine", _w("attn_combine", 3 * splits * hk * g * d, partials, nq * s)),
+            *_attention(attn, nq * s + 2 * hk * context * d * s + 4, splits, partials,
+                        3 * splits * hk * g * d, nq * s),
             ("o_gemv_residual", _w("o_gemv_residual", 2 * h * nq + res * h,
                                    (h * nq + nq + res * h) * s, h * s)),
             post_norm, gate_up, ("down_gemv", counting.gemv(h, inter, dtype="bfloat16"))]
@@ -147,11 +155,12 @@ def _layer(c: Any, context: int, s: float, splits: int, fused: bool,
 
 def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
               splits: int | None = None, head_rows: int = 16,
-              fuse_norms: bool = True) -> list[CostRow]:
+              fuse_norms: bool = True, one_pass: bool = False) -> list[CostRow]:
     """The cost rows of one decode step attending to ``context`` positions.
 
     ``splits``: KV splits of decode attention (default: two blocks per SM of an H200
-    over the KV heads, as the step picks); ``head_rows``: rows per block of the lm_head
+    over the KV heads, as the step picks); ``one_pass``: the one-pass attention kernel
+    instead (``StepConfig(attn_splits=1)``: no partials, no combine); ``head_rows``: rows per block of the lm_head
     (sets the number of argmax partials); ``fuse_norms``: the step's form
     (``StepConfig.fuse_norms``: the norms inside the GEMVs, or kernels of their own).
     The embedding row read is counted in ``embed``; the lm_head reads the whole
@@ -172,7 +181,7 @@ def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
     if context < 1:
         raise ValueError(f"step_cost(): context must be >= 1 (the new token), got {context}")
     h, v, layers = c.hidden_size, c.vocab_size, c.num_hidden_layers
-    splits = splits or max(1, -(-2 * 132 // c.num_key_value_heads))
+    splits = 0 if one_pass else splits or max(1, -(-2 * 132 // c.num_key_value_heads))
     rows: dict[str, list] = {}
 
     def add(kind: str, w: Work) -> None:
