@@ -47,12 +47,14 @@ import numpy as np
 
 try:                                  # run as benchmarks.decode (the suite, python -m)
     from benchmarks import decode_graph, decode_tune
-    from benchmarks.decode_reference import (shared_prefix, sync_device, check, hf_compiled_tok_s,
+    from benchmarks.decode_step_attention import attention_vs_sdpa
+    from benchmarks.decode_reference import (shared_prefix, check, hf_compiled_tok_s,
                                             hf_tok_s)
 except ImportError:                   # run as a script from benchmarks/
     import decode_graph  # type: ignore[no-redef]
     import decode_tune  # type: ignore[no-redef]
-    from decode_reference import (shared_prefix, sync_device, check,  # type: ignore
+    from decode_step_attention import attention_vs_sdpa  # type: ignore[no-redef]
+    from decode_reference import (shared_prefix, check,  # type: ignore
                                   hf_compiled_tok_s, hf_tok_s)
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -67,7 +69,7 @@ SHAPES: dict[str, dict[str, Any]] = {
                  head_dim=16, tie_word_embeddings=False),
 }
 COMMON = dict(rms_norm_eps=1e-6, rope_theta=1000000.0, max_position_embeddings=40960)
-CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
+CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 CHECK_TOKENS = 64
 
 
@@ -186,65 +188,6 @@ def kernel_breakdown(engine: Any, context: int, bandwidth: float) -> list[dict[s
     return out
 
 
-# ------------------------------------------------------------------ 5. attention
-
-def attention_vs_sdpa(contexts: tuple[int, ...], device: str) -> list[dict[str, Any]]:
-    """The step's decode attention (split + combine, Qwen3-8B heads) against torch SDPA."""
-    import torch
-    import torch.nn.functional as F
-
-    import tilelab as tl
-    from tilelab.kernels.decode import LOG2E, decode_combine_head_kernel, decode_split_kernel
-    from tilelab.models.decode_step import whole_chunks
-
-    hq, hk, d = 32, 8, 128
-    g = hq // hk
-    tdev = "cuda" if device == "gpu" else "cpu"
-    out = []
-    for ctx in contexts:
-        gen = torch.Generator(device=tdev).manual_seed(ctx)
-        q = torch.randn(1, hq, 1, d, device=tdev, generator=gen).to(torch.bfloat16)
-        k = torch.randn(1, hk, ctx, d, device=tdev, generator=gen).to(torch.bfloat16)
-        v = torch.randn(1, hk, ctx, d, device=tdev, generator=gen).to(torch.bfloat16)
-        qt = tl.from_dlpack(q.reshape(hk, g, d).contiguous())
-        kt, vt = tl.from_dlpack(k[0]), tl.from_dlpack(v[0])
-        pos = tl.tensor(np.array([ctx - 1], np.int32), device=device)
-        splits = whole_chunks(max(1, min(-(-2 * 132 // hk), -(-ctx // 64))), 16)
-        po = tl.empty((hk, splits, g * d), "float32", device=device)
-        pl = tl.empty((hk, splits, g), "float32", device=device)
-        o = tl.empty(hq * d, "bfloat16", device=device)
-        from tilelab.kernels._host import hinted
-
-        split = hinted(decode_split_kernel, occupancy=4)
-        chunk = min(16, 1 << (splits - 1).bit_length())
-
-        parts = (po.partition((1, 1, 16 * d)), pl.partition((1, 1, 16)))
-        merged = (o.reshape(hk, g, d).partition((1, 1, d)), po.reshape(hk, splits, g, d))
-
-        def ours():
-            split.launch_async(*parts, qt, kt, vt, pos, LOG2E / math.sqrt(d), 64, d)
-            return decode_combine_head_kernel.launch_async(*merged, pl, chunk, d)
-
-        sync_device(device)
-        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
-                                             enable_gqa=True).reshape(-1)
-        ours().wait()
-        err = float((torch.from_dlpack(o).float().to(ref.device) - ref).abs().max())
-        # the two launches replayed as one graph, as the engine runs them: the host's
-        # work between them stays out of the device time
-        with tl.graph() as pair:
-            ours()
-        t_ours = tl.bench(pair.replay, warmup=3, rep=20, name="decode_attention").median
-        t_sdpa = decode_tune.time_torch(lambda: F.scaled_dot_product_attention(q, k, v,
-                                                                    enable_gqa=True),
-                             device)
-        kv_bytes = 2 * hk * ctx * d * 2
-        out.append({"context": ctx, "tilelab_us": t_ours * 1e6, "sdpa_us": t_sdpa * 1e6,
-                    "speedup_vs_sdpa": t_sdpa / t_ours, "max_abs_error": err,
-                    "tilelab_bandwidth": kv_bytes / t_ours})
-    return out
-
-
 # ------------------------------------------------------------------ the run
 
 def env_info(device: str) -> dict[str, Any]:
@@ -299,8 +242,8 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     if tune:
         engine, res["gemv_tuning"] = _tuned(engine, step_config, device)
     elif table_from:
-        engine, res["gemv_tuning"] = decode_tune.engine_from_table(engine, step_config,
-                                                                   name, table_from)
+        engine, res["gemv_tuning"] = _fastest_table(engine, step_config, name, table_from,
+                                                    prompt)
     res["check"] = check(hf, engine, prompt, min(CHECK_TOKENS, tokens))
     _say(f"{name}: check {res['check']}")
     res["engine_graph"] = engine_tok_s(engine, prompt, tokens, runs, graph=True)
@@ -349,6 +292,24 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
         torch.cuda.empty_cache()
     res["total_s"] = time.perf_counter() - t0
     return res
+
+
+def _fastest_table(engine: Any, step_config: Any, name: str, paths: str,
+                   prompt: list[int]) -> tuple[Any, dict[str, Any]]:
+    """The engine with the projection tiles of the decode JSON at ``paths`` (several,
+    comma-separated: each one's step replayed, the fastest kept)."""
+    best = None
+    timed = []
+    for path in [p for p in paths.split(",") if p]:
+        eng, info = decode_tune.engine_from_table(engine, step_config, name, path)
+        step = eng.begin(prompt)
+        us = decode_graph.replay_us(eng, step.capture(), step.position)
+        timed.append({"source": path, "step_us": us})
+        if best is None or us < best[0]:
+            best = (us, eng, info)
+    _say(f"{name}: step with each GEMV table: " +
+         ", ".join(f"{t['source']} {t['step_us']:.1f} us" for t in timed))
+    return best[1], dict(best[2], tables_timed=timed)
 
 
 def _tuned(engine: Any, step_config: Any, device: str) -> tuple[Any, dict[str, Any]]:
@@ -479,9 +440,10 @@ def summary(result: dict[str, Any]) -> str:
                          f"{o['kernels_sum_us']:.0f} us; greedy tokens shared "
                          f"{o['greedy_matching_prefix']}/{o['greedy_tokens']}")
     for a in result["attention_vs_sdpa"]:
-        lines.append(f"  attention @ {a['context']:>6}: {a['tilelab_us']:9.1f} us vs SDPA "
-                     f"{a['sdpa_us']:9.1f} us ({a['speedup_vs_sdpa']:.2f}x), err "
-                     f"{a['max_abs_error']:.2g}")
+        lines.append(f"  attention @ {a['context']:>6}: {a['tilelab_us']:9.1f} us "
+                     f"({a['form']}; split {a['split_us']:.1f}, one pass "
+                     f"{a['one_pass_us']:.1f}) vs SDPA {a['sdpa_us']:9.1f} us "
+                     f"({a['speedup_vs_sdpa']:.2f}x), err {a['max_abs_error']:.2g}")
     return "\n".join(lines)
 
 
@@ -522,8 +484,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="tiles of the projection GEMVs (rows per block, K per step)")
     ap.add_argument("--tune-gemv", action="store_true",
                     help="time the projection GEMVs' tiles first, decode with the best")
-    ap.add_argument("--gemv-table", default=None, metavar="JSON",
-                    help="take the projection tiles from an earlier --tune-gemv run")
+    ap.add_argument("--gemv-table", default=None, metavar="JSON[,JSON]",
+                    help="take the projection tiles from an earlier --tune-gemv run (of "
+                         "several, the one whose step replays fastest)")
     ap.add_argument("--attention-only", action="store_true",
                     help="only decode attention against SDPA (no models)")
     ap.add_argument("--attn-splits", type=int, default=None,

@@ -4,8 +4,12 @@ A kernel timed alone (events around one launch, L2 flushed) pays its own launch,
 ramp-up and tail; inside the step's graph, with programmatic dependent launch, part of
 that overlaps the kernel before it, so a per-kernel breakdown of lone launches
 over-counts the small kernels. :func:`ablation` measures the graph itself: the step's
-graph replayed, then a graph of the same step with every launch of one kind left out.
-The difference is what that kind costs the step. The kernels' run times do not depend
+launches recorded as a chain (``tl.graph(serial=True)``: each launch waits for the one
+before it, as on a stream, so leaving a launch out cannot let its neighbours overlap),
+replayed, then the same chain with every launch of one kind left out. The difference
+is what that kind costs the step. The step's own graph (edges from the launches'
+borrows) is timed too: it is the chain where every launch depends on the one before.
+The kernels' run times do not depend
 on the values they read (no data-dependent loop but attention's, whose length is the
 device-held position, reset before every timing), so leaving a kind out changes what
 the others compute, not how long they take.
@@ -24,10 +28,10 @@ import numpy as np
 
 
 def _graph(step: Any, leave_out: str | None) -> Any:
-    """The step's launches recorded as a graph, those of kind ``leave_out`` omitted."""
+    """The step's launches recorded as a chain, those of kind ``leave_out`` omitted."""
     import tilelab as tl
 
-    with tl.graph() as g:
+    with tl.graph(serial=True) as g:
         for launch in step.launches:
             if launch.kind != leave_out:
                 launch.run()
@@ -51,9 +55,10 @@ def replay_us(engine: Any, graph: Any, position: int, rep: int = 30) -> float:
 
 
 def ablation(engine: Any, prompt: list[int], rep: int = 30) -> list[dict[str, Any]]:
-    """Per kernel kind of the decode step: launches per step, the replayed step's time
+    """Per kernel kind of the decode step: launches per step, the replayed chain's time
     without them and the difference (``us_in_graph``: what the kind costs the step),
-    after a first row for the whole step (``kind == "step"``).
+    after a first row for the whole chain (``kind == "step"``; ``us_own_graph``: the
+    step's own graph).
 
     Example::
 
@@ -61,10 +66,11 @@ def ablation(engine: Any, prompt: list[int], rep: int = 30) -> list[dict[str, An
         rows[0]["us"], rows[1]["kind"], rows[1]["us_in_graph"]
     """
     step = engine.begin(prompt)
-    position = engine.cache.position()
-    full = replay_us(engine, step.capture(), position, rep)
+    position = step.position
+    full = replay_us(engine, _graph(step, None), position, rep)
     rows: list[dict[str, Any]] = [{"kind": "step", "launches": len(step.launches),
-                                   "us": full}]
+                                   "us": full, "us_own_graph": replay_us(
+                                       engine, step.capture(), position, rep)}]
     for kind in dict.fromkeys(launch.kind for launch in step.launches):
         n = sum(launch.kind == kind for launch in step.launches)
         without = replay_us(engine, _graph(step, kind), position, rep)
@@ -104,12 +110,14 @@ def run(models: tuple[str, ...], *, splits: tuple[int | None, ...] = (None,),
         prompt_len: int = 128, table: str | None = None, dry_run: bool = False,
         rep: int = 30) -> dict[str, Any]:
     """For each model: the ablation of its decode step for each KV split count of
-    decode attention (None: the step's default), with the projection tiles of
+    decode attention (None: the step's defaults, one pass at short contexts; 0: the
+    split form with its default split count; n: the split form with n splits, 1 the
+    one-pass kernel), with the projection tiles of
     ``table`` (a decode JSON with a GEMV tuning) or the defaults.
 
     Example::
 
-        run(("4b",), splits=(None, 1, 4), table="benchmarks/results/decode_h200.json")
+        run(("4b",), splits=(None, 0, 4), table="benchmarks/results/decode_h200.json")
     """
     try:
         from benchmarks import decode, decode_tune
@@ -128,18 +136,21 @@ def run(models: tuple[str, ...], *, splits: tuple[int | None, ...] = (None,),
         prompt = np.random.default_rng(0).integers(
             0, engine.config.vocab_size, prompt_len).tolist()
         for s in splits:
-            eng = engine if s is None else _engine_with(engine, attn_splits=s)
+            eng = engine if s is None else _engine_with(
+                engine, attn_splits=s or None, one_pass_upto=0)
             rows = ablation(eng, prompt, rep)
             step = eng.decode_step()
             out["models"].append({"model": name, "attn_splits": step.splits,
+                                  "one_pass_upto": step.one_pass_upto,
                                   "asked_splits": s, "rows": rows})
-            print(f"[decode_graph] {name} splits={step.splits}: {summary(rows)}",
+            print(f"[decode_graph] {name} splits={step.splits} one_pass_upto="
+                  f"{step.one_pass_upto}: {summary(rows)}",
                   flush=True)
     return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command line: ``--models 4b,8b --splits default,1,4 --gemv-table JSON --out F``."""
+    """Command line: ``--models 4b,8b --splits default,split,4 --gemv-table JSON --out F``."""
     import argparse
     import json
     from pathlib import Path
@@ -147,8 +158,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="4b,8b")
     ap.add_argument("--splits", default="default",
-                    help="comma-separated KV split counts of decode attention "
-                         "('default': the step's own)")
+                    help="comma-separated: 'default' (the step's own form), 'split' "
+                         "(split-KV attention, default splits) or a split count")
     ap.add_argument("--gemv-table", default=None, metavar="JSON",
                     help="projection tiles from a decode --tune-gemv run")
     ap.add_argument("--prompt", type=int, default=128)
@@ -157,11 +168,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=None, help="JSON path")
     a = ap.parse_args(argv)
     try:
-        splits = tuple(None if v.strip() == "default" else int(v)
+        named = {"default": None, "split": 0}
+        splits = tuple(named[v.strip()] if v.strip() in named else int(v)
                        for v in a.splits.split(",") if v.strip())
     except ValueError:
-        ap.error(f"--splits {a.splits!r}: give 'default' or positive integers")
-    if any(s is not None and s < 1 for s in splits):
+        ap.error(f"--splits {a.splits!r}: give 'default', 'split' or positive integers")
+    if any(s is not None and s < 0 for s in splits):
         ap.error("--splits: split counts are at least 1")
     models = tuple(m.strip() for m in a.models.split(",") if m.strip())
     res = run(models, splits=splits, prompt_len=min(a.prompt, 8) if a.dry_run else a.prompt,

@@ -154,7 +154,7 @@ def _cublas_row(step: Any, kind: str, layer: Any, n: int, k: int, rep: int,
     """cuBLAS (``torch.mv``) on the projection's bf16 weight (gate and up as one
     (2I, K) matrix) and input, timed as the candidates are; skipped off the GPU."""
     row: dict[str, Any] = {"impl": "cublas", "kind": kind, "n": n, "k": k}
-    if step.weights.device != "gpu":
+    if step.weights.device == "cpu":
         return dict(row, status="skipped: cuBLAS is timed on the GPU only")
     try:
         import torch

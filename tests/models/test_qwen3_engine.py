@@ -73,10 +73,11 @@ def test_kv_cache_holds_transformers_past_keys_and_values(path):
 
 
 def test_every_kernel_the_engine_launches_is_safe(model):
-    kernels = model.kernels()
+    kernels = model.kernels() + _split(model).kernels()
     names = {k.definition.name for k in kernels}
     for expected in ("embed_at_kernel", "qk_norm_rope_cache_kernel", "decode_split_kernel",
-                     "decode_combine_head_kernel", "gemv_kernel", "gemv_fused_kernel",
+                     "decode_combine_head_kernel", "decode_attention_kernel", "gemv_kernel",
+                     "gemv_fused_kernel",
                      "gemv_fused_silu_mul_kernel", "lm_head_partial_kernel",
                      "pick_token_kernel", "advance_kernel", "kv_fill_kernel",
                      "flash_attention_kernel", "embedding_kernel"):
@@ -85,22 +86,40 @@ def test_every_kernel_the_engine_launches_is_safe(model):
         assert not k.definition.options.unsafe, k.definition.name
 
 
+def _variant(model, **changes):
+    """The same weights and cache size with other decode-step settings."""
+    return Qwen3(model.weights, max_tokens=model.cache.capacity,
+                 step_config=StepConfig(**changes))
+
+
 def _unfused(model):
     """The same weights with the decode step's norms as kernels of their own."""
-    return Qwen3(model.weights, max_tokens=model.cache.capacity,
-                 step_config=StepConfig(fuse_norms=False))
+    return _variant(model, fuse_norms=False)
 
 
-FUSED_LAYER = ["norm_qkv_gemv", "qk_norm_rope_kv", "attn_split", "attn_combine",
-               "o_gemv_residual", "norm_gate_up_silu_gemv", "down_gemv"]
-UNFUSED_LAYER = ["add_rms_norm", "qkv_gemv", "qk_norm_rope_kv", "attn_split",
-                 "attn_combine", "o_gemv_residual", "rms_norm", "gate_up_silu_gemv",
-                 "down_gemv"]
+def _split(model, **changes):
+    """The same weights with split-KV attention at every context."""
+    return _variant(model, one_pass_upto=0, **changes)
 
 
-def test_the_fused_step_has_7_kernels_per_layer_and_the_unfused_9(model):
+SPLIT = ["attn_split", "attn_combine"]
+FUSED_LAYER = ["norm_qkv_gemv", "qk_norm_rope_kv", "attn", "o_gemv_residual",
+               "norm_gate_up_silu_gemv", "down_gemv"]
+UNFUSED_LAYER = ["add_rms_norm", "qkv_gemv", "qk_norm_rope_kv", "attn", "o_gemv_residual",
+                 "rms_norm", "gate_up_silu_gemv", "down_gemv"]
+
+
+def _with_split(layer):
+    i = layer.index("attn")
+    return layer[:i] + SPLIT + layer[i + 1:]
+
+
+def test_the_fused_step_has_6_kernels_per_layer_7_split_and_the_unfused_8_and_9(model):
     layers = model.config.num_hidden_layers
-    for m, per_layer in ((model, FUSED_LAYER), (_unfused(model), UNFUSED_LAYER)):
+    assert model.decode_step().forms.keys() == {True}      # a 32-position cache: one pass
+    for m, per_layer in ((model, FUSED_LAYER), (_unfused(model), UNFUSED_LAYER),
+                         (_split(model), _with_split(FUSED_LAYER)),
+                         (_split(model, fuse_norms=False), _with_split(UNFUSED_LAYER))):
         step = m.decode_step()
         kinds = [l.kind for l in step.launches]
         assert len(kinds) == 5 + len(per_layer) * layers
@@ -133,31 +152,19 @@ def test_the_fused_and_unfused_steps_agree(model):
                                                                       max_new_tokens=2)
 
 
-def _variant(model, **changes):
-    """The same weights and cache size with other decode-step settings."""
-    return Qwen3(model.weights, max_tokens=model.cache.capacity,
-                 step_config=StepConfig(**changes))
-
-
-def test_one_pass_attention_and_tensor_core_gemvs_agree_with_the_default_step(model):
-    """``attn_splits=1``: one attention launch per layer, no combine; the tensor-core
-    GEMVs (bf16 inputs to the MMA): the same step within bf16 rounding, the same
-    tokens away from near ties, and their step costs follow the launches."""
+def test_split_attention_and_tensor_core_gemvs_agree_with_the_default_step(model):
+    """Split-KV attention and the tensor-core GEMVs (bf16 inputs to the MMA) compute
+    the default step's logits within bf16 rounding."""
     from tilelab.kernels.decode_gemv import GemvConfig
 
-    one = _variant(model, attn_splits=1)
-    mma = _variant(model, gemv=GemvConfig(bn=32, bk=16, mma=True), attn_splits=1)
-    kinds = [l.kind for l in one.decode_step().launches if l.layer == 1]
-    assert kinds == ["norm_qkv_gemv", "qk_norm_rope_kv", "attn", "o_gemv_residual",
-                     "norm_gate_up_silu_gemv", "down_gemv"]
-    assert {r.kernel for r in one.step_cost(context=8)} == \
-        {l.kind for l in one.decode_step().launches}
+    split = _split(model)
+    mma = _variant(model, gemv=GemvConfig(bn=32, bk=16, mma=True))
     names = {e.launcher.kernel.definition.name for e in mma.decode_step().capture().entries}
     assert {"decode_attention_kernel", "gemv_mma_kernel",
             "gemv_mma_silu_mul_kernel"} <= names
     assert "decode_combine_head_kernel" not in names
     got = []
-    for m in (model, one, mma):
+    for m in (model, split, mma):
         step = m.begin(PROMPT)
         for _ in range(3):                   # attention over 9, 10, 11 positions
             step.replay().wait()
@@ -182,8 +189,11 @@ def test_step_cost_has_a_row_per_launch_kind(model):
     assert {r.kernel: r for r in unfused}["qkv_gemv"].bytes >= c.num_hidden_layers * qkv_weight
     # the norms' own reads and writes of the hidden state are gone
     assert sum(r.bytes for r in rows) < sum(r.bytes for r in unfused)
-    assert by["attn_split"].bytes > model.step_cost(context=2)[
-        [r.kernel for r in rows].index("attn_split")].bytes
+    assert by["attn"].bytes > model.step_cost(context=2)[
+        [r.kernel for r in rows].index("attn")].bytes
+    split = {r.kernel: r for r in _split(model).step_cost(context=20)}
+    assert split["attn_split"].bytes > by["attn"].bytes      # the partials, written
+    assert split["attn_combine"].launches == c.num_hidden_layers
     assert by["lm_head_partial"].flops == 2 * c.vocab_size * c.hidden_size
 
 
@@ -234,3 +244,24 @@ def test_an_unsupported_head_dim_is_refused_with_the_reason():
     weights = SimpleNamespace(config=SimpleNamespace(head_dim=80))
     with pytest.raises(UnsupportedModelError, match="head_dim 80 is not supported"):
         Qwen3(weights)
+
+
+def test_the_step_switches_to_split_attention_past_one_pass_upto(model):
+    """A decode that crosses ``one_pass_upto`` replays the one-pass graph, then the
+    split one; each step's logits match those of a step that splits throughout."""
+    upto = len(PROMPT) + 3
+    mixed, split = _variant(model, one_pass_upto=upto), _split(model)
+    s_mixed, s_split = mixed.begin(PROMPT), split.begin(PROMPT)
+    assert s_mixed.forms.keys() == {True, False} and s_mixed.position == len(PROMPT)
+    forms = []
+    for _ in range(5):
+        forms.append(s_mixed.one_pass_at(s_mixed.position + 1))
+        kinds = {l.kind for l in s_mixed.launches}
+        assert ("attn" in kinds) == forms[-1] and ("attn_split" in kinds) != forms[-1]
+        s_mixed.replay().wait()
+        s_split.replay().wait()
+        a, b = s_mixed.logits.numpy(), s_split.logits.numpy()
+        assert np.abs(a - b).max() <= 0.05 * b.std()
+    assert forms == [True, True, True, False, False]
+    assert s_mixed.position == len(PROMPT) + 5 == mixed.cache.position()
+    assert len(s_mixed._graphs) == 2

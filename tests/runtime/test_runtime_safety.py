@@ -268,6 +268,19 @@ def test_a_launch_over_an_empty_partition_is_a_no_op():
         tl.interpret(inc, e.partition((4, 8)))
 
 
+def test_a_serial_graph_chains_launches_that_its_borrows_would_let_overlap():
+    x = tl.ones(8, device=CPU)
+    zs = [tl.empty(8, device=CPU) for _ in range(3)]
+    for serial, want in ((False, [[], [], [0, 1]]), (True, [[], [0], [1]])):
+        with tl.graph(serial=serial) as g:
+            add(zs[0].partition(8), x, x)
+            add(zs[1].partition(8), x, x)          # independent of the first
+            add(zs[2].partition(8), zs[0], zs[1])
+        assert g.dependencies() == want and g.serial is serial
+        g.replay().wait()
+        assert zs[2].numpy().tolist() == [4] * 8
+
+
 # ---- where launch errors point ---------------------------------------------------------
 def _launch_for_the_user(z):
     return add(z.partition(8), z, z)

@@ -12,8 +12,10 @@ stream entering the layer held as two parts, ``h`` plus the previous layer's ``d
 ``norm_qkv_gemv``           ``qkv = W_qkv @ rmsnorm(h + down)`` (q, k and v weights
                             concatenated; the sum and the norm formed as x is read)
 ``qk_norm_rope_kv``         q/k per-head RMSNorm, RoPE at ``pos``, k and v into the cache
-``attn_split``              split-KV GQA attention over positions ``0..pos``
-``attn_combine``            merge of the splits
+``attn``                    GQA attention over positions ``0..pos`` in one pass
+                            (contexts up to ``StepConfig.one_pass_upto``); longer
+                            ones run ``attn_split`` (split-KV attention) and
+                            ``attn_combine`` (the merge of the splits) instead
 ``o_gemv_residual``         ``h' = W_o @ attn + h + down``
 ``norm_gate_up_silu_gemv``  ``act = silu(W_gate @ n) * (W_up @ n)``, ``n = rmsnorm(h')``
 ``down_gemv``               ``down = W_down @ act``
@@ -21,16 +23,22 @@ stream entering the layer held as two parts, ``h`` plus the previous layer's ``d
 
 ``h`` and ``h'`` are the two buffers of :attr:`DecodeStep.h`, swapping roles each layer
 (layer ``i`` reads ``h[i % 2]`` and writes ``h[(i + 1) % 2]``), because a kernel may not
-read the tensor it writes. That is 7 kernels per layer. Unfused
+read the tensor it writes. That is 6 kernels per layer (7 in the split form). Unfused
 (``fuse_norms=False``), the layer runs 9: ``add_rms_norm`` (``h = h + down``,
 ``n = rmsnorm(h)``; layer 0: ``rms_norm`` of the embedding), ``qkv_gemv`` of ``n``, the
 attention kernels, ``o_gemv_residual`` (``h' = h + W_o @ attn``), ``rms_norm`` of
-``h'``, ``gate_up_silu_gemv`` and ``down_gemv``.
+``h'``, ``gate_up_silu_gemv`` and ``down_gemv`` (8 in the one-pass form).
 
-Both forms then run ``final_add_rms_norm``, ``lm_head_partial`` (logits and per-block
+Every form then runs ``final_add_rms_norm``, ``lm_head_partial`` (logits and per-block
 max/index), ``pick_token`` (argmax, or the Gumbel-max sample) and ``advance``; the
-embedding of ``tokens[pos]`` (``embed``) opens the step: ``5 + 7 * layers`` launches
-fused, ``5 + 9 * layers`` unfused.
+embedding of ``tokens[pos]`` (``embed``) opens the step: ``5 + 6 * layers`` launches
+fused with one-pass attention, ``5 + 7 * layers`` fused and split.
+
+The one-pass and split forms are two launch lists (:attr:`DecodeStep.forms`) and two
+graphs; the step tracks the position on the host (``Qwen3.begin`` sets it, each
+:meth:`~DecodeStep.run` or :meth:`~DecodeStep.replay` advances it) and runs the form
+its context calls for, so a replayed decode switches graphs once, at
+``StepConfig.one_pass_upto`` positions.
 
 Example:
     >>> step = DecodeStep(weights, cache)                         # doctest: +SKIP
@@ -69,8 +77,12 @@ class StepConfig:
     shape); ``head``: tiles of the lm_head GEMV (its rows per block set the number of
     argmax partials); ``attn_bn``: keys per step of decode attention; ``attn_splits``:
     KV splits per KV head, fixed when the step is built (None: two blocks per SM over
-    the KV heads, at most one split per key tile of the cache; 1: the one-pass kernel,
-    one block per KV head and no combine launch); ``attn_occupancy``:
+    the KV heads, at most one split per key tile of the cache; 1: the one-pass kernel
+    at every context); ``one_pass_upto``: contexts of at most this many positions run
+    the one-pass attention kernel (one block per KV head, no combine launch: one launch
+    per layer fewer), longer ones the split kernels; the step keeps both forms and
+    picks one per token by the position it tracks (0: always split);
+    ``attn_occupancy``:
     blocks per SM hint of the split kernel; ``combine_chunk``, ``pick_chunk``: partials
     merged per step by the combine kernels; ``num_sms``: the SM count the defaults
     plan for (None: the device's; 132, an H200's, on the CPU backend);
@@ -89,6 +101,7 @@ class StepConfig:
     head: GemvConfig = GemvConfig(bn=16, bk=512)
     attn_bn: int = 64
     attn_splits: int | None = None
+    one_pass_upto: int = 1024
     attn_occupancy: int | None = 4
     combine_chunk: int = 16
     pick_chunk: int = 1024
@@ -188,8 +201,18 @@ class DecodeStep:
         self.logits = empty(c.vocab_size, "float32")
         self.pval = empty(self.head_blocks, "float32")
         self.pidx = empty(self.head_blocks, "int32")
-        self.launches: list[StepLaunch] = self._build()
-        self.graph: Any = None
+        capacity = cache.capacity
+        upto = capacity if self.config.attn_splits == 1 else self.config.one_pass_upto
+        #: contexts (positions attended to) up to this run the one-pass form
+        self.one_pass_upto = max(0, min(int(upto), capacity))
+        #: launch lists by form (True: one-pass attention), each form the step may run
+        self.forms: dict[bool, list[StepLaunch]] = {
+            one: self._build(one) for one in (True, False)
+            if (self.one_pass_upto > 0 if one else self.one_pass_upto < capacity)}
+        self._graphs: dict[bool, Any] = {}
+        #: the cache position the next step runs at, tracked on the host (set by
+        #: ``Qwen3.begin``; None: read from the device when first needed)
+        self.position: int | None = None
 
     # ---- building ---------------------------------------------------------------------
     def _splits(self, capacity: int, device: str) -> int:
@@ -233,7 +256,51 @@ class DecodeStep:
             return self.h
         return self.h[layer % 2], self.h[(layer + 1) % 2]
 
-    def _build(self) -> list[StepLaunch]:
+    def one_pass_at(self, context: int) -> bool:
+        """Whether a step attending to ``context`` positions runs the one-pass form.
+
+        Example:
+            >>> step.one_pass_at(129), step.one_pass_at(5000)          # doctest: +SKIP
+            (True, False)
+        """
+        return context <= self.one_pass_upto
+
+    def _form(self) -> bool:
+        if len(self.forms) == 1:
+            return next(iter(self.forms))
+        if self.position is None:
+            self.position = self.cache.position()
+        return self.one_pass_at(self.position + 1)
+
+    @property
+    def launches(self) -> list[StepLaunch]:
+        """The launches of the next step: the form its context runs (see
+        ``StepConfig.one_pass_upto``).
+
+        Example:
+            >>> [l.kind for l in step.launches][:3]                      # doctest: +SKIP
+            ['embed', 'norm_qkv_gemv', 'qk_norm_rope_kv']
+        """
+        return self.forms[self._form()]
+
+    @property
+    def graph(self) -> Any:
+        """The recorded graph of the next step's form (None before :meth:`capture`)."""
+        return self._graphs.get(self._form())
+
+    @graph.setter
+    def graph(self, g: Any) -> None:
+        form = self._form()
+        if g is None:
+            self._graphs.pop(form, None)
+        else:
+            self._graphs[form] = g
+
+    def _advanced(self) -> None:
+        if self.position is not None:
+            self.position += 1
+
+    def _build(self, one_pass: bool) -> list[StepLaunch]:
         w, cache, c = self.weights, self.cache, self.model_config
         out: list[StepLaunch] = []
         add = lambda kind, layer, fn: out.append(StepLaunch(kind, layer, fn))  # noqa: E731
@@ -241,7 +308,7 @@ class DecodeStep:
             1024, pow2_at_least(c.hidden_size))), w.embedding, cache.tokens, cache.pos))
         for i, lw in enumerate(w.layers):
             self._qkv(add, i, lw)
-            self._attention_block(add, i, lw)
+            self._attention_block(add, i, lw, one_pass)
             self._mlp_block(add, i, lw)
         # the residual stream after the last layer: its h' plus its down projection
         if self.config.fuse_norms:
@@ -277,7 +344,7 @@ class DecodeStep:
         add("qkv_gemv", i, lambda: row_gemv(lw.qkv, self.normed, out=self.qkv,
                                             config=cfg, sync=False))
 
-    def _attention_block(self, add: Callable, i: int, lw: Any) -> None:
+    def _attention_block(self, add: Callable, i: int, lw: Any, one_pass: bool) -> None:
         c, cache, cfg = self.model_config, self.cache, self.config
         h_in, h_mid = self.stream(i)
         hk, d, nq, nkv = c.num_key_value_heads, c.head_dim, self.nq, self.nkv
@@ -294,7 +361,7 @@ class DecodeStep:
             float(c.rms_norm_eps), d))
         gc = max(_MMA_ROWS, gp)
         scale = LOG2E / math.sqrt(d)
-        if cfg.attn_splits == 1:      # one pass, one launch: no partials to combine
+        if one_pass:      # one launch: no partials to combine
             add("attn", i, _async(
                 decode_attention_kernel, self.attn.reshape(hk, self.group, d).partition(
                     (1, gc, d)), self.q_rot, kc, vc, cache.pos, scale, cfg.attn_bn, d))
@@ -362,6 +429,7 @@ class DecodeStep:
         fut = None
         for launch in self.launches:
             fut = _future(launch.run())
+        self._advanced()
         return fut
 
     def run_head(self) -> Any:
@@ -371,32 +439,36 @@ class DecodeStep:
             >>> step.run_head().wait()                                   # doctest: +SKIP
         """
         fut = None
-        for launch in self.launches:
+        for launch in next(iter(self.forms.values())):   # the head is the same in both
             if launch.kind in HEAD_KINDS:
                 fut = _future(launch.run())
         return fut
 
     def capture(self) -> Any:
-        """Record the step once as a graph (a CUDA graph on the GPU, a replay list on the
-        CPU backend); later :meth:`replay` calls run it.
+        """Record the next step's form once as a graph (a CUDA graph on the GPU, a replay
+        list on the CPU backend) and return it; later :meth:`replay` calls run it.
 
         Example:
             >>> step.capture(); step.replay().wait()                     # doctest: +SKIP
         """
-        if self.graph is None:
+        g = self.graph
+        if g is None:
             with tl.graph() as g:
                 for launch in self.launches:
                     launch.run()
             self.graph = g
-        return self.graph
+        return g
 
     def replay(self) -> Any:
-        """Run the recorded step once; returns its future.
+        """Run the recorded step once (the graph of its form, recorded on first use);
+        returns its future.
 
         Example:
             >>> step.replay().wait()                                     # doctest: +SKIP
         """
-        return self.capture().replay()
+        fut = self.capture().replay()
+        self._advanced()
+        return fut
 
     def kernels(self) -> list[Any]:
         """The distinct tilelab kernels the step launches (recorded from a capture).

@@ -202,6 +202,7 @@ class Qwen3:
         fut = step.run_head()
         if fut is not None:
             fut.wait()
+        step.position = cache.position()     # the host tracks it from here on
         return step
 
     def step_cost(self, context: int | None = None) -> list[CostRow]:
@@ -216,7 +217,7 @@ class Qwen3:
         step = self._step(False)
         ctx = context if context is not None else self.cache.position() + 1
         return step_cost(self.config, ctx, dtype=self.weights.dtype, splits=step.splits,
-                         one_pass=step.config.attn_splits == 1,
+                         one_pass=step.one_pass_at(ctx),
                          head_rows=step.config.head.bn,
                          fuse_norms=step.config.fuse_norms)
 

@@ -54,8 +54,10 @@ class Graph:
         >>> g.replay().wait()                           # doctest: +SKIP
     """
 
-    def __init__(self):
+    def __init__(self, serial: bool = False):
         self.entries: list[Any] = []
+        #: every entry waits for the one recorded before it (see :func:`graph`)
+        self.serial = bool(serial)
         self.device: str | None = None
         #: programmatic dependent launch in the built CUDA graph (see _build), in words
         self.pdl = "not built"
@@ -115,8 +117,11 @@ class Graph:
         Two entries depend when one writes memory the other reads or writes (their
         claims overlap and one is exclusive); the rest may run concurrently. This is
         the same rule the borrow ledger applies to launches on different streams, so a
-        graph is as parallel as its ownership allows.
+        graph is as parallel as its ownership allows. A ``serial`` graph is a chain
+        instead: each entry waits for the one before it (more order, never less).
         """
+        if self.serial:
+            return [[j - 1] if j else [] for j in range(len(self.entries))]
         deps: list[list[int]] = []
         for j, e in enumerate(self.entries):
             mine = []
@@ -226,11 +231,18 @@ class Graph:
         return f"<tl.graph: {len(self.entries)} recorded ({self.device or 'empty'})>"
 
 
-def graph() -> Graph:
+def graph(*, serial: bool = False) -> Graph:
     """Start recording a graph: ``with tl.graph() as g: ...`` then ``g.replay()``.
+
+    Launches that touch disjoint memory may run concurrently in the graph (the edges
+    follow their borrows); ``serial=True`` chains every launch to the one recorded before
+    it, as a stream would run them (what a benchmark comparing two graphs that differ
+    by a launch needs, so leaving one out cannot let others overlap).
 
     Example:
         >>> import tilelab as tl
         >>> g = tl.graph()
+        >>> tl.graph(serial=True).serial
+        True
     """
-    return Graph()
+    return Graph(serial=serial)
