@@ -22,7 +22,7 @@ import cuda.tile as ct
 
 from tilelab.kernels.activation import Activation
 
-__all__ = ["activate", "erfc_nonneg", "zero_padded_load", "NONE", "RELU", "GELU_TANH",
+__all__ = ["activate", "erfc_nonneg", "zero_padded_load", "weight_tile", "silu_mul", "NONE", "RELU", "GELU_TANH",
            "GELU_ERF", "SILU", "SIGMOID", "EXP"]
 
 NONE = int(Activation.NONE)
@@ -97,3 +97,24 @@ def zero_padded_load(arr, index, shape, order, LAT):
                        padding_mode=ct.PaddingMode.ZERO, latency=LAT)
     return ct.load(arr, index=index, shape=shape, order=order,
                    padding_mode=ct.PaddingMode.ZERO)
+
+
+def weight_tile(w, index, shape, LAT):
+    """A zero-padded tile of weight ``w`` in its own dtype, reshaped to its last two
+    dimensions (the decode GEMVs' ``(rows, K step)`` tile; LAT as in
+    :func:`zero_padded_load`).
+
+    Example:
+        >>> weight_tile(w, (0, n, k), (1, 8, 512), 0)              # doctest: +SKIP
+    """
+    return ct.reshape(zero_padded_load(w, index, shape, "C", LAT), (shape[-2], shape[-1]))
+
+
+def silu_mul(gate, up):
+    """``silu(gate) * up``, in the inputs' (float32) precision: the MLP's gated
+    activation.
+
+    Example:
+        >>> silu_mul(gate, up)                                     # doctest: +SKIP
+    """
+    return gate / (1.0 + ct.exp(-gate)) * up

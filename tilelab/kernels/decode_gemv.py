@@ -43,6 +43,7 @@ import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels._args import check_hint, check_pow2_fields
+from tilelab.kernels._device import silu_mul, weight_tile
 from tilelab.kernels._host import (Plan, TensorResult, as_tensor, hinted, run_launches)
 from tilelab.kernels.decode_gemv_mma import gemv_mma_kernel, gemv_mma_silu_mul_kernel
 
@@ -131,12 +132,7 @@ def _x_row(x, k, BK, LAT):
 
 def _weight_tile(w, index, shape, LAT):
     """A zero-padded weight tile as float32, reshaped to its last two dimensions."""
-    if LAT > 0:
-        t = ct.load(w, index=index, shape=shape, padding_mode=ct.PaddingMode.ZERO,
-                    latency=LAT)
-    else:
-        t = ct.load(w, index=index, shape=shape, padding_mode=ct.PaddingMode.ZERO)
-    return ct.reshape(t.astype(ct.float32), (shape[-2], shape[-1]))
+    return weight_tile(w, index, shape, LAT).astype(ct.float32)
 
 
 @tl.kernel
@@ -175,7 +171,7 @@ def gemv_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, BK: ct.Constant[int],
         u = u + _weight_tile(w, (1, n, k), (1, bn, BK), LAT) * xk
     gate = ct.sum(g, axis=1)
     up = ct.sum(u, axis=1)
-    y.store((gate / (1.0 + ct.exp(-gate)) * up).astype(y.dtype))
+    y.store(silu_mul(gate, up).astype(y.dtype))
 
 
 def _x_fused(x, x2, g, ss, k, BK, LAT, HAS_X2, NORM):
@@ -257,7 +253,7 @@ def gemv_fused_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.I
         r = _rstd(ss, w.shape[2], eps)
         gate = gate * r
         up = up * r
-    y.store((gate / (1.0 + ct.exp(-gate)) * up).astype(y.dtype))
+    y.store(silu_mul(gate, up).astype(y.dtype))
 
 
 # ======================================================================================

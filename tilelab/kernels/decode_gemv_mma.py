@@ -32,6 +32,7 @@ from __future__ import annotations
 import cuda.tile as ct
 
 import tilelab as tl
+from tilelab.kernels._device import silu_mul, weight_tile
 
 __all__ = ["gemv_mma_kernel", "gemv_mma_silu_mul_kernel", "MMA_COLS"]
 
@@ -45,16 +46,6 @@ def _x_col(v, k, BK):
     t = ct.load(v, index=(k, 0), shape=(BK, MMA_COLS), order=(1, 0),
                 padding_mode=ct.PaddingMode.ZERO)
     return t.astype(ct.float32)
-
-
-def _w_tile(w, index, shape, LAT):
-    """A zero-padded weight tile in its own dtype, reshaped to its last two dims."""
-    if LAT > 0:
-        t = ct.load(w, index=index, shape=shape, padding_mode=ct.PaddingMode.ZERO,
-                    latency=LAT)
-    else:
-        t = ct.load(w, index=index, shape=shape, padding_mode=ct.PaddingMode.ZERO)
-    return ct.reshape(t, (shape[-2], shape[-1]))
 
 
 def _input(x, x2, g, ss, k, BK, HAS_X2, NORM):
@@ -100,7 +91,7 @@ def gemv_mma_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.In, res: tl.
     ss = ct.full((1, MMA_COLS), 0.0, dtype=ct.float32)
     for k in range(ct.cdiv(w.shape[1], BK)):
         xk, ss = _input(x, x2, g, ss, k, BK, HAS_X2, NORM)
-        acc = ct.mma(_w_tile(w, (n, k), (bn, BK), LAT), xk.astype(w.dtype), acc)
+        acc = ct.mma(weight_tile(w, (n, k), (bn, BK), LAT), xk.astype(w.dtype), acc)
     out = _scale(ct.sum(acc, axis=1), ss, w.shape[1], eps, NORM)
     if HAS_RES:
         out = out + tl.load_like(res, y).astype(ct.float32)
@@ -128,8 +119,8 @@ def gemv_mma_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.In,
     for k in range(ct.cdiv(w.shape[2], BK)):
         xk, ss = _input(x, x2, g, ss, k, BK, HAS_X2, NORM)
         xb = xk.astype(w.dtype)
-        ga = ct.mma(_w_tile(w, (0, n, k), (1, bn, BK), LAT), xb, ga)
-        ua = ct.mma(_w_tile(w, (1, n, k), (1, bn, BK), LAT), xb, ua)
+        ga = ct.mma(weight_tile(w, (0, n, k), (1, bn, BK), LAT), xb, ga)
+        ua = ct.mma(weight_tile(w, (1, n, k), (1, bn, BK), LAT), xb, ua)
     gate = _scale(ct.sum(ga, axis=1), ss, w.shape[2], eps, NORM)
     up = _scale(ct.sum(ua, axis=1), ss, w.shape[2], eps, NORM)
-    y.store((gate / (1.0 + ct.exp(-gate)) * up).astype(y.dtype))
+    y.store(silu_mul(gate, up).astype(y.dtype))
