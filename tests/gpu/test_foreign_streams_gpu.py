@@ -25,7 +25,11 @@ def test_torch_side_stream_and_default_stream():
         out, fut = K.add(x, y, out=z, sync=False)
         assert _handle(fut) == side.cuda_stream
         w = z * 2                          # torch's next op on the same stream
-    side.synchronize()
+    # the side-stream launch still holds z until its future is observed: writing z
+    # from the default stream now would race, and is refused
+    with pytest.raises(tl.BorrowError, match="on another stream"):
+        K.add(x, y, out=z, sync=False)
+    fut.wait()
     assert torch.allclose(w, 2 * (x + y))
     out, fut = K.add(x, y, out=z, sync=False)          # torch's default stream again
     assert _handle(fut) == torch.cuda.current_stream().cuda_stream
@@ -43,9 +47,11 @@ def test_cupy_side_stream_and_the_legacy_default_stream():
         w = z + 1                          # cupy's next op on the same stream
     side.synchronize()
     assert cp.allclose(w, 2 * x + 1)
+    fut.wait()
     assert cp.cuda.get_current_stream().ptr == 0      # cupy's legacy default stream
-    fut = vector_add.launch_async(tl.from_dlpack(z).partition(1024), x, z)
+    z2 = cp.empty_like(x)
+    fut = vector_add.launch_async(tl.from_dlpack(z2).partition(1024), x, z)
     assert _handle(fut) == 0
     fut.wait()
-    assert cp.allclose(z, 3 * x)
-    np.testing.assert_allclose(cp.asnumpy(z[:4]), 3 * cp.asnumpy(x[:4]), rtol=1e-6)
+    assert cp.allclose(z2, 3 * x)
+    np.testing.assert_allclose(cp.asnumpy(z2[:4]), 3 * cp.asnumpy(x[:4]), rtol=1e-6)
