@@ -69,7 +69,7 @@ SHAPES: dict[str, dict[str, Any]] = {
                  head_dim=16, tie_word_embeddings=False),
 }
 COMMON = dict(rms_norm_eps=1e-6, rope_theta=1000000.0, max_position_embeddings=40960)
-CONTEXTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+CONTEXTS = (128, 256, 384, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 CHECK_TOKENS = 64
 
 
@@ -225,12 +225,15 @@ def _bandwidth(gpu_name: str | None) -> tuple[str, float]:
 def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
               compile_hf: bool, bandwidth: float, deadline: float = math.inf,
               step_config: Any = None, tune: bool = False,
-              table_from: str | None = None, compare_fusion: bool = False) -> dict[str, Any]:
+              table_from: str | None = None, compare_fusion: bool = False,
+              one_pass_bns: tuple[int, ...] = ()) -> dict[str, Any]:
     """Everything measured for one model shape; transformers with torch.compile is
     skipped when fewer than 150 s are left before ``deadline`` (a perf_counter time);
     ``tune``: time the projection GEMVs' tiles first and decode with the winners;
     ``table_from``: a decode JSON whose tuning of this model gives the tiles instead;
-    ``compare_fusion``: also time the step's other form (:func:`other_form`)."""
+    ``compare_fusion``: also time the step's other form (:func:`other_form`);
+    ``one_pass_bns``: keys per step of the one-pass attention to time in the step (the
+    fastest is kept, :func:`_fastest_one_pass`)."""
     from tilelab.models.step_cost import decode_bytes_per_token
 
     t0 = time.perf_counter()
@@ -244,6 +247,8 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     elif table_from:
         engine, res["gemv_tuning"] = _fastest_table(engine, step_config, name, table_from,
                                                     prompt)
+    if one_pass_bns:
+        engine, res["one_pass_bn"] = _fastest_one_pass(engine, one_pass_bns, prompt, tokens)
     res["check"] = check(hf, engine, prompt, min(CHECK_TOKENS, tokens))
     _say(f"{name}: check {res['check']}")
     res["engine_graph"] = engine_tok_s(engine, prompt, tokens, runs, graph=True)
@@ -312,6 +317,34 @@ def _fastest_table(engine: Any, step_config: Any, name: str, paths: str,
     return best[1], dict(best[2], tables_timed=timed)
 
 
+def _fastest_one_pass(engine: Any, bns: tuple[int, ...], prompt: list[int],
+                      tokens: int) -> tuple[Any, dict[str, Any]]:
+    """The engine with the one-pass attention's keys per step (of ``bns``) whose
+    replayed step is fastest, summed over three positions of the run that the one-pass
+    form covers (the first, middle and last token)."""
+    import dataclasses
+
+    from tilelab.models import Qwen3
+
+    timed = []
+    best = None
+    for bn in bns:
+        eng = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
+                    step_config=dataclasses.replace(engine.step_config, one_pass_bn=bn))
+        step = eng.begin(prompt)
+        first = step.position
+        spots = [p for p in (first, first + tokens // 2, first + tokens - 2)
+                 if step.one_pass_at(p + 1)] or [first]
+        us = [decode_graph.replay_us(eng, step.capture(), p) for p in spots]
+        timed.append({"one_pass_bn": bn, "positions": spots, "step_us": us})
+        if best is None or sum(us) < best[0]:
+            best = (sum(us), eng, bn)
+    _say("step with each one-pass keys per step: " + ", ".join(
+        f"{t['one_pass_bn']}: " + "/".join(f"{u:.1f}" for u in t["step_us"]) + " us"
+        for t in timed))
+    return best[1], {"chosen": best[2], "timed": timed}
+
+
 def _tuned(engine: Any, step_config: Any, device: str) -> tuple[Any, dict[str, Any]]:
     """The engine rebuilt with the measured best tiles of each projection GEMV (on the
     CPU backend, a dry run, three of the candidates with three timed calls each)."""
@@ -360,14 +393,15 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
         contexts: tuple[int, ...] = CONTEXTS, budget_s: float = 510.0,
         save: str | None = None, step_config: Any = None,
         tune: bool = False, table_from: str | None = None,
-        compare_fusion: bool = False) -> dict[str, Any]:
+        compare_fusion: bool = False, one_pass_bns: tuple[int, ...] = ()) -> dict[str, Any]:
     """Run the benchmark and return the result dict (see the module docstring).
     ``dry_run`` uses the CPU backend and the tiny config; ``budget_s`` is the time the
     whole run should take (transformers with torch.compile is skipped when it would not
     fit); ``save``: a JSON path rewritten after each model, so a run cut short keeps
     what it measured; ``step_config``: the engine's decode tiles (``StepConfig``);
     ``compare_fusion``: time the decode step's other form too (norms fused into the
-    GEMVs or not: ``StepConfig.fuse_norms``), with the same weights and tiles.
+    GEMVs or not: ``StepConfig.fuse_norms``), with the same weights and tiles;
+    ``one_pass_bns``: one-pass attention keys per step to time in the step (fastest kept).
 
     Example:
         >>> r = run(dry_run=True, tokens=3, prompt=4, runs=1)       # doctest: +SKIP
@@ -390,7 +424,7 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
     for name in models:
         result["models"].append(run_model(name, device, prompt, tokens, runs, compile_hf,
                                           bandwidth, deadline, step_config, tune,
-                                          table_from, compare_fusion))
+                                          table_from, compare_fusion, one_pass_bns))
         _save(result, save)
     result["attention_vs_sdpa"] = attention_vs_sdpa(contexts, device)
     _save(result, save)
@@ -428,6 +462,10 @@ def summary(result: dict[str, Any]) -> str:
         lines.append(f"    one step ({m['launches_per_step']} launches, fuse_norms="
                      f"{m['fuse_norms']}): {m['graph_step_us']:.0f} us replayed, kernels "
                      f"alone {m['kernels_sum_us']:.0f} us")
+        if "one_pass_bn" in m:
+            lines.append(f"    one-pass attention keys per step: {m['one_pass_bn']['chosen']} "
+                         "(of " + ", ".join(str(t["one_pass_bn"])
+                                            for t in m["one_pass_bn"]["timed"]) + ")")
         top = sorted(m["kernels"], key=lambda k: -k["us_per_step"])[:4]
         lines.append("    most time: " + ", ".join(
             f"{k['kernel']} {k['us_per_step']:.0f} us ({100 * k['share_of_step']:.0f}%)"
@@ -464,6 +502,18 @@ def _step_config(ap: argparse.ArgumentParser, gemv: str | None, splits: int | No
     return StepConfig(gemv=cfg, attn_splits=splits, fuse_norms=fuse_norms)
 
 
+def _ints(ap: argparse.ArgumentParser, flag: str, text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        vals = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        ap.error(f"{flag} {text!r}: give comma-separated powers of two, e.g. 64,128")
+    if any(v < 16 or v & (v - 1) for v in vals):
+        ap.error(f"{flag} {text!r}: each value must be a power of two >= 16")
+    return vals
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: ``--models 4b,8b --tokens N --runs R --dry-run --no-compile --out F``
     (``--gemv BN,BK`` and ``--attn-splits N`` tune the engine's decode step;
@@ -489,6 +539,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          "several, the one whose step replays fastest)")
     ap.add_argument("--attention-only", action="store_true",
                     help="only decode attention against SDPA (no models)")
+    ap.add_argument("--one-pass-bn", default=None, metavar="BN[,BN]",
+                    help="keys per step of the one-pass attention (several: each timed "
+                         "in the replayed step, the fastest kept)")
     ap.add_argument("--attn-splits", type=int, default=None,
                     help="KV splits per KV head of decode attention")
     ap.add_argument("--unfused", action="store_true",
@@ -524,7 +577,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  compile_hf=not a.no_compile, budget_s=a.budget, save=out,
                  step_config=_step_config(ap, a.gemv, a.attn_splits, not a.unfused),
                  tune=a.tune_gemv, table_from=a.gemv_table,
-                 compare_fusion=a.compare_fusion)
+                 compare_fusion=a.compare_fusion,
+                 one_pass_bns=_ints(ap, "--one-pass-bn", a.one_pass_bn))
     print(summary(result))
     if out:
         print(f"wrote {out}")

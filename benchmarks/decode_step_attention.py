@@ -27,11 +27,14 @@ except ImportError:                   # run as a script from benchmarks/
 
 
 def attention_vs_sdpa(contexts: tuple[int, ...], device: str,
-                      one_pass_upto: int | None = None) -> list[dict[str, Any]]:
+                      one_pass_upto: int | None = None,
+                      one_pass_bns: tuple[int, ...] = (64, 128, 256)) -> list[dict[str, Any]]:
     """The step's decode attention (Qwen3-8B heads) against torch SDPA: both of its
     forms, the split kernels (split + combine, replayed as a graph of two launches)
-    and the one-pass kernel; ``tilelab_us`` is the form the step runs at that context
-    (``StepConfig.one_pass_upto``; None: the default)."""
+    and the one-pass kernel at each keys-per-step in ``one_pass_bns``
+    (``one_pass_<bn>_us``; ``one_pass_us`` is the step's default); ``tilelab_us`` is the
+    form the step runs at that context (``StepConfig.one_pass_upto``; None: the
+    default)."""
     import torch
     import torch.nn.functional as F
 
@@ -41,7 +44,10 @@ def attention_vs_sdpa(contexts: tuple[int, ...], device: str,
                                         decode_combine_head_kernel, decode_split_kernel)
     from tilelab.models.decode_step import StepConfig, whole_chunks
 
-    upto = StepConfig().one_pass_upto if one_pass_upto is None else one_pass_upto
+    default = StepConfig()
+    upto = default.one_pass_upto if one_pass_upto is None else one_pass_upto
+    step_bn = default.one_pass_bn or default.attn_bn
+    bns = tuple(dict.fromkeys((step_bn, *one_pass_bns)))
     hq, hk, d = 32, 8, 128
     g = hq // hk
     tdev = "cuda" if device == "gpu" else "cpu"
@@ -68,15 +74,16 @@ def attention_vs_sdpa(contexts: tuple[int, ...], device: str,
             split.launch_async(*parts, qt, kt, vt, pos, scale, 64, d)
             return decode_combine_head_kernel.launch_async(*merged, pl, chunk, d)
 
-        def one_pass():
-            return decode_attention_kernel.launch_async(
-                o.reshape(hk, g, d).partition((1, 16, d)), qt, kt, vt, pos, scale, 64, d)
+        def one_pass(bn: int):
+            return lambda: decode_attention_kernel.launch_async(
+                o.reshape(hk, g, d).partition((1, 16, d)), qt, kt, vt, pos, scale, bn, d)
 
         sync_device(device)
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                              enable_gqa=True).reshape(-1)
         row: dict[str, Any] = {"context": ctx}
-        for key, form in (("split", split_form), ("one_pass", one_pass)):
+        forms = [("split", split_form)] + [(f"one_pass_{bn}", one_pass(bn)) for bn in bns]
+        for key, form in forms:
             form().wait()
             row[f"{key}_max_abs_error"] = float(
                 (torch.from_dlpack(o).float().to(ref.device) - ref).abs().max())
@@ -85,6 +92,8 @@ def attention_vs_sdpa(contexts: tuple[int, ...], device: str,
                 form()
             row[f"{key}_us"] = tl.bench(gr.replay, warmup=3, rep=20,
                                         name=f"decode_attention/{key}").median * 1e6
+        row["one_pass_us"] = row[f"one_pass_{step_bn}_us"]
+        row["one_pass_max_abs_error"] = row[f"one_pass_{step_bn}_max_abs_error"]
         t_sdpa = decode_tune.time_torch(lambda: F.scaled_dot_product_attention(
             q, k, v, enable_gqa=True), device)
         form = "one_pass" if ctx <= upto else "split"

@@ -246,6 +246,28 @@ def test_an_unsupported_head_dim_is_refused_with_the_reason():
         Qwen3(weights)
 
 
+def test_one_pass_keys_per_step_change_the_launch_not_the_result(model):
+    """``one_pass_bn`` sets the one-pass kernel's keys per step (the split kernel keeps
+    ``attn_bn``): the same logits as the default, several steps into the decode."""
+    from tilelab.runtime.events import subscribe
+
+    small, large = _variant(model, one_pass_bn=16), _variant(model, one_pass_bn=64)
+    s_small, s_large = small.begin(PROMPT), large.begin(PROMPT)
+    seen = []
+    stop = subscribe(lambda e: seen.append(e.args) if e.kernel.definition.name ==
+                     "decode_attention_kernel" else None)
+    try:
+        next(l for l in s_small.launches if l.kind == "attn").run().wait()
+    finally:
+        stop()
+    assert seen and seen[0][-2] == 16      # BN, then DP
+    for _ in range(3):
+        s_small.replay().wait()
+        s_large.replay().wait()
+        a, b = s_small.logits.numpy(), s_large.logits.numpy()
+        assert np.abs(a - b).max() <= 0.05 * b.std()
+
+
 def test_the_step_switches_to_split_attention_past_one_pass_upto(model):
     """A decode that crosses ``one_pass_upto`` replays the one-pass graph, then the
     split one; each step's logits match those of a step that splits throughout."""

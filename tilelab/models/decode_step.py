@@ -75,7 +75,10 @@ class StepConfig:
 
     ``gemv``: tiles of every projection GEMV (None: :func:`default_gemv_config` per
     shape); ``head``: tiles of the lm_head GEMV (its rows per block set the number of
-    argmax partials); ``attn_bn``: keys per step of decode attention; ``attn_splits``:
+    argmax partials); ``attn_bn``: keys per step of the split attention kernel;
+    ``one_pass_bn``: keys per step of the one-pass kernel (None: ``attn_bn``; its one
+    block per KV head walks the context serially, so fewer, larger steps shorten it);
+    ``attn_splits``:
     KV splits per KV head, fixed when the step is built (None: two blocks per SM over
     the KV heads, at most one split per key tile of the cache; 1: the one-pass kernel
     at every context); ``one_pass_upto``: contexts of at most this many positions run
@@ -100,8 +103,12 @@ class StepConfig:
     gemv: GemvConfig | None = None
     head: GemvConfig = GemvConfig(bn=16, bk=512)
     attn_bn: int = 64
+    one_pass_bn: int | None = None
     attn_splits: int | None = None
-    one_pass_upto: int = 1024
+    #: on the H200 one pass beats the split pair alone up to about 256 positions, is
+    #: 2 us slower at 512 (within what the pair's second launch costs in the step) and
+    #: 9 us slower at 1024 (benchmarks/results/decode_h200_2026-12-05.json)
+    one_pass_upto: int = 512
     attn_occupancy: int | None = 4
     combine_chunk: int = 16
     pick_chunk: int = 1024
@@ -364,7 +371,8 @@ class DecodeStep:
         if one_pass:      # one launch: no partials to combine
             add("attn", i, _async(
                 decode_attention_kernel, self.attn.reshape(hk, self.group, d).partition(
-                    (1, gc, d)), self.q_rot, kc, vc, cache.pos, scale, cfg.attn_bn, d))
+                    (1, gc, d)), self.q_rot, kc, vc, cache.pos, scale,
+                cfg.one_pass_bn or cfg.attn_bn, d))
         else:
             self._split_attention(add, i, kc, vc, gc)
         o_cfg = self._gemv_cfg("o_gemv_residual", c.hidden_size, nq)
