@@ -84,7 +84,13 @@ def attention_vs_sdpa(contexts: tuple[int, ...], device: str,
         row: dict[str, Any] = {"context": ctx}
         forms = [("split", split_form)] + [(f"one_pass_{bn}", one_pass(bn)) for bn in bns]
         for key, form in forms:
-            form().wait()
+            try:
+                form().wait()
+            except Exception as e:   # a tile that does not fit: keep the other forms
+                if key == f"one_pass_{step_bn}" or key == "split":
+                    raise
+                row[f"{key}_error"] = f"{type(e).__name__}: {e}"[:500]
+                continue
             row[f"{key}_max_abs_error"] = float(
                 (torch.from_dlpack(o).float().to(ref.device) - ref).abs().max())
             # replayed as a graph, as the engine runs it: no host work in the time
