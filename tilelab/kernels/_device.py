@@ -22,8 +22,8 @@ import cuda.tile as ct
 
 from tilelab.kernels.activation import Activation
 
-__all__ = ["activate", "erfc_nonneg", "zero_padded_load", "weight_tile", "silu_mul", "NONE", "RELU", "GELU_TANH",
-           "GELU_ERF", "SILU", "SIGMOID", "EXP"]
+__all__ = ["activate", "erfc_nonneg", "zero_padded_load", "weight_tile", "silu_mul", "NONE",
+           "RELU", "GELU_TANH", "GELU_ERF", "SILU", "SIGMOID", "EXP"]
 
 NONE = int(Activation.NONE)
 RELU = int(Activation.RELU)

@@ -43,7 +43,7 @@ import cuda.tile as ct
 
 import tilelab as tl
 from tilelab.kernels._args import check_hint, check_pow2_fields
-from tilelab.kernels._device import silu_mul, weight_tile
+from tilelab.kernels._device import silu_mul, weight_tile, zero_padded_load
 from tilelab.kernels._host import (Plan, TensorResult, as_tensor, hinted, run_launches)
 from tilelab.kernels.decode_gemv_mma import gemv_mma_kernel, gemv_mma_silu_mul_kernel
 
@@ -122,11 +122,7 @@ def _row_dot(w, x, n, bn, BK, LAT):
 
 def _x_row(x, k, BK, LAT):
     """The (1, BK) float32 slice k of the vector x, zero padded."""
-    if LAT > 0:
-        t = ct.load(x, index=(k,), shape=(BK,), padding_mode=ct.PaddingMode.ZERO,
-                    latency=LAT)
-    else:
-        t = ct.load(x, index=(k,), shape=(BK,), padding_mode=ct.PaddingMode.ZERO)
+    t = zero_padded_load(x, (k,), (BK,), "C", LAT)
     return ct.reshape(t.astype(ct.float32), (1, BK))
 
 
