@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from tilelab.errors import (TilelabError, SafetyError, AliasError, BorrowError, CompileError,
                             LaunchError, ToolchainError)
 from tilelab.compiler.language import (In, Out, InOut, Raw, load_like, row_major, grouped,
-                                       persistent)
+                                       persistent, wait_for_previous_kernel)
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
     from tilelab.compiler.signature import spec
@@ -116,7 +116,8 @@ def unload_ipython_extension(ipython):
 
 __all__ = [
     "TilelabError", "SafetyError", "AliasError", "BorrowError", "CompileError", "LaunchError",
-    "ToolchainError", "In", "Out", "InOut", "Raw", "load_like", "row_major", "grouped",
+    "ToolchainError", "In", "Out", "InOut", "Raw", "load_like", "wait_for_previous_kernel",
+    "row_major", "grouped",
     "persistent", "spec", "Kernel", "kernel", "Tensor", "tensor", "as_tensor", "from_dlpack",
     "empty", "zeros", "ones", "full", "arange", "randn", "Partition", "synchronize",
     "gpu_available", "backend", "unchecked", "Future", "Graph", "graph", "stream",

@@ -1409,6 +1409,73 @@ def load_like_array(z: tl.Out, x: tl.In, y: tl.In):
     z.store(tl.load_like(x, y))  # REJECT: load_like_not_a_partition @ y)
 
 
+# ---- tl.wait_for_previous_kernel --------------------------------------------------------
+
+
+@accepted("weights_before_wait",
+          lambda: (S(4096).partition(256), S(4096), S(4096), S((256,), "float32")))
+def scale_early(y: tl.Out, w: tl.In, x: tl.In, g: tl.In):
+    wt = tl.load_like(w, y)                # may run while the previous kernel finishes
+    gt = ct.load(g, index=(0,), shape=(256,))
+    n = y.tile_index[0]
+    tl.wait_for_previous_kernel()
+    y.store(wt * gt * tl.load_like(x, y) + n)
+
+
+@rejected("store_before_wait", "comes before tl.wait_for_previous_kernel()",
+          "may still be reading or writing 'y'", rule="before-wait")
+def store_early(y: tl.Out, w: tl.In):
+    y.store(tl.load_like(w, y))  # REJECT: store_before_wait @ y.store
+    tl.wait_for_previous_kernel()
+
+
+@rejected("inout_load_before_wait", "(acc.load()) comes before", rule="before-wait")
+def accumulate_early(acc: tl.InOut, w: tl.In):
+    a = acc.load()  # REJECT: inout_load_before_wait @ acc.load
+    tl.wait_for_previous_kernel()
+    acc.store(a + tl.load_like(w, acc))
+
+
+@rejected("wait_in_branch", "must be a statement of its own in the kernel body itself",
+          rule="wait-form")
+def wait_in_branch(y: tl.Out, w: tl.In, c: int):
+    wt = tl.load_like(w, y)
+    if c > 0:
+        tl.wait_for_previous_kernel()  # REJECT: wait_in_branch @ tl.wait
+    y.store(wt)
+
+
+@rejected("wait_twice", "may appear once", rule="wait-form")
+def wait_twice(y: tl.Out, w: tl.In):
+    tl.wait_for_previous_kernel()
+    wt = tl.load_like(w, y)
+    tl.wait_for_previous_kernel()  # REJECT: wait_twice @ tl.wait
+    y.store(wt)
+
+
+@rejected("wait_with_argument", "takes no arguments", rule="wait-form")
+def wait_with_argument(y: tl.Out, w: tl.In):
+    tl.wait_for_previous_kernel(w)  # REJECT: wait_with_argument @ tl.wait
+    y.store(tl.load_like(w, y))
+
+
+def _early_helper(t):
+    tl.wait_for_previous_kernel()  # REJECT: wait_in_helper @ tl.wait
+    return t
+
+
+@rejected("wait_in_helper", "is called in a helper", rule="wait-form")
+def wait_in_helper(y: tl.Out, w: tl.In):
+    y.store(_early_helper(tl.load_like(w, y)))
+
+
+@rejected("wait_as_value", "tl.wait_for_previous_kernel can only be called",
+          rule="call-unknown")
+def wait_as_value(y: tl.Out, w: tl.In):
+    f = tl.wait_for_previous_kernel  # REJECT: wait_as_value @ tl.wait
+    y.store(tl.load_like(w, y))
+
+
 @rejected("varargs_parameter", "kernel parameters cannot be *args", rule="param-form")
 def varargs_kernel(z: tl.Out, *xs):  # REJECT: varargs_parameter @ xs
     z.store(tl.load_like(xs[0], z))

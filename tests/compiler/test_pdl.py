@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import cuda.tile as ct
 import tilelab as tl
 from tilelab.compiler.lower import LoweringPlan, lower_kernel
 from tilelab.compiler.safety import analyze_kernel
@@ -98,13 +99,43 @@ def test_a_kernel_without_the_prologue_is_never_launched_early():
     assert not art.waits_for_previous_grid and not _pdl_capable(art)
 
 
+def _entry(*lines: str) -> str:
+    return "entry @k(%arg0: tile<i32>) {\n" + "\n".join("  " + ln for ln in lines) + \
+        "\n  return\n}"
+
+
+_WAIT = "%1 = gdc_wait_tko token = %0 -> token"
+_LOAD = "%t, %u = load_view_tko weak %v[%arg0] token = %0 : a -> b"
+_STORE = "%s = store_view_tko weak %t, %v[%arg0] token = %0 : a -> token"
+
+
 def test_waits_before_memory_reads_program_order():
-    assert waits_before_memory("%1 = gdc_wait_tko token = %0\n%t = load_view_tko weak")
-    assert not waits_before_memory("%t = load_view_tko weak\n%1 = gdc_wait_tko token")
-    assert not waits_before_memory("%t = load_view_tko weak")
+    assert waits_before_memory(_entry(_WAIT, _LOAD))
+    assert not waits_before_memory(_entry(_LOAD, _WAIT))
+    assert not waits_before_memory(_entry(_LOAD))
     assert not waits_before_memory(None)
-    assert waits_before_memory("%1 = gdc_wait_tko token = %0\n%s = store_view_tko weak")
-    assert not waits_before_memory("%s = store_view_tko weak\n%1 = gdc_wait_tko")
+    assert waits_before_memory(_entry(_WAIT, _STORE))
+    assert not waits_before_memory(_entry(_STORE, _WAIT))
+
+
+def test_a_wait_inside_a_branch_orders_nothing():
+    # the wait may not run at all: the store in the other branch would run early
+    text = _entry("if %c {", "  " + _WAIT, "} else {", "  " + _STORE, "}", _LOAD)
+    assert not waits_before_memory(text)
+
+
+@tl.kernel
+def wait_in_one_branch(z: tl.Out, x: tl.In, c: int):
+    if c > 0:
+        ct.grid_dependency_control_wait()
+    else:
+        z.store(tl.load_like(x, z))
+
+
+def test_a_kernel_waiting_in_one_branch_only_is_never_launched_early():
+    art = wait_in_one_branch.compile(*_args(), 1, arch="sm_90")
+    assert "gdc_wait_tko" in art.tileir
+    assert not art.waits_for_previous_grid and not _pdl_capable(art)
 
 
 def test_the_grid_dependency_ops_are_classified_as_touching_no_memory():

@@ -85,6 +85,16 @@ class Artifacts:
         return waits_before_memory(self.tileir)
 
     @functools.cached_property
+    def triggers_after_wait(self) -> bool:
+        """Whether the kernel lets the next kernel of its stream start only after its
+        own wait for the previous one (``tileir_check.triggers_after_wait``): what a
+        kernel that reads before its wait needs of the kernel it is started early
+        after."""
+        from tilelab.compiler.tileir_check import triggers_after_wait
+
+        return triggers_after_wait(self.tileir)
+
+    @functools.cached_property
     def _cubin_info(self):
         from tilelab.compiler.cubin import read_cubin
 

@@ -1,15 +1,17 @@
-"""The safe kernel language: parameter kinds, ``load_like`` and schedules.
+"""The safe kernel language: parameter kinds, ``load_like``, ``wait_for_previous_kernel``
+and schedules.
 
 These names only mean something inside a ``@tl.kernel`` body, where the compiler reads
 them from the source and lowers them to plain cuTile Python. Outside a kernel they are
-inert markers (the annotations) or raise a clear error when called (``load_like``).
+inert markers (the annotations) or raise a clear error when called (``load_like``,
+``wait_for_previous_kernel``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 __all__ = [
-    "ParamKind", "In", "Out", "InOut", "Raw", "load_like",
+    "ParamKind", "In", "Out", "InOut", "Raw", "load_like", "wait_for_previous_kernel",
     "Schedule", "RowMajor", "Grouped", "Persistent", "row_major", "grouped", "persistent",
 ]
 
@@ -108,6 +110,30 @@ def load_like(x, p, *, at=None):
         ...     z.store(tl.load_like(x, z) + tl.load_like(y, z))
     """
     raise TypeError("tl.load_like() can only be used inside a @tl.kernel body")
+
+
+def wait_for_previous_kernel() -> None:
+    """Mark where the kernel waits for the previous kernel of its stream.
+
+    Every kernel waits for its predecessor before it touches memory; by default the
+    wait is its first statement. Written as a statement of the kernel body itself, this
+    moves the wait there, so that the statements above it can load ``tl.In`` arrays the
+    previous kernel does not write (weights, say) while that kernel finishes: in a
+    ``tl.graph()`` such a kernel may start early (programmatic dependent launch) when
+    the kernel it depends on writes nothing it reads before the wait. Above the wait
+    the kernel may not store, ``p.load()`` a partition or walk ``p.tiles()``
+    (docs/safety.md, "Programmatic dependent launch").
+
+    Example:
+        >>> import tilelab as tl, cuda.tile as ct
+        >>> @tl.kernel
+        ... def scale(y: tl.Out, w: tl.In, x: tl.In):
+        ...     wt = tl.load_like(w, y)          # may run while the previous kernel ends
+        ...     tl.wait_for_previous_kernel()
+        ...     y.store(wt * tl.load_like(x, y))
+    """
+    raise TypeError("tl.wait_for_previous_kernel() can only be used inside a @tl.kernel "
+                    "body")
 
 
 class Schedule:

@@ -13,7 +13,8 @@ The kernel's first statement is prefixed with ``__tl_dev.grid_dependency_prologu
 (wait for the previous kernel of the stream, then let the next be scheduled), which is
 what lets the launcher use programmatic dependent launch for it (``LoweredKernel.pdl``);
 a body that opens with a compound statement (``for``, ``if``, ...) and a kernel of the
-``persistent`` schedule get no prologue and are launched normally.
+``persistent`` schedule get no prologue and are launched normally. A kernel that writes
+``tl.wait_for_previous_kernel()`` gets the prologue there instead.
 
 A sub-tile store ``p.store(t, offset=(o0, ...))`` becomes a call of the guarded
 ``__tl_dev.sub_tile_store(p, <tile index>, <tile shape>, t, (o0, ...))``, which writes
@@ -150,8 +151,8 @@ class LoweredKernel:
     #: partitions the lowering writes sub-tiles of (``p.store(tile, offset=...)``,
     #: through the guarded ``sub_tile_store`` of the device helpers)
     offset_store_params: frozenset = frozenset()
-    #: whether the first statement is the grid-dependency prologue (see the module
-    #: docstring): then nothing is read or written before the previous kernel is done
+    #: whether the kernel has the grid-dependency prologue: its first statement (see the
+    #: module docstring), or where ``tl.wait_for_previous_kernel()`` stands
     pdl: bool = False
 
     def function(self):
@@ -370,6 +371,10 @@ class _Lowerer:
                 total = " * ".join(self.grid_dims())
                 return [self.gen(f"{self.range}({ct}.bid(0), {total}, "
                                  f"{ct}.num_blocks(0))", s)]
+        elif site.kind == "wait":
+            # tl.wait_for_previous_kernel(): the prologue goes here instead of first
+            def fn(s=s):
+                return [self.gen(f"{self.dev}.grid_dependency_prologue()", s)]
         else:  # pragma: no cover - the checker produces no other kinds
             raise AssertionError(site.kind)
         self.add(s, e, fn)
@@ -439,7 +444,10 @@ class _Lowerer:
 
     def prologue_edit(self) -> bool:
         """Prefix the first statement with the grid-dependency prologue, when it is a
-        simple statement (``a; b`` cannot start a compound one)."""
+        simple statement (``a; b`` cannot start a compound one) and the kernel does not
+        place it itself (``tl.wait_for_previous_kernel()``, a site)."""
+        if any(site.kind == "wait" for site in self.a.sites):
+            return True
         first = self.src.tree.body[0]
         # a persistent kernel is one long wave, so starting it early gains nothing, and
         # the prologue costs the persistent GEMM registers (116 bytes of spills on sm_90)

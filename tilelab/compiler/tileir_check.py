@@ -43,7 +43,8 @@ from typing import Any, Callable, Iterable
 from tilelab.errors import CompileError, SourceLocation
 
 __all__ = ["MAX_TILE_ELEMENTS", "NON_MEMORY_OPS", "READ_OPS", "WRITE_OPS", "REFUSED_OPS",
-           "KNOWN_OPS", "waits_before_memory", "InternalSafetyError", "CheckReport",
+           "KNOWN_OPS", "waits_before_memory", "reads_before_wait", "triggers_after_wait",
+           "InternalSafetyError", "CheckReport",
            "TileIRModule",
            "check_tileir", "op_names", "arg_slots", "bytecode_tile_shapes",
            "check_partition_tiles", "check_bytecode_tiles"]
@@ -83,7 +84,12 @@ KNOWN_OPS = NON_MEMORY_OPS | READ_OPS | WRITE_OPS | REFUSED_OPS
 #: the ops the checks trace through (parsed in full; other non-memory ops are only named)
 _TRACED_OPS = frozenset({"assume", "make_tensor_view", "make_partition_view", "offset",
                          "broadcast", "reshape", "exti", "andi", "cmpi"})
-_PARSED_OPS = _TRACED_OPS | READ_OPS | WRITE_OPS
+#: the wait for the previous kernel of the stream (``gdc_wait_tko``): parsed, so that
+#: its region is known (only a wait at an entry's top level orders what follows it)
+_WAIT_OP = "gdc_wait_tko"
+#: the op that lets the next kernel of the stream start (``gdc_launch_dependents_tko``)
+_TRIGGER_OP = "gdc_launch_dependents_tko"
+_PARSED_OPS = _TRACED_OPS | READ_OPS | WRITE_OPS | {_WAIT_OP, _TRIGGER_OP}
 _LIGHT_OPS = NON_MEMORY_OPS - _PARSED_OPS
 
 _PARTITION_KINDS = ("Out", "InOut")
@@ -91,26 +97,117 @@ _MEMORY_OP = re.compile(r"\b(?:" + "|".join(sorted(READ_OPS | WRITE_OPS | REFUSE
                         r")\b")
 
 
-def waits_before_memory(tileir: str | None) -> bool:
-    """Whether the kernel's ``gdc_wait_tko`` comes before its first memory op in the
-    Tile IR text (program order: control flow is structured, so an op written later
-    cannot run earlier). Launching it with programmatic dependent launch is then sound:
-    nothing it reads or writes is touched before the previous kernel of the stream is
-    done. False without Tile IR text or without the wait.
+def _before_wait(module: "TileIRModule") -> list[list[Op]] | None:
+    """Per entry, the memory ops that come before its first wait at the entry's top
+    level (program order: control flow is structured, so an op written later cannot
+    run earlier, and a wait inside a branch or loop may not run at all); None when an
+    entry has no such wait or the text has lines the validator cannot read."""
+    if not module.entries or module.unknown_lines:
+        return None
+    out = []
+    for e in module.entries:
+        early = []
+        for op in e.ops:
+            if op.name == _WAIT_OP and op.scope is not None and op.scope.parent is None:
+                break
+            if op.name in READ_OPS or op.name in WRITE_OPS or op.name in REFUSED_OPS:
+                early.append(op)
+        else:
+            return None
+        out.append(early)
+    return out
+
+
+def triggers_after_wait(tileir: str | None) -> bool:
+    r"""Whether the kernel lets the next kernel of its stream start only after its own
+    wait for the previous one: no ``gdc_launch_dependents_tko`` before the first wait at
+    an entry's top level (none at all in an entry without such a wait; a kernel that
+    never triggers lets the next one start when it exits). A kernel that reads before
+    its wait may be started early only after such a kernel: every kernel before that
+    one has then finished.
 
     Example:
-        >>> waits_before_memory("%1 = gdc_wait_tko token = %0\\n%t = load_view_tko weak")
+        >>> e = "entry @k(%arg0: tile<i32>) {{\n  {}\n  {}\n  return\n}}"
+        >>> wait = "%1 = gdc_wait_tko token = %0 -> token"
+        >>> trigger = "gdc_launch_dependents_tko"
+        >>> triggers_after_wait(e.format(wait, trigger)), triggers_after_wait(
+        ...     e.format(trigger, wait))
+        (True, False)
+    """
+    if not tileir or _TRIGGER_OP not in tileir:
+        return True
+    module = TileIRModule(tileir)
+    if not module.entries or module.unknown_lines:
+        return False
+    for e in module.entries:
+        for op in e.ops:
+            if op.name == _WAIT_OP and op.scope is not None and op.scope.parent is None:
+                break
+            if op.name == _TRIGGER_OP:
+                return False
+    return True
+
+
+def waits_before_memory(tileir: str | None) -> bool:
+    r"""Whether every entry of the Tile IR text waits for the previous kernel of the
+    stream (``gdc_wait_tko`` at the entry's top level) before its first memory op.
+    Launching the kernel with programmatic dependent launch is then sound: nothing it
+    reads or writes is touched before the previous kernel of the stream is done. False
+    without Tile IR text or without such a wait.
+
+    Example:
+        >>> def entry(body):
+        ...     return "entry @k(%arg0: tile<i32>) {\n" + body + "\n  return\n}"
+        >>> load = "  %t, %u = load_view_tko weak %v[%arg0] token = %0 : a -> b"
+        >>> waits_before_memory(entry("  %1 = gdc_wait_tko token = %0 -> token\n" + load))
         True
-        >>> waits_before_memory("%t = load_view_tko weak\\n%1 = gdc_wait_tko token = %0")
+        >>> waits_before_memory(entry(load + "\n  %1 = gdc_wait_tko token = %0 -> token"))
+        False
+        >>> waits_before_memory(entry("  if %c {\n  %1 = gdc_wait_tko token = %0 -> token"
+        ...                           "\n  } else {\n" + load + "\n  }"))
         False
     """
-    if not tileir:
+    if not tileir or _WAIT_OP not in tileir:
         return False
-    wait = tileir.find("gdc_wait_tko")
-    if wait < 0:
-        return False
-    first = _MEMORY_OP.search(tileir)
-    return first is None or wait < first.start()
+    early = _before_wait(TileIRModule(tileir))
+    return early is not None and not any(early)
+
+
+def reads_before_wait(tileir: str | None, lowered: Any, spec: Any) -> frozenset[str] | None:
+    """The parameters a kernel reads before it waits for the previous kernel of the
+    stream (``tl.wait_for_previous_kernel()``), when everything it does before the wait
+    is a bounds-checked tile load of a ``tl.In`` array argument (traced to the
+    argument's own pointer, shape and strides); None otherwise (no top-level wait, a
+    write, a gather, a partition's or an untraceable read before it).
+
+    A graph may then start the kernel while its one predecessor still runs, if that
+    predecessor writes none of these parameters' memory (``tilelab.runtime.graph``);
+    an empty set means the kernel waits before any memory access
+    (:func:`waits_before_memory`).
+
+    Example (a kernel that loads ``w`` above its wait)::
+
+        >>> reads_before_wait(art.tileir, lowered, spec)          # doctest: +SKIP
+        frozenset({'w'})
+    """
+    if not tileir or _WAIT_OP not in tileir:
+        return None
+    module = TileIRModule(tileir)
+    early = _before_wait(module)
+    if early is None:
+        return None
+    checker = _Checker(module, lowered, spec, getattr(lowered, "name", "?"))
+    params = set()
+    for op in (op for ops in early for op in ops):
+        if op.name != "load_view_tko" or checker._inbounds(op):
+            return None
+        view = checker._view_operand(op)
+        p, _pvtype, problem = checker.view_param(op, view, for_store=False) \
+            if view is not None else (None, None, "no view")
+        if p is None or problem is not None or checker.kinds.get(p) not in ("In", "auto"):
+            return None
+        params.add(p)
+    return frozenset(params)
 
 
 class InternalSafetyError(CompileError):

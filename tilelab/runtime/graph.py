@@ -28,6 +28,34 @@ def _conflict(a: list, b: list) -> bool:
     return False
 
 
+def may_start_early(before: Any, entry: Any, before_early: bool = False) -> bool:
+    """Whether kernel entry ``entry`` may start while ``before``, the one kernel it
+    depends on, still runs: it waits for ``before`` ahead of every memory access
+    (``LaunchPlan.pdl``), or what it reads ahead of its wait
+    (``LaunchPlan.early_reads``) overlaps nothing ``before`` writes and every kernel
+    before ``before`` has finished when ``entry`` starts: ``before`` was not started
+    early itself (``before_early``), or lets its dependents start only after its own
+    wait (``LaunchPlan.triggers_after_wait``).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> w = NS(plan=NS(pdl=False, early_reads=frozenset({"w"})),
+        ...        claims=[(0, 0, 64, False, "w"), (0, 64, 96, True, "y")])
+        >>> may_start_early(NS(claims=[(0, 96, 128, True, "x")]), w)
+        True
+        >>> may_start_early(NS(claims=[(0, 32, 40, True, "w2")]), w)
+        False
+    """
+    if entry.plan.pdl:
+        return True
+    early = entry.plan.early_reads
+    if not early or (before_early and not before.plan.triggers_after_wait):
+        return False
+    reads = [c for c in entry.claims if c[4] in early]
+    writes = [c for c in before.claims if c[3]]
+    return not _conflict(reads, writes)
+
+
 @dataclass
 class _Entry:
     launcher: Any
@@ -155,7 +183,7 @@ class Graph:
         from tilelab.runtime.graph_pdl import make_programmatic
 
         gd = GraphDefinition()
-        nodes, programmatic = [], []
+        nodes, programmatic, early = [], [], []
         pdl = config.pdl()
         for e, deps in zip(self.entries, self.dependencies()):
             parent = nodes[deps[0]] if deps else gd
@@ -164,12 +192,18 @@ class Graph:
                 node = parent.launch(LaunchConfig(grid=e.grid, block=(1, 1, 1)),
                                      e.plan.cu_kernel, *words)
                 # one kernel before it, and this kernel waits for it before touching
-                # memory: the edge may be programmatic (tilelab.runtime.graph_pdl)
-                if (pdl and e.plan.pdl and len(deps) == 1
-                        and isinstance(self.entries[deps[0]], _Entry)):
+                # memory (or reads only what it does not write before the wait): the
+                # edge may be programmatic (tilelab.runtime.graph_pdl)
+                starts_early = (pdl and len(deps) == 1
+                                and isinstance(self.entries[deps[0]], _Entry)
+                                and may_start_early(self.entries[deps[0]], e,
+                                                    early[deps[0]]))
+                if starts_early:
                     programmatic.append((nodes[deps[0]].handle, node.handle))
+                early.append(starts_early)
             else:
                 node = parent.memcpy(e.dst.data_ptr, e.src.data_ptr, e.dst.nbytes)
+                early.append(False)
             if len(deps) > 1:
                 node.pred = {nodes[i] for i in deps}
             nodes.append(node)

@@ -129,7 +129,7 @@ def _check(fn: types.FunctionType, src: CapturedSource, params: list[ParamInfo],
     kept = [p.node.annotation for p in params if p.keep_annotation]
     checker = FunctionChecker(fn, src, kinds, unsafe=unsafe, context=context,
                               program=program, allow_deferred=allow_deferred,
-                              kept_annotations=kept)
+                              kept_annotations=kept, is_kernel=True)
     checker.run()
     program.add(fn, src, checker.scope.resolved, is_kernel=True)
     program.deferred = checker.deferred + program.deferred

@@ -143,8 +143,8 @@ class CallRules:
             if obj is UNRESOLVED:
                 self.unresolved(top)
                 continue
-            if obj is language.load_like:
-                self.fail("call-unknown", top, "tl.load_like can only be called")
+            if obj is language.load_like or obj is language.wait_for_previous_kernel:
+                self.fail("call-unknown", top, f"{self.text(top)} can only be called")
             if not is_allowed_value(obj):
                 self.fail("global-value", top,
                           f"{self.text(top)} is {_describe(obj)}; a kernel reads only "
@@ -219,6 +219,9 @@ class CallRules:
             self.fail("call-unknown", call,
                       f"{callee}() is not a builtin kernels can call; allowed: "
                       f"{', '.join(sorted(BUILTIN_CALLS))}")
+        if target is language.wait_for_previous_kernel:
+            self.check_wait_marker(call)
+            return
         if is_tilelab_host_object(target):
             self.fail("call-host", call, f"{callee}() is not available inside a kernel: "
                                          "kernels use cuda.tile ops, partitions and "

@@ -18,6 +18,7 @@ from tilelab.compiler.safety.partitions import PartitionRules, Site
 from tilelab.compiler.safety.rules import raise_rule
 from tilelab.compiler.safety.scope import Scope, bound_names
 from tilelab.compiler.safety.structure import StructureRules
+from tilelab.compiler.safety.waits import WaitRules
 
 __all__ = ["FunctionChecker", "checked_nodes"]
 
@@ -38,14 +39,16 @@ def _body_only(func: ast.FunctionDef) -> ast.FunctionDef:
         defaults=[]), body=func.body, decorator_list=[], returns=None, type_params=[])
 
 
-class FunctionChecker(StructureRules, PartitionRules, CallRules):
-    """Checks one function; raises the first SafetyError or leaves ``sites`` filled."""
+class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules):
+    """Checks one function; raises the first SafetyError or leaves ``sites`` filled.
+    ``is_kernel``: the function is the kernel itself, not a helper it calls."""
 
     def __init__(self, fn: types.FunctionType, source: CapturedSource,
                  kinds: dict[str, ParamKind], *, unsafe: bool, context: str,
                  program: Any, allow_deferred: bool,
-                 kept_annotations: list[ast.expr] | None = None):
+                 kept_annotations: list[ast.expr] | None = None, is_kernel: bool = False):
         self.fn = fn
+        self.is_kernel = is_kernel
         self.src = source
         self.func = source.tree
         self.kinds = kinds
@@ -87,3 +90,4 @@ class FunctionChecker(StructureRules, PartitionRules, CallRules):
         if self.partitions:
             self.check_partition_uses()
         self.check_references()
+        self.check_before_wait()

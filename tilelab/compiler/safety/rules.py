@@ -75,6 +75,13 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "define helpers in a .py file or notebook cell"),
     Rule("helper-decorated", "a decorated helper runs code the checker does not see",
          "remove the decorator (only @ct.function is allowed)"),
+    # -- the wait for the previous kernel ------------------------------------------
+    Rule("wait-form", "tl.wait_for_previous_kernel() marks one point of the kernel body "
+         "itself, so the lowering knows what runs before the wait",
+         "write it once, as a statement of its own in the @tl.kernel function's body"),
+    Rule("before-wait", "until a kernel waits for the previous kernel of its stream, it "
+         "only reads tl.In arrays: the previous kernel may still be using the others",
+         "move the store or p.load() below tl.wait_for_previous_kernel()"),
     # -- writes --------------------------------------------------------------------
     Rule("write-safe", "a safe kernel writes only through its partitions, whose "
          "destinations are fixed per block", "write p.store(tile) on a tl.Out/tl.InOut "

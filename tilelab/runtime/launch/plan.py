@@ -104,6 +104,15 @@ class LaunchPlan:
     #: (``Artifacts.waits_for_previous_grid``); ``TILELAB_PDL`` decides at each launch
     #: path whether it does
     pdl: bool = False
+    #: the parameters a kernel that waits later (``tl.wait_for_previous_kernel()``)
+    #: reads before its wait, when those reads are all it does before it
+    #: (``tileir_check.reads_before_wait``, sm_90+); None otherwise. A graph may start
+    #: such a kernel early only after a kernel that writes none of their memory
+    early_reads: frozenset | None = None
+    #: whether the kernel lets the next one start only after its own wait
+    #: (``Artifacts.triggers_after_wait``): a kernel with early reads may be started
+    #: early after this one only if this one started normally or this holds
+    triggers_after_wait: bool = True
 
 
 def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
@@ -126,8 +135,11 @@ def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
                for i, lay in enumerate(spec.layouts) if lay.kind == "scalar"}
     if device == "gpu":
         art, cu_kernel = _load_gpu(d, args)
+        pdl = _pdl_capable(art)
         return LaunchPlan(spec, art, "gpu", cu_kernel=cu_kernel, writable=writable,
-                          arrays=arrays, scalar_types=scalars, pdl=_pdl_capable(art))
+                          arrays=arrays, scalar_types=scalars, pdl=pdl,
+                          early_reads=None if pdl else _early_reads(d, spec, art),
+                          triggers_after_wait=art.triggers_after_wait)
     lowered = d.lowered(spec.plan)
     fn = lowered.function()   # the checked text, never the user's live code
     from tilelab.interp import register_location_map
@@ -144,8 +156,21 @@ def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
 def _pdl_capable(art: Artifacts) -> bool:
     """Whether a launch of ``art`` may use programmatic dependent launch (see
     ``LaunchPlan.pdl``): built for sm_90 or newer, waiting before any memory access."""
+    return _sm90(art) and art.waits_for_previous_grid
+
+
+def _early_reads(d: KernelDefinition, spec: Any, art: Artifacts) -> frozenset | None:
+    """``LaunchPlan.early_reads`` of a kernel that does not wait first."""
+    if not _sm90(art) or "gdc_wait_tko" not in (art.tileir or ""):
+        return None
+    from tilelab.compiler.tileir_check import reads_before_wait
+
+    return reads_before_wait(art.tileir, d.lowered(spec.plan), spec) or None
+
+
+def _sm90(art: Artifacts) -> bool:
     digits = "".join(ch for ch in art.arch.split("_")[-1] if ch.isdigit())
-    return bool(digits) and int(digits) >= 90 and art.waits_for_previous_grid
+    return bool(digits) and int(digits) >= 90
 
 
 def _load_gpu(d: KernelDefinition, args: list[Any]) -> tuple[Artifacts, Any]:
