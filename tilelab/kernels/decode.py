@@ -38,6 +38,7 @@ import math
 import cuda.tile as ct
 
 import tilelab as tl
+from tilelab.kernels._device import weight_tile
 from tilelab.kernels.attention_kernels import _softmax_step, _split_result
 
 __all__ = ["embed_at_kernel", "qk_norm_rope_cache_kernel", "decode_split_kernel",
@@ -277,6 +278,12 @@ def decode_combine_head_kernel(o: tl.Out, po: tl.In, plse: tl.In, SC: ct.Constan
     o.store(ct.reshape((acc / den).astype(o.dtype), (1, 1, DP)))
 
 
+def _vector_row(x, k, BK):
+    """Slice k of the vector ``x`` as a zero-padded (1, BK) float32 tile."""
+    xk = ct.load(x, index=(k,), shape=(BK,), padding_mode=ct.PaddingMode.ZERO)
+    return ct.reshape(xk.astype(ct.float32), (1, BK))
+
+
 @tl.kernel
 def lm_head_partial_kernel(logits: tl.Out, pval: tl.Out, pidx: tl.Out, w: tl.In, x: tl.In,
                            inv_temp: tl.In, seed: tl.In, pos: tl.In, BK: ct.Constant[int],
@@ -294,15 +301,12 @@ def lm_head_partial_kernel(logits: tl.Out, pval: tl.Out, pidx: tl.Out, w: tl.In,
     """
     bn = logits.tile_shape[0]
     n = logits.tile_index[0]
-    acc = ct.full((bn, BK), 0.0, dtype=ct.float32)
-    for k in range(ct.cdiv(w.shape[1], BK)):
-        xk = ct.load(x, index=(k,), shape=(BK,), padding_mode=ct.PaddingMode.ZERO)
-        if LAT > 0:
-            wk = ct.load(w, index=(n, k), shape=(bn, BK), padding_mode=ct.PaddingMode.ZERO,
-                         latency=LAT)
-        else:
-            wk = ct.load(w, index=(n, k), shape=(bn, BK), padding_mode=ct.PaddingMode.ZERO)
-        acc = acc + wk.astype(ct.float32) * ct.reshape(xk.astype(ct.float32), (1, BK))
+    w0 = weight_tile(w, (n, 0), (bn, BK), LAT)   # streams while the previous kernel ends
+    tl.wait_for_previous_kernel()
+    acc = w0.astype(ct.float32) * _vector_row(x, 0, BK)
+    for k in range(1, ct.cdiv(w.shape[1], BK)):
+        wk = weight_tile(w, (n, k), (bn, BK), LAT)
+        acc = acc + wk.astype(ct.float32) * _vector_row(x, k, BK)
     lg = ct.sum(acc, axis=1)
     logits.store(lg)
     idx = n * bn + ct.arange(bn, dtype=ct.int32)

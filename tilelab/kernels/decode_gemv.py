@@ -7,7 +7,9 @@ steps, loading a ``(bn, bk)`` tile of whole weight rows (the layout nn.Linear st
 so every load is contiguous) and the matching ``bk`` slice of ``x``; the products
 accumulate element-wise in an fp32 ``(bn, bk)`` tile that is reduced over K once, after
 the loop. ``W`` and ``x`` are ``tl.In`` reads (zero padded at the edges), so no block
-can write anything but its own outputs.
+can write anything but its own outputs. Each block loads its first weight tile before
+``tl.wait_for_previous_kernel()``: in a graph the weights then start streaming while
+the kernel that produced ``x`` is still finishing.
 
 Fused forms serve a Qwen3/Llama decoder:
 
@@ -112,10 +114,11 @@ def default_gemv_config(n: int, k: int, num_sms: int = 132) -> GemvConfig:
 # kernels
 
 
-def _row_dot(w, x, n, bn, BK, LAT):
-    """fp32 (bn,) dot products of weight rows n*bn.. of ``w`` (N, K) with ``x`` (K,)."""
-    acc = ct.full((bn, BK), 0.0, dtype=ct.float32)
-    for k in range(ct.cdiv(w.shape[1], BK)):
+def _row_dot(w0, w, x, n, bn, BK, LAT):
+    """fp32 (bn,) dot products of weight rows n*bn.. of ``w`` (N, K) with ``x`` (K,);
+    ``w0`` is their first (bn, BK) tile, loaded before the kernel's wait."""
+    acc = w0.astype(ct.float32) * _x_row(x, 0, BK, LAT)
+    for k in range(1, ct.cdiv(w.shape[1], BK)):
         acc = acc + _weight_tile(w, (n, k), (bn, BK), LAT) * _x_row(x, k, BK, LAT)
     return ct.sum(acc, axis=1)
 
@@ -143,7 +146,9 @@ def gemv_kernel(y: tl.Out, w: tl.In, x: tl.In, res: tl.In, BK: ct.Constant[int],
     """
     bn = y.tile_shape[0]
     n = y.tile_index[0]
-    out = _row_dot(w, x, n, bn, BK, LAT)
+    w0 = weight_tile(w, (n, 0), (bn, BK), LAT)   # streams while the previous kernel ends
+    tl.wait_for_previous_kernel()
+    out = _row_dot(w0, w, x, n, bn, BK, LAT)
     if HAS_RES:
         out = out + tl.load_like(res, y).astype(ct.float32)
     y.store(out.astype(y.dtype))
@@ -159,9 +164,13 @@ def gemv_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, BK: ct.Constant[int],
     """
     bn = y.tile_shape[0]
     n = y.tile_index[0]
-    g = ct.full((bn, BK), 0.0, dtype=ct.float32)
-    u = ct.full((bn, BK), 0.0, dtype=ct.float32)
-    for k in range(ct.cdiv(w.shape[2], BK)):
+    g0 = weight_tile(w, (0, n, 0), (1, bn, BK), LAT)   # stream while the previous
+    u0 = weight_tile(w, (1, n, 0), (1, bn, BK), LAT)   # kernel ends
+    tl.wait_for_previous_kernel()
+    x0 = _x_row(x, 0, BK, LAT)
+    g = g0.astype(ct.float32) * x0
+    u = u0.astype(ct.float32) * x0
+    for k in range(1, ct.cdiv(w.shape[2], BK)):
         xk = _x_row(x, k, BK, LAT)
         g = g + _weight_tile(w, (0, n, k), (1, bn, BK), LAT) * xk
         u = u + _weight_tile(w, (1, n, k), (1, bn, BK), LAT) * xk
@@ -208,9 +217,12 @@ def gemv_fused_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.In, res: t
     """
     bn = y.tile_shape[0]
     n = y.tile_index[0]
-    acc = ct.full((bn, BK), 0.0, dtype=ct.float32)
+    w0 = weight_tile(w, (n, 0), (bn, BK), LAT)   # streams while the previous kernel ends
+    tl.wait_for_previous_kernel()
     ss = ct.full((1, BK), 0.0, dtype=ct.float32)
-    for k in range(ct.cdiv(w.shape[1], BK)):
+    xk, ss = _x_fused(x, x2, g, ss, 0, BK, LAT, HAS_X2, NORM)
+    acc = w0.astype(ct.float32) * xk
+    for k in range(1, ct.cdiv(w.shape[1], BK)):
         xk, ss = _x_fused(x, x2, g, ss, k, BK, LAT, HAS_X2, NORM)
         acc = acc + _weight_tile(w, (n, k), (bn, BK), LAT) * xk
     out = ct.sum(acc, axis=1)
@@ -236,10 +248,14 @@ def gemv_fused_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.I
     """
     bn = y.tile_shape[0]
     n = y.tile_index[0]
-    ga = ct.full((bn, BK), 0.0, dtype=ct.float32)
-    ua = ct.full((bn, BK), 0.0, dtype=ct.float32)
+    g0 = weight_tile(w, (0, n, 0), (1, bn, BK), LAT)   # stream while the previous
+    u0 = weight_tile(w, (1, n, 0), (1, bn, BK), LAT)   # kernel ends
+    tl.wait_for_previous_kernel()
     ss = ct.full((1, BK), 0.0, dtype=ct.float32)
-    for k in range(ct.cdiv(w.shape[2], BK)):
+    xk, ss = _x_fused(x, x2, g, ss, 0, BK, LAT, HAS_X2, NORM)
+    ga = g0.astype(ct.float32) * xk
+    ua = u0.astype(ct.float32) * xk
+    for k in range(1, ct.cdiv(w.shape[2], BK)):
         xk, ss = _x_fused(x, x2, g, ss, k, BK, LAT, HAS_X2, NORM)
         ga = ga + _weight_tile(w, (0, n, k), (1, bn, BK), LAT) * xk
         ua = ua + _weight_tile(w, (1, n, k), (1, bn, BK), LAT) * xk

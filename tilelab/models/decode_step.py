@@ -77,7 +77,8 @@ class StepConfig:
     shape); ``head``: tiles of the lm_head GEMV (its rows per block set the number of
     argmax partials); ``attn_bn``: keys per step of the split attention kernel;
     ``one_pass_bn``: keys per step of the one-pass kernel (None: ``attn_bn``; its one
-    block per KV head walks the context serially, so fewer, larger steps shorten it);
+    block per KV head walks the context serially, so fewer, larger steps shorten it:
+    256, the default, replayed fastest of 64/128/256 in both Qwen3 steps);
     ``attn_splits``:
     KV splits per KV head, fixed when the step is built (None: two blocks per SM over
     the KV heads, at most one split per key tile of the cache; 1: the one-pass kernel
@@ -103,7 +104,7 @@ class StepConfig:
     gemv: GemvConfig | None = None
     head: GemvConfig = GemvConfig(bn=16, bk=512)
     attn_bn: int = 64
-    one_pass_bn: int | None = None
+    one_pass_bn: int | None = 256
     attn_splits: int | None = None
     #: on the H200 one pass beats the split pair alone up to about 256 positions, is
     #: 2 us slower at 512 (within what the pair's second launch costs in the step) and
