@@ -111,8 +111,9 @@ class LaunchPlan:
     early_reads: frozenset | None = None
     #: whether the kernel lets the next one start only after its own wait
     #: (``Artifacts.triggers_after_wait``): a kernel with early reads may be started
-    #: early after this one only if this one started normally or this holds
-    triggers_after_wait: bool = True
+    #: early after this one only if this one started normally or this holds (False
+    #: where unknown: the CPU backend builds no CUDA graph)
+    triggers_after_wait: bool = False
 
 
 def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
