@@ -93,26 +93,32 @@ _PARSED_OPS = _TRACED_OPS | READ_OPS | WRITE_OPS | {_WAIT_OP, _TRIGGER_OP}
 _LIGHT_OPS = NON_MEMORY_OPS - _PARSED_OPS
 
 _PARTITION_KINDS = ("Out", "InOut")
-_MEMORY_OP = re.compile(r"\b(?:" + "|".join(sorted(READ_OPS | WRITE_OPS | REFUSED_OPS)) +
-                        r")\b")
+_MEMORY_OPS = READ_OPS | WRITE_OPS | REFUSED_OPS
+
+
+def _up_to_wait(e: "Entry", names: frozenset) -> tuple[list[Op], bool]:
+    """The ops named in ``names`` that come before the entry's first wait at its top
+    level (program order: control flow is structured, so an op written later cannot
+    run earlier, and a wait inside a branch or loop may not run at all), and whether
+    there is such a wait (without one: every such op of the entry)."""
+    found = []
+    for op in e.ops:
+        if op.name == _WAIT_OP and op.scope is not None and op.scope.parent is None:
+            return found, True
+        if op.name in names:
+            found.append(op)
+    return found, False
 
 
 def _before_wait(module: "TileIRModule") -> list[list[Op]] | None:
-    """Per entry, the memory ops that come before its first wait at the entry's top
-    level (program order: control flow is structured, so an op written later cannot
-    run earlier, and a wait inside a branch or loop may not run at all); None when an
-    entry has no such wait or the text has lines the validator cannot read."""
+    """Per entry, the memory ops before its top-level wait (:func:`_up_to_wait`); None
+    when an entry has no such wait or the text has lines the validator cannot read."""
     if not module.entries or module.unknown_lines:
         return None
     out = []
     for e in module.entries:
-        early = []
-        for op in e.ops:
-            if op.name == _WAIT_OP and op.scope is not None and op.scope.parent is None:
-                break
-            if op.name in READ_OPS or op.name in WRITE_OPS or op.name in REFUSED_OPS:
-                early.append(op)
-        else:
+        early, waits = _up_to_wait(e, _MEMORY_OPS)
+        if not waits:
             return None
         out.append(early)
     return out
@@ -139,13 +145,7 @@ def triggers_after_wait(tileir: str | None) -> bool:
     module = TileIRModule(tileir)
     if not module.entries or module.unknown_lines:
         return False
-    for e in module.entries:
-        for op in e.ops:
-            if op.name == _WAIT_OP and op.scope is not None and op.scope.parent is None:
-                break
-            if op.name == _TRIGGER_OP:
-                return False
-    return True
+    return not any(_up_to_wait(e, frozenset({_TRIGGER_OP}))[0] for e in module.entries)
 
 
 def waits_before_memory(tileir: str | None) -> bool:
