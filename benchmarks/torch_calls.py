@@ -86,11 +86,21 @@ def _add_case() -> dict[str, Any]:
     sync()
     us = {k: per_call_s(fn, sync) * 1e6 for k, fn in calls.items()}
     return {"case": f"add/float32/n{ADD_N}", "host_us_per_call": us,
+            "torch_checks": _torch_checks(),
             "torch_tensors_vs_torch": us["tilelab_torch_tensors"] / us["torch_add"],
             "torch_tensors_vs_tilelab_tensors":
                 us["tilelab_torch_tensors"] / us["tilelab_tensors"],
             "targets": {"torch_tensors_vs_torch_max": 1.5,
                         "torch_tensors_vs_tilelab_tensors_max": 1.05}}
+
+
+def _torch_checks() -> str:
+    """Where the repeated add checked its torch tensors: ``"C"`` (the native module's
+    ``torch_holds``) or ``"Python"``."""
+    from tilelab.kernels.elementwise import _BINARY
+
+    records = [r for r in _BINARY._seen.values() if r.state is not None]
+    return "C" if records and all(r.fast is not None for r in records) else "Python"
 
 
 def _matmul_case(m: int, n: int, k: int) -> dict[str, Any]:

@@ -178,14 +178,38 @@ class FakeGpu:
         return sum(s not in (-1, self.torch_stream.cuda_stream) for s in CudaLike.imports)
 
 
-@pytest.fixture
-def fake(monkeypatch):
+def _native_module():
+    """The native module, built here but bound to no driver: what the caller-stream
+    path uses of it (call_key, torch_holds) needs none. None where it cannot build."""
+    from tilelab.runtime import native
+
+    try:
+        return native._import(native.build())
+    except OSError:
+        return None
+
+
+@pytest.fixture(params=["python", "native"])
+def fake(monkeypatch, request):
+    """The stand-in GPU; the torch checks in Python, or in the native module's C."""
+    from tilelab.runtime import native
+
+    saved = list(native._STATE)
+    native._STATE[:] = [None, "off (tests: the Python checks)"]
+    if request.param == "native":
+        mod = _native_module()
+        if mod is None:
+            pytest.skip("the native module does not build here")
+        native._STATE[:] = [mod, "native (tests: bound to no driver)"]
     _host.clear_caches()
     vector_add._launcher._fast.clear()
-    yield FakeGpu(monkeypatch)
-    LEDGER.observe_all()
-    _host.clear_caches()
-    vector_add._launcher._fast.clear()
+    try:
+        yield FakeGpu(monkeypatch)
+    finally:
+        LEDGER.observe_all()
+        _host.clear_caches()
+        vector_add._launcher._fast.clear()
+        native._STATE[:] = saved
 
 
 def test_a_repeated_library_call_imports_nothing_and_runs_on_torchs_stream(fake):
@@ -321,7 +345,10 @@ def test_a_repeated_call_on_torch_tensors_costs_what_one_on_tilelab_tensors_does
     extra = list(on_torch)
     for name in on_tilelab:
         extra.remove(name)
-    assert sorted(extra) == ["holds", "raw_stream", "torch_stream_handle"]
+    native = _host._NATIVE[0] is not None
+    # in C, only the stand-in's stream getter is Python (torch's own is C)
+    assert sorted(extra) == (["raw_stream"] if native else
+                             ["holds_exactly", "raw_stream", "torch_stream_handle"])
     assert len(CudaLike.imports) == imports and fake.waits == waits
     assert fake.stream_reads == {"public": reads["public"], "raw": reads["raw"] + 1}
     assert fake.launch_streams[-2:] == [0x7000, TILELAB_STREAM]
@@ -340,7 +367,9 @@ def test_a_repeated_matmul_on_torch_tensors_checks_them_at_once(fake):
     imports, reads = len(CudaLike.imports), dict(fake.stream_reads)
     names = _python_calls(call)
     LEDGER.observe_all()
-    assert names.count("holds") == 1 and names.count("raw_stream") == 1   # 5 tensors
+    native = _host._NATIVE[0] is not None
+    assert names.count("holds_exactly") == (0 if native else 1)            # 5 tensors
+    assert names.count("raw_stream") == 1
     assert "_torch_signature" not in names and len(CudaLike.imports) == imports == 5
     assert fake.stream_reads["public"] == reads["public"] and fake.waits == 0
 
@@ -378,3 +407,68 @@ def test_torchs_stream_is_read_raw_where_that_agrees_with_the_public_call(monkey
     monkeypatch.delattr(torch._C, "_cuda_getCurrentRawStream")
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: TorchStream(5))
     assert foreign.torch_stream_handle(0) == 5                # missing: public
+
+
+def test_a_tensor_reshaped_in_place_is_imported_again(fake):
+    """Same object, same pointer, other layout: the guard (C or Python) refuses it."""
+    x, z = cuda_like(4, 64), cuda_like(4, 64)
+    K.relu(x, out=z)
+    K.relu(x, out=z)
+    x.t_()
+    z.t_()
+    K.relu(x, out=z)
+    assert len(CudaLike.imports) == 4
+    assert _host.as_tensor(x).shape == (64, 4) and _host.as_tensor(z).shape == (64, 4)
+
+
+def test_a_first_call_on_gpu_tensors_loads_the_native_module(monkeypatch):
+    """The first call wraps its tensors before anything launches (which is what loads
+    the native module otherwise): wrapping GPU tensors loads it, so that even the first
+    call's record checks them in C."""
+    from tilelab.kernels._wrappers import TorchState, _torch_signature
+    from tilelab.runtime import native
+
+    mod = _native_module()
+    if mod is None:
+        pytest.skip("the native module does not build here")
+    FakeGpu(monkeypatch)
+    saved = list(native._STATE)
+    loads = []
+
+    def load(libcuda="libcuda.so.1"):
+        loads.append(libcuda)
+        native._STATE[:] = [mod, "native (tests)"]
+        return mod
+
+    monkeypatch.setattr(native, "load", load)
+    try:
+        native._STATE[:] = [None, None]                      # not loaded yet
+        x = cuda_like(4, 64)
+        state = TorchState.of((x,), (_torch_signature(x),))
+        assert loads == ["libcuda.so.1"] and state.fast((x,)) is True
+        cpu = torch.zeros(3)                                 # no GPU tensor: no load
+        native._STATE[:] = [None, None]
+        assert TorchState.of((cpu,), (_torch_signature(cpu),)).fast is None
+        assert len(loads) == 1
+    finally:
+        native._STATE[:] = saved
+
+
+def test_the_native_check_leaves_to_python_what_it_cannot_decide(fake):
+    from tilelab.kernels._wrappers import TorchState, _torch_signature
+
+    x = cuda_like(4, 64)
+    state = TorchState.of((x,), (_torch_signature(x),))
+    if _host._NATIVE[0] is None:
+        assert state.fast is None
+        return
+    assert state.fast((x,)) is True
+    assert state.fast((cuda_like(4, 64),)) is False           # other memory
+    fake.torch_stream = TorchStream(0x7100)
+    assert state.fast((x,)) is False                          # torch's stream moved on
+    fake.torch_stream = TorchStream(0x7000)
+    x.t_()
+    assert state.fast((x,)) is None and not state.holds((x,))   # the guard refused
+    x.t_()
+    torch.cuda.current_stream = lambda device=None: TorchStream(0x7000)  # (monkeypatched)
+    assert state.fast((x,)) is None and state.holds((x,))      # another public getter

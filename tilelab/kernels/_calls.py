@@ -343,13 +343,15 @@ class _Seen:
     entry evicted from the cache is gone here too.
     """
 
-    __slots__ = ("keep", "weak", "entry", "pick", "one", "state")
+    __slots__ = ("keep", "weak", "entry", "pick", "one", "state", "fast")
 
     def __init__(self, keep: tuple, weak: tuple, entry: _Entry, foreign: list,
                  state: TorchState | None):
         self.keep, self.weak, self.entry = keep, weak, weakref.ref(entry)
         self.pick = operator.itemgetter(*foreign) if foreign else None
         self.one, self.state = len(foreign) == 1, state
+        #: the state's check in one C call (TorchState.fast), or None
+        self.fast = state.fast if state is not None else None
 
     @classmethod
     def make(cls, values: tuple, entry: _Entry, users: list) -> "_Seen | None":
@@ -386,9 +388,12 @@ class _Seen:
             if r() is None:    # gone: its id may be another object's now
                 return None
         pick = self.pick
-        if pick is not None and \
-                not self.state.holds((pick(values),) if self.one else pick(values)):
-            return None
+        if pick is not None:
+            xs = (pick(values),) if self.one else pick(values)
+            fast = self.fast
+            held = fast(xs) if fast is not None else None
+            if not (self.state.holds_exactly(xs) if held is None else held):
+                return None
         entry = self.entry()
         if entry is None:
             return None

@@ -10,7 +10,9 @@ keys, which include the device type, dtype, device index, ``requires_grad``, siz
 strides) and one read of the current stream per device. Where torch lacks that guard,
 or it fails a self-test, or it says no (it also compares thread-local dispatch state,
 so under ``torch.autocast`` it can refuse what is unchanged), the exact signatures are
-compared instead; a guard never turns a changed tensor into a hit.
+compared instead; a guard never turns a changed tensor into a hit. Once the native
+module is loaded (at first GPU use, :mod:`tilelab.runtime.native`) its ``torch_holds``
+makes those calls from C (:attr:`TorchState.fast`), without a Python frame.
 
 Example:
     >>> import numpy as np
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 import tilelab as tl
+from tilelab.runtime import foreign as _foreign, native as _native
 from tilelab.runtime.foreign import torch_stream_handle
 
 __all__ = ["as_tensor", "record", "TorchState", "WRAPPER_CAPACITY"]
@@ -128,11 +131,35 @@ class TorchState:
         (True, False)
     """
 
-    __slots__ = ("ptrs", "guard", "sigs", "streams", "ptr_of")
+    __slots__ = ("ptrs", "guard", "sigs", "streams", "ptr_of", "fast")
 
     def __init__(self, ptrs: tuple, guard: Any, sigs: tuple, streams: tuple, ptr_of: Any):
         self.ptrs, self.guard, self.sigs = ptrs, guard, sigs
         self.streams, self.ptr_of = streams, ptr_of
+        #: ``fast(xs)``: :meth:`holds` in one C call (True, False, or None where the
+        #: Python check must decide), or None without the native module
+        self.fast = self._fast()
+
+    def _fast(self) -> Any:
+        """The native ``torch_holds`` bound to this state, or None (no native module, or
+        no raw stream getter that agrees with torch's public one). GPU tensors load the
+        module if no launch has yet (a first call wraps its tensors before it launches)."""
+        if self.streams and _native._STATE[1] is None:
+            _native.load()
+        mod = _native._STATE[0]
+        check = getattr(mod, "torch_holds", None)
+        if check is None:
+            return None
+        torch = sys.modules["torch"]
+        public, raw = None, None
+        if self.streams:
+            torch_stream_handle(self.streams[0][0])      # (validates the raw getter)
+            public, raw = _foreign._RAW[0]
+            if raw is None:
+                return None
+        guard = self.guard.check if self.guard is not None else None
+        return functools.partial(check, self.ptrs, self.ptr_of, guard, self.streams,
+                                 torch.cuda, public, raw)
 
     @classmethod
     def of(cls, xs: tuple, sigs: tuple) -> "TorchState | None":
@@ -157,6 +184,16 @@ class TorchState:
     def holds(self, xs: tuple) -> bool:
         """Whether torch tensors ``xs`` (the ones this was made of) still have the
         signatures (their memory, layout and torch's current stream)."""
+        fast = self.fast
+        if fast is not None:
+            held = fast(xs)
+            if held is not None:
+                return held
+        return self.holds_exactly(xs)
+
+    def holds_exactly(self, xs: tuple) -> bool:
+        """:meth:`holds` in Python: what decides where the C check cannot (no native
+        module, no guard, a refusing guard, another stream getter)."""
         if tuple(map(self.ptr_of, xs)) != self.ptrs:
             return False
         guard = self.guard

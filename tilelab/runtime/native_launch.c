@@ -572,6 +572,65 @@ fail:
     return NULL;
 }
 
+/* torch_holds(ptrs, data_ptr, check, streams, cuda, public, raw, xs) -> True, False or
+ * None: whether torch tensors xs still have the data pointers ptrs (data_ptr(x) each),
+ * pass the guard's check(*xs) and find torch's current stream on each (index, handle) of
+ * streams (raw(index), valid while cuda.current_stream is public). None: the Python
+ * check must decide (no guard, the guard refused, or the stream getter changed). Why:
+ * the same checks as tilelab.kernels._wrappers.TorchState.holds without its Python,
+ * which was most of what a repeated call on torch tensors costs beyond one on tilelab
+ * tensors. */
+static PyObject *s_current_stream = NULL;
+
+static PyObject *nl_torch_holds(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+    if (n != 8 || !PyTuple_Check(a[0]) || !PyTuple_Check(a[3]) || !PyTuple_Check(a[7])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "torch_holds(ptrs: tuple, data_ptr, check, streams: tuple, cuda, "
+                        "public, raw, xs: tuple)");
+        return NULL;
+    }
+    PyObject *ptrs = a[0], *data_ptr = a[1], *check = a[2], *streams = a[3];
+    PyObject *xs = a[7];
+    Py_ssize_t len = PyTuple_GET_SIZE(xs);
+    if (PyTuple_GET_SIZE(ptrs) != len) Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *p = PyObject_CallOneArg(data_ptr, PyTuple_GET_ITEM(xs, i));
+        if (p == NULL) return NULL;
+        int same = PyObject_RichCompareBool(p, PyTuple_GET_ITEM(ptrs, i), Py_EQ);
+        Py_DECREF(p);
+        if (same < 0) return NULL;
+        if (!same) Py_RETURN_FALSE;
+    }
+    if (check == Py_None) Py_RETURN_NONE;
+    PyObject *r = PyObject_Vectorcall(check, &PyTuple_GET_ITEM(xs, 0), (size_t)len, NULL);
+    if (r == NULL) return NULL;
+    int passed = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (passed < 0) return NULL;
+    if (!passed) Py_RETURN_NONE;
+    Py_ssize_t ns = PyTuple_GET_SIZE(streams);
+    if (ns == 0) Py_RETURN_TRUE;
+    if (a[6] == Py_None) Py_RETURN_NONE;
+    if (s_current_stream == NULL &&
+        (s_current_stream = PyUnicode_InternFromString("current_stream")) == NULL)
+        return NULL;
+    PyObject *now = PyObject_GetAttr(a[4], s_current_stream);
+    if (now == NULL) return NULL;
+    Py_DECREF(now);
+    if (now != a[5]) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(streams, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) Py_RETURN_NONE;
+        PyObject *h = PyObject_CallOneArg(a[6], PyTuple_GET_ITEM(pair, 0));
+        if (h == NULL) return NULL;
+        int same = PyObject_RichCompareBool(h, PyTuple_GET_ITEM(pair, 1), Py_EQ);
+        Py_DECREF(h);
+        if (same < 0) return NULL;
+        if (!same) Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"init", nl_init, METH_O, "init(libcuda_path): bind the driver entry points"},
     {"prepare", (PyCFunction)(void (*)(void))nl_prepare, METH_FASTCALL,
@@ -589,6 +648,8 @@ static PyMethodDef methods[] = {
      "bind_match(same_type): compare prepared scalars by identity in C"},
     {"call_key", (PyCFunction)(void (*)(void))nl_call_key, METH_FASTCALL,
      "call_key(kwnames, values, users, part, tensor_type) -> prepared-call key"},
+    {"torch_holds", (PyCFunction)(void (*)(void))nl_torch_holds, METH_FASTCALL,
+     "torch_holds(ptrs, data_ptr, check, streams, cuda, public, raw, xs) -> bool or None"},
     {NULL, NULL, 0, NULL},
 };
 
