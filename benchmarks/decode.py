@@ -226,14 +226,17 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
               compile_hf: bool, bandwidth: float, deadline: float = math.inf,
               step_config: Any = None, tune: bool = False,
               table_from: str | None = None, compare_fusion: bool = False,
-              one_pass_bns: tuple[int, ...] = ()) -> dict[str, Any]:
+              one_pass_bns: tuple[int, ...] = (),
+              compare_prefetch: bool = False) -> dict[str, Any]:
     """Everything measured for one model shape; transformers with torch.compile is
     skipped when fewer than 150 s are left before ``deadline`` (a perf_counter time);
     ``tune``: time the projection GEMVs' tiles first and decode with the winners;
     ``table_from``: a decode JSON whose tuning of this model gives the tiles instead;
     ``compare_fusion``: also time the step's other form (:func:`other_form`);
     ``one_pass_bns``: keys per step of the one-pass attention to time in the step (the
-    fastest is kept, :func:`_fastest_one_pass`)."""
+    fastest is kept, :func:`_fastest_one_pass`); ``compare_prefetch``: replay the step
+    with the projections' weight tiles loaded one and two ahead of their wait too
+    (:func:`decode_tune.compare_prefetch`)."""
     from tilelab.models.step_cost import decode_bytes_per_token
 
     t0 = time.perf_counter()
@@ -290,6 +293,11 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     res["launches_per_step"] = len(engine.decode_step().launches)
     if compare_fusion:
         res["other_form"] = other_form(engine, prompt, tokens, runs, bandwidth)
+    if compare_prefetch:
+        res["prefetch"] = decode_tune.compare_prefetch(engine, prompt,
+                                                       decode_graph.replay_us)
+        _say(f"{name}: step by prefetch depth: " + ", ".join(
+            f"{k} {v:.1f} us" for k, v in res["prefetch"]["median_step_us"].items()))
     del hf, engine
     if device == "gpu":
         import torch
@@ -399,7 +407,8 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
         contexts: tuple[int, ...] = CONTEXTS, budget_s: float = 510.0,
         save: str | None = None, step_config: Any = None,
         tune: bool = False, table_from: str | None = None,
-        compare_fusion: bool = False, one_pass_bns: tuple[int, ...] = ()) -> dict[str, Any]:
+        compare_fusion: bool = False, one_pass_bns: tuple[int, ...] = (),
+        compare_prefetch: bool = False) -> dict[str, Any]:
     """Run the benchmark and return the result dict (see the module docstring).
     ``dry_run`` uses the CPU backend and the tiny config; ``budget_s`` is the time the
     whole run should take (transformers with torch.compile is skipped when it would not
@@ -407,7 +416,9 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
     what it measured; ``step_config``: the engine's decode tiles (``StepConfig``);
     ``compare_fusion``: time the decode step's other form too (norms fused into the
     GEMVs or not: ``StepConfig.fuse_norms``), with the same weights and tiles;
-    ``one_pass_bns``: one-pass attention keys per step to time in the step (fastest kept).
+    ``one_pass_bns``: one-pass attention keys per step to time in the step (fastest kept);
+    ``compare_prefetch``: the step with one and two weight tiles loaded ahead of the
+    projections' waits, beside the chosen tiles.
 
     Example:
         >>> r = run(dry_run=True, tokens=3, prompt=4, runs=1)       # doctest: +SKIP
@@ -430,7 +441,8 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
     for name in models:
         result["models"].append(run_model(name, device, prompt, tokens, runs, compile_hf,
                                           bandwidth, deadline, step_config, tune,
-                                          table_from, compare_fusion, one_pass_bns))
+                                          table_from, compare_fusion, one_pass_bns,
+                                          compare_prefetch))
         _save(result, save)
     result["attention_vs_sdpa"] = attention_vs_sdpa(contexts, device)
     _save(result, save)
@@ -556,6 +568,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--compare-fusion", action="store_true",
                     help="also time the step's other form (norms fused or not), same "
                          "weights and tiles")
+    ap.add_argument("--compare-prefetch", action="store_true",
+                    help="also replay the step with the projections loading one and two "
+                         "weight tiles before their wait")
     ap.add_argument("--out", default=None, help="JSON path (default: benchmarks/results/"
                                                 "decode_<gpu>_<date>.json; none for a dry run)")
     a = ap.parse_args(argv)
@@ -583,7 +598,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  compile_hf=not a.no_compile, budget_s=a.budget, save=out,
                  step_config=_step_config(ap, a.gemv, a.attn_splits, not a.unfused),
                  tune=a.tune_gemv, table_from=a.gemv_table,
-                 compare_fusion=a.compare_fusion,
+                 compare_fusion=a.compare_fusion, compare_prefetch=a.compare_prefetch,
                  one_pass_bns=_ints(ap, "--one-pass-bn", a.one_pass_bn))
     print(summary(result))
     if out:

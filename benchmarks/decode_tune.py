@@ -48,11 +48,13 @@ MMA: tuple[tuple[int, int, int | None], ...] = (
 def _candidates() -> tuple:
     from tilelab.kernels.decode_gemv import GemvConfig
 
-    return tuple(GemvConfig(bn=bn, bk=bk, occupancy=occ) for bn, bk, occ in ELEMENTWISE) + \
+    return tuple(GemvConfig(bn=bn, bk=bk, occupancy=occ, prefetch=pre)
+                 for pre in (1, 2) for bn, bk, occ in ELEMENTWISE) + \
         tuple(GemvConfig(bn=bn, bk=bk, occupancy=occ, mma=True) for bn, bk, occ in MMA)
 
 
-#: every candidate, as GemvConfigs: 6 element-wise and 9 tensor-core tiles
+#: every candidate, as GemvConfigs: 6 element-wise tiles with one or two weight tiles
+#: loaded before the wait (``GemvConfig.prefetch``), and 9 tensor-core tiles
 CANDIDATES: tuple = _candidates()
 #: the unfused step's GEMVs and the fused kernels that replace them (same shapes)
 FUSED_KIND = {"qkv_gemv": "norm_qkv_gemv", "gate_up_silu_gemv": "norm_gate_up_silu_gemv"}
@@ -181,12 +183,12 @@ def config_row(cfg: Any) -> dict[str, Any]:
         True
     """
     return {"bn": cfg.bn, "bk": cfg.bk, "occupancy": cfg.occupancy,
-            "latency": cfg.latency, "mma": cfg.mma}
+            "latency": cfg.latency, "mma": cfg.mma, "prefetch": cfg.prefetch}
 
 
 def config_of(row: dict[str, Any]) -> Any:
     """The GemvConfig of a JSON row (rows written before ``mma`` existed are
-    element-wise).
+    element-wise; before ``prefetch``, one tile ahead).
 
     Example:
         >>> config_of({"bn": 8, "bk": 512, "occupancy": 4}).mma
@@ -195,18 +197,23 @@ def config_of(row: dict[str, Any]) -> Any:
     from tilelab.kernels.decode_gemv import GemvConfig
 
     return GemvConfig(bn=row["bn"], bk=row["bk"], occupancy=row["occupancy"],
-                      latency=row.get("latency"), mma=bool(row.get("mma", False)))
+                      latency=row.get("latency"), mma=bool(row.get("mma", False)),
+                      prefetch=int(row.get("prefetch", 1)))
 
 
 def label(cfg: Any) -> str:
-    """``rows x K / occupancy / latency``, with ``mma`` for the tensor-core form.
+    """``rows x K / occupancy / latency``, with ``mma`` for the tensor-core form and
+    ``+2`` for two weight tiles loaded before the wait.
 
     Example:
         >>> from tilelab.kernels.decode_gemv import GemvConfig
         >>> label(GemvConfig(bn=64, bk=256, occupancy=None, mma=True))
         'mma 64x256/None/None'
+        >>> label(GemvConfig(bn=8, prefetch=2))
+        '8x512/2/None+2'
     """
-    return f"{'mma ' if cfg.mma else ''}{cfg.bn}x{cfg.bk}/{cfg.occupancy}/{cfg.latency}"
+    more = "+2" if cfg.prefetch == 2 else ""
+    return f"{'mma ' if cfg.mma else ''}{cfg.bn}x{cfg.bk}/{cfg.occupancy}/{cfg.latency}{more}"
 
 
 def _graph_of(runs: list[Any]) -> Any:
@@ -360,6 +367,61 @@ def tuned_engine(engine: Any, step_config: Any, *, candidates: tuple | None = No
     return tuned, {"chosen": chosen, "candidates_per_shape": len(candidates),
                    "vs_cublas": versus_cublas(rows), "candidates": rows,
                    "seconds": time.perf_counter() - t0}
+
+
+def with_prefetch(step_config: Any, prefetch: int) -> Any:
+    """``step_config`` with every element-wise projection tile (the table's and
+    ``gemv``) loading ``prefetch`` weight tiles before its wait; tensor-core tiles keep
+    one.
+
+    Example:
+        >>> from tilelab.kernels.decode_gemv import GemvConfig
+        >>> from tilelab.models.decode_step import StepConfig
+        >>> c = StepConfig(gemv_table=((("down_gemv", 8, 16), GemvConfig(bn=8)),))
+        >>> with_prefetch(c, 2).gemv_table[0][1].prefetch
+        2
+    """
+    def one(cfg: Any) -> Any:
+        return cfg if cfg is None or cfg.mma else cfg.with_(prefetch=prefetch)
+
+    return dataclasses.replace(step_config, gemv=one(step_config.gemv),
+                               gemv_table=tuple((key, one(c))
+                                                for key, c in step_config.gemv_table))
+
+
+def compare_prefetch(engine: Any, prompt: list[int], replay_us: Any,
+                     rounds: int = 3) -> dict[str, Any]:
+    """The replayed decode step with the engine's tiles as they are, and with every
+    element-wise projection loading one and two weight tiles before its wait
+    (:func:`with_prefetch`): step microseconds of each, the variants alternated for
+    ``rounds`` rounds on the same weights, at the first decode position;
+    ``replay_us(engine, graph, position)`` times one (``decode_graph.replay_us``).
+
+    Example::
+
+        compare_prefetch(engine, prompt, decode_graph.replay_us)["median_step_us"]
+    """
+    import statistics
+
+    from tilelab.models import Qwen3
+
+    variants = {"as chosen": engine}
+    for pre in (1, 2):
+        variants[f"prefetch {pre}"] = Qwen3(
+            engine.weights, max_tokens=engine.cache.capacity,
+            step_config=with_prefetch(engine.step_config, pre))
+    graphs = {}
+    for name, eng in variants.items():
+        step = eng.begin(prompt)
+        graphs[name] = (eng, step.capture(), step.position)
+    timed: dict[str, list[float]] = {name: [] for name in variants}
+    for r in range(rounds):
+        names = list(variants)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            eng, graph, pos = graphs[name]
+            timed[name].append(replay_us(eng, graph, pos))
+    return {"step_us": timed,
+            "median_step_us": {k: statistics.median(v) for k, v in timed.items()}}
 
 
 def engine_from_table(engine: Any, step_config: Any, name: str,

@@ -122,16 +122,19 @@ def test_a_graph_starts_a_kernel_early_only_when_its_early_reads_are_not_written
     assert may_start_early(before, entry) is expected
 
 
-def _library_launches():
+def _library_launches(prefetch: int = 1):
     from tilelab.kernels.decode import lm_head_partial_kernel
-    from tilelab.kernels.decode_gemv import plan_gemv_silu_mul, plan_row_gemv
+    from tilelab.kernels.decode_gemv import GemvConfig, plan_gemv_silu_mul, plan_row_gemv
 
     w = tl.randn(256, 1024, dtype="bf16", device="cpu", seed=0)
     w2 = tl.randn(2, 256, 1024, dtype="bf16", device="cpu", seed=1)
     x = tl.randn(1024, dtype="bf16", device="cpu", seed=2)
     r = tl.randn(256, dtype="bf16", device="cpu", seed=3)
-    plans = [plan_row_gemv(w, x), plan_row_gemv(w, x, x2=x, norm_weight=x, residual=r),
-             plan_gemv_silu_mul(w2, x), plan_gemv_silu_mul(w2, x, x2=x, norm_weight=x)]
+    cfg = GemvConfig(bn=16, bk=256, prefetch=prefetch)
+    plans = [plan_row_gemv(w, x, config=cfg),
+             plan_row_gemv(w, x, x2=x, norm_weight=x, residual=r, config=cfg),
+             plan_gemv_silu_mul(w2, x, config=cfg),
+             plan_gemv_silu_mul(w2, x, x2=x, norm_weight=x, config=cfg)]
     out = [launch for p in plans for launch in p.launches]
     blocks = 256 // 16
     head = (tl.empty(256, "float32", device="cpu").partition(16),
@@ -142,9 +145,12 @@ def _library_launches():
     return out + [(lm_head_partial_kernel, head)]
 
 
-@pytest.mark.parametrize("i", range(5))
-def test_the_decode_gemvs_read_only_their_weights_before_the_wait(i):
-    kernel, args = _library_launches()[i]
+@pytest.mark.parametrize("i, prefetch", [(i, 1) for i in range(5)] +
+                         [(i, 2) for i in range(4)])     # (the lm_head has no depth)
+def test_the_decode_gemvs_read_only_their_weights_before_the_wait(i, prefetch):
+    """One or two weight tiles ahead (GemvConfig.prefetch): the constant branch
+    folds away, and all that precedes the wait is still bounds-checked weight loads."""
+    kernel, args = _library_launches(prefetch)[i]
     _, early = _early(kernel, args)
     assert early == frozenset({"w"}), kernel.name
 

@@ -33,14 +33,18 @@ def _close(got, want, tol):
         (np.abs(got - want).max(), np.abs(want).max())
 
 
+@pytest.mark.parametrize("prefetch", [1, 2])
 @pytest.mark.parametrize("n,k,bn,bk", [(37, 100, 16, 32), (5, 7, 4, 4), (64, 512, 16, 512),
                                        (48, 96, 8, 2048)])
-def test_row_gemv_with_the_norm_the_second_input_and_a_residual_pair(rng, n, k, bn, bk):
+def test_row_gemv_with_the_norm_the_second_input_and_a_residual_pair(rng, n, k, bn, bk,
+                                                                    prefetch):
+    """(with prefetch 2 and a single K step, the second tile lies wholly past K: its
+    zero padding adds nothing)"""
     w = _t(rng.standard_normal((n, k)).astype(BF16))
     a, b = (_t((3 * rng.standard_normal(k)).astype(BF16)) for _ in range(2))
     g = _t((1 + 0.2 * rng.standard_normal(k)).astype(BF16))
     r1, r2 = (_t(rng.standard_normal(n).astype(BF16)) for _ in range(2))
-    cfg = GemvConfig(bn=bn, bk=bk)
+    cfg = GemvConfig(bn=bn, bk=bk, prefetch=prefetch)
     x = _f32(a) + _f32(b)                               # in fp32, never rounded
     want = _f32(w) @ _rms(x, _f32(g), 1e-5)
     got = _f32(row_gemv(w, a, x2=b, norm_weight=g, eps=1e-5, config=cfg))
@@ -51,6 +55,8 @@ def test_row_gemv_with_the_norm_the_second_input_and_a_residual_pair(rng, n, k, 
     _close(got, _f32(w) @ _f32(a) + _f32(r1) + _f32(r2), 1e-2)
     got = _f32(row_gemv(w, a, x2=b, config=cfg))          # the sum without a norm
     _close(got, _f32(w) @ x, 1e-2)
+    got = _f32(row_gemv(w, a, residual=r1, config=cfg))   # the plain kernel
+    _close(got, _f32(w) @ _f32(a) + _f32(r1), 1e-2)
 
 
 def test_the_fused_norm_in_float32_is_exact_to_rounding(rng):
@@ -63,12 +69,13 @@ def test_the_fused_norm_in_float32_is_exact_to_rounding(rng):
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("prefetch", [1, 2])
 @pytest.mark.parametrize("bn,bk", [(16, 32), (4, 128), (8, 2048)])
-def test_gemv_silu_mul_with_the_fused_norm(rng, bn, bk):
+def test_gemv_silu_mul_with_the_fused_norm(rng, bn, bk, prefetch):
     i, k = 37, 90
     w = _t(rng.standard_normal((2, i, k)).astype(np.float32))
     a, b, g = (_t(rng.standard_normal(k).astype(np.float32)) for _ in range(3))
-    cfg = GemvConfig(bn=bn, bk=bk, latency=2)
+    cfg = GemvConfig(bn=bn, bk=bk, latency=2, prefetch=prefetch)
     for x2, x in ((None, a.numpy()), (b, a.numpy() + b.numpy())):
         nx = _rms(x, g.numpy(), 1e-6)
         gate, up = w.numpy()[0] @ nx, w.numpy()[1] @ nx
@@ -77,6 +84,9 @@ def test_gemv_silu_mul_with_the_fused_norm(rng, bn, bk):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     gate, up = w.numpy()[0] @ x, w.numpy()[1] @ x
     got = gemv_silu_mul(w, a, x2=b, config=cfg).numpy()
+    np.testing.assert_allclose(got, gate / (1 + np.exp(-gate)) * up, rtol=1e-4, atol=1e-4)
+    gate, up = w.numpy()[0] @ a.numpy(), w.numpy()[1] @ a.numpy()
+    got = gemv_silu_mul(w, a, config=cfg).numpy()                  # the plain kernel
     np.testing.assert_allclose(got, gate / (1 + np.exp(-gate)) * up, rtol=1e-4, atol=1e-4)
 
 
@@ -141,15 +151,15 @@ def _launches():
     qkv = S(6144, "bfloat16")
     return {
         "norm_qkv": (gemv_fused_kernel, (qkv.partition(32), w, h, h, h, h, h, 1e-6, 512, 0,
-                                         1, 1, 0, 0)),
+                                         1, 1, 1, 0, 0)),
         "norm_qkv_layer0": (gemv_fused_kernel, (qkv.partition(16), w, h, h, h, h, h, 1e-6,
-                                                2048, 4, 0, 1, 0, 0)),
+                                                2048, 4, 2, 0, 1, 0, 0)),
         "o_residual_pair": (gemv_fused_kernel, (o.partition(16), wo, attn, attn, attn, o,
-                                                o, 1e-6, 1024, 8, 0, 0, 1, 1)),
+                                                o, 1e-6, 1024, 8, 1, 0, 0, 1, 1)),
         "norm_gate_up": (gemv_fused_silu_mul_kernel, (act.partition(8), wgu, h, h, h, 1e-6,
-                                                      512, 0, 0, 1)),
+                                                      512, 0, 2, 0, 1)),
         "norm_gate_up_x2": (gemv_fused_silu_mul_kernel, (act.partition(4), wgu, h, h, h,
-                                                         1e-6, 2048, 2, 1, 1)),
+                                                         1e-6, 2048, 2, 1, 1, 1)),
     }
 
 

@@ -109,6 +109,12 @@ def test_errors_users_read():
         GemvConfig(bk=8, mma=True)
     with pytest.raises(TypeError, match="GemvConfig.mma must be True or False, got 1"):
         GemvConfig(mma=1)
+    with pytest.raises(ValueError, match=r"GemvConfig.prefetch must be 1 or 2 \(weight "
+                                         r"tiles loaded before the wait\), got 3"):
+        GemvConfig(prefetch=3)
+    with pytest.raises(ValueError, match=r"GemvConfig\(mma=True\) loads one weight tile "
+                                         r"before its wait: prefetch must be 1, got 2"):
+        GemvConfig(bk=16, mma=True, prefetch=2)
 
 
 def test_the_tensor_core_kernels_are_safe_kernels():
