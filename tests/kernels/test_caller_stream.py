@@ -309,7 +309,9 @@ def test_the_launches_of_one_call_share_its_foreign_stream(monkeypatch):
 
 
 def _python_calls(fn) -> list[str]:
-    """The names of the Python functions that one call of ``fn`` runs."""
+    """The names of the Python functions that one call of ``fn`` runs (the garbage
+    collector held off, so that no finalizer of an earlier test's objects runs inside)."""
+    import gc
     import sys
 
     names: list[str] = []
@@ -318,11 +320,14 @@ def _python_calls(fn) -> list[str]:
         if event == "call":
             names.append(frame.f_code.co_name)
 
+    gc.collect()
+    gc.disable()
     sys.setprofile(profile)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        gc.enable()
     return names[1:]   # (the lambda itself)
 
 

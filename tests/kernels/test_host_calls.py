@@ -326,6 +326,18 @@ def test_native_call_key_is_the_python_key(native_module):
         native_module.call_key(kw, [t], [], _host._part, _host._Tensor)
 
 
+def test_native_call_ids_are_the_python_ids(native_module):
+    """The identity key of a call (``CallCache._seen``), built in C once the native
+    module is loaded, equals the Python one: keyword names in order, then ids."""
+    t = _t(4)
+    values = (t, None, 1.0, "relu", t)
+    for kw in ({}, {"out": t}, {"activation": None, "block_m": 8, "out": t}):
+        assert native_module.call_ids(kw, values) == (*kw, *map(id, values))
+    assert native_module.call_ids({}, ()) == ()
+    with pytest.raises(TypeError, match="call_ids"):
+        native_module.call_ids(("out",), values)
+
+
 def test_options_and_scalars_are_part_of_the_key(key_path):
     x, z = _t(64, seed=3), _e(64)
     assert (K.add(x, x, out=z).numpy() < 0).any()

@@ -468,7 +468,9 @@ class CallCache:
         if self._cold:   # the objects kept changing: their ids would not be found
             self._cold -= 1
             return self._prepare(build, args, kwargs, values, None)
-        ids = (*kwargs, *map(id, values))
+        mod = _NATIVE[0]
+        ids = (*kwargs, *map(id, values)) if mod is None else \
+            mod.call_ids(kwargs, values)
         seen = self._seen.get(ids)   # (dict reads are atomic: no lock)
         if seen is not None:
             ready = seen.ready(values)

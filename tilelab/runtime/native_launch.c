@@ -572,6 +572,39 @@ fail:
     return NULL;
 }
 
+/* call_ids(kwargs, values) -> (*kwargs, *map(id, values)): the key under which the
+ * kernel library's call cache files a call by the identities of its arguments
+ * (tilelab.kernels._calls.CallCache._seen): the keyword names of dict kwargs in order,
+ * then the id of each value, built in one C call; in Python the unpacking and the id()
+ * of each value were a twentieth of a cached call's host time. */
+static PyObject *nl_call_ids(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+    if (n != 2 || !PyDict_Check(a[0]) || !PyTuple_Check(a[1])) {
+        PyErr_SetString(PyExc_TypeError, "call_ids(kwargs: dict, values: tuple)");
+        return NULL;
+    }
+    Py_ssize_t nk = PyDict_GET_SIZE(a[0]), nv = PyTuple_GET_SIZE(a[1]);
+    PyObject *ids = PyTuple_New(nk + nv);
+    if (ids == NULL) return NULL;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(a[0], &pos, &key, &value) && i < nk)
+        PyTuple_SET_ITEM(ids, i++, Py_NewRef(key));
+    if (i != nk) {
+        Py_DECREF(ids);
+        PyErr_SetString(PyExc_RuntimeError, "call_ids: kwargs changed size");
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < nv; j++) {
+        PyObject *id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(a[1], j));
+        if (id == NULL) {
+            Py_DECREF(ids);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(ids, nk + j, id);
+    }
+    return ids;
+}
+
 /* torch_holds(ptrs, data_ptr, check, streams, cuda, public, raw, xs) -> True, False or
  * None: whether torch tensors xs still have the data pointers ptrs (data_ptr(x) each),
  * pass the guard's check(*xs) and find torch's current stream on each (index, handle) of
@@ -648,6 +681,8 @@ static PyMethodDef methods[] = {
      "bind_match(same_type): compare prepared scalars by identity in C"},
     {"call_key", (PyCFunction)(void (*)(void))nl_call_key, METH_FASTCALL,
      "call_key(kwnames, values, users, part, tensor_type) -> prepared-call key"},
+    {"call_ids", (PyCFunction)(void (*)(void))nl_call_ids, METH_FASTCALL,
+     "call_ids(kwargs, values) -> (*kwargs, *map(id, values))"},
     {"torch_holds", (PyCFunction)(void (*)(void))nl_torch_holds, METH_FASTCALL,
      "torch_holds(ptrs, data_ptr, check, streams, cuda, public, raw, xs) -> bool or None"},
     {NULL, NULL, 0, NULL},
