@@ -635,7 +635,8 @@ static PyObject *nl_torch_holds(PyObject *self, PyObject *const *a, Py_ssize_t n
         if (!same) Py_RETURN_FALSE;
     }
     if (check == Py_None) Py_RETURN_NONE;
-    PyObject *r = PyObject_Vectorcall(check, &PyTuple_GET_ITEM(xs, 0), (size_t)len, NULL);
+    PyObject *r = PyObject_Vectorcall(check, len ? &PyTuple_GET_ITEM(xs, 0) : NULL,
+                                      (size_t)len, NULL);
     if (r == NULL) return NULL;
     int passed = PyObject_IsTrue(r);
     Py_DECREF(r);
