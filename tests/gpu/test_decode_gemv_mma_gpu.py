@@ -37,19 +37,25 @@ def _rms(x, g, eps=1e-6):
     return x / np.sqrt((x * x).mean() + eps) * g
 
 
+def check_fused_qkv(cfg, rng):
+    """The decode step's norm + qkv GEMV at Qwen3-4B's shape (``x + x2`` RMSNormed)
+    with ``cfg``, checked; returns its inputs ``(w, h, down, g)`` for the other forms."""
+    w = _gpu(rng.standard_normal((6144, 2560)) * 0.02)
+    h, down = _gpu(rng.standard_normal(2560)), _gpu(rng.standard_normal(2560))
+    g = _gpu(1 + 0.1 * rng.standard_normal(2560))
+    out = _poisoned(6144)
+    row_gemv(w, h, x2=down, norm_weight=g, out=out, config=cfg)
+    assert _rel(out, _f64(w) @ _rms(_f64(h) + _f64(down), _f64(g))) < 1e-2
+    return w, h, down, g
+
+
 @pytest.mark.parametrize("cfg", [GemvConfig(bn=64, bk=256, occupancy=None, mma=True),
                                  GemvConfig(bn=32, bk=256, occupancy=2, mma=True),
                                  GemvConfig(bn=128, bk=128, occupancy=None, mma=True)],
                          ids=["64x256", "32x256-occ2", "128x128"])
 def test_the_decode_step_forms_on_the_tensor_cores(cfg):
     rng = np.random.default_rng()
-    w = _gpu(rng.standard_normal((6144, 2560)) * 0.02)
-    h, down = _gpu(rng.standard_normal(2560)), _gpu(rng.standard_normal(2560))
-    g = _gpu(1 + 0.1 * rng.standard_normal(2560))
-    out = _poisoned(6144)
-    row_gemv(w, h, x2=down, norm_weight=g, out=out, config=cfg)
-    want = _f64(w) @ _rms(_f64(h) + _f64(down), _f64(g))
-    assert _rel(out, want) < 1e-2
+    _, h, down, g = check_fused_qkv(cfg, rng)
 
     wo, attn = _gpu(rng.standard_normal((2560, 4096)) * 0.02), _gpu(rng.standard_normal(4096))
     out = _poisoned(2560)

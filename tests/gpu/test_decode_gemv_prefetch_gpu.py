@@ -11,7 +11,7 @@ import pytest
 import tilelab as tl
 from tilelab.kernels.decode_gemv import GemvConfig, gemv_silu_mul, row_gemv
 
-from test_decode_gemv_mma_gpu import _f64, _gpu, _poisoned, _rel, _rms
+from test_decode_gemv_mma_gpu import _f64, _gpu, _poisoned, _rel, _rms, check_fused_qkv
 
 
 @pytest.mark.parametrize("prefetch", [1, 2])
@@ -19,12 +19,7 @@ from test_decode_gemv_mma_gpu import _f64, _gpu, _poisoned, _rel, _rms
 def test_each_form_with_one_or_two_tiles_ahead(prefetch, bn, bk, occ):
     cfg = GemvConfig(bn=bn, bk=bk, occupancy=occ, prefetch=prefetch)
     rng = np.random.default_rng()
-    w = _gpu(rng.standard_normal((6144, 2560)) * 0.02)
-    h, down = _gpu(rng.standard_normal(2560)), _gpu(rng.standard_normal(2560))
-    g = _gpu(1 + 0.1 * rng.standard_normal(2560))
-    out = _poisoned(6144)
-    row_gemv(w, h, x2=down, norm_weight=g, out=out, config=cfg)
-    assert _rel(out, _f64(w) @ _rms(_f64(h) + _f64(down), _f64(g))) < 1e-2
+    w, h, down, g = check_fused_qkv(cfg, rng)
     out = _poisoned(6144)
     row_gemv(w, h, residual=_gpu(np.ones(6144)), out=out, config=cfg)   # the plain kernel
     assert _rel(out, _f64(w) @ _f64(h) + 1) < 1e-2

@@ -32,3 +32,16 @@ def seed(request) -> int:
 def rng(seed):
     """A generator seeded from the test id."""
     return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="session")
+def native_module():
+    """The native module, built with the real C compiler but bound to no driver (what
+    the library's call path uses of it, ``call_key``, ``call_ids`` and
+    ``torch_holds``, needs none), or a skip when this machine cannot build it."""
+    from tilelab.runtime import native
+
+    try:
+        return native._import(native.build())
+    except OSError as e:
+        pytest.skip(f"native module unavailable: {e}")

@@ -178,29 +178,17 @@ class FakeGpu:
         return sum(s not in (-1, self.torch_stream.cuda_stream) for s in CudaLike.imports)
 
 
-def _native_module():
-    """The native module, built here but bound to no driver: what the caller-stream
-    path uses of it (call_key, torch_holds) needs none. None where it cannot build."""
-    from tilelab.runtime import native
-
-    try:
-        return native._import(native.build())
-    except OSError:
-        return None
-
-
 @pytest.fixture(params=["python", "native"])
 def fake(monkeypatch, request):
     """The stand-in GPU; the torch checks in Python, or in the native module's C."""
     from tilelab.runtime import native
 
+    state = [None, "off (tests: the Python checks)"]
+    if request.param == "native":         # (a skip here leaves the state untouched)
+        state = [request.getfixturevalue("native_module"),
+                 "native (tests: bound to no driver)"]
     saved = list(native._STATE)
-    native._STATE[:] = [None, "off (tests: the Python checks)"]
-    if request.param == "native":
-        mod = _native_module()
-        if mod is None:
-            pytest.skip("the native module does not build here")
-        native._STATE[:] = [mod, "native (tests: bound to no driver)"]
+    native._STATE[:] = state
     _host.clear_caches()
     vector_add._launcher._fast.clear()
     try:
@@ -426,16 +414,14 @@ def test_a_tensor_reshaped_in_place_is_imported_again(fake):
     assert _host.as_tensor(x).shape == (64, 4) and _host.as_tensor(z).shape == (64, 4)
 
 
-def test_a_first_call_on_gpu_tensors_loads_the_native_module(monkeypatch):
+def test_a_first_call_on_gpu_tensors_loads_the_native_module(monkeypatch, native_module):
     """The first call wraps its tensors before anything launches (which is what loads
     the native module otherwise): wrapping GPU tensors loads it, so that even the first
     call's record checks them in C."""
     from tilelab.kernels._wrappers import TorchState, _torch_signature
     from tilelab.runtime import native
 
-    mod = _native_module()
-    if mod is None:
-        pytest.skip("the native module does not build here")
+    mod = native_module
     FakeGpu(monkeypatch)
     saved = list(native._STATE)
     loads = []

@@ -263,18 +263,6 @@ def test_another_out_receives_the_result_and_the_first_is_untouched(key_path):
     assert K.matmul(a, b, out=o1) is o1 and _same(o1, o2)
 
 
-@pytest.fixture(scope="module")
-def native_module():
-    """The native module (built with the real C compiler; its ``call_key`` needs no
-    driver), or a skip when this machine cannot build it."""
-    from tilelab.runtime import native
-
-    try:
-        return native._import(native.build())
-    except OSError as e:
-        pytest.skip(f"native module unavailable: {e}")
-
-
 @pytest.fixture(params=["python", "native"])
 def key_path(request):
     """Run a test with the call-cache keys built in Python, then in C (as on a GPU
