@@ -151,6 +151,15 @@ def _weight_tile(w, index, shape, LAT):
     return weight_tile(w, index, shape, LAT).astype(ct.float32)
 
 
+def _second_tile(first, w, index, shape, LAT, PRE):
+    """The weight tile at ``index`` (the second along K) when PRE is 2, else ``first``
+    again, unread: what a kernel loads ahead of its wait beside its first tile (the
+    constant branch folds away when cuTile compiles it)."""
+    if PRE > 1:
+        return weight_tile(w, index, shape, LAT)
+    return first
+
+
 @tl.kernel
 def gemv_kernel(y: tl.Out, w: tl.In, x: tl.In, res: tl.In, BK: ct.Constant[int],
                 LAT: ct.Constant[int], PRE: ct.Constant[int], HAS_RES: ct.Constant[int]):
@@ -165,10 +174,7 @@ def gemv_kernel(y: tl.Out, w: tl.In, x: tl.In, res: tl.In, BK: ct.Constant[int],
     bn = y.tile_shape[0]
     n = y.tile_index[0]
     w0 = weight_tile(w, (n, 0), (bn, BK), LAT)   # streams while the previous kernel ends
-    if PRE > 1:
-        w1 = weight_tile(w, (n, 1), (bn, BK), LAT)
-    else:
-        w1 = w0
+    w1 = _second_tile(w0, w, (n, 1), (bn, BK), LAT, PRE)
     tl.wait_for_previous_kernel()
     out = _row_dot(w0, w1, w, x, n, bn, BK, LAT, PRE)
     if HAS_RES:
@@ -188,11 +194,8 @@ def gemv_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, BK: ct.Constant[int],
     n = y.tile_index[0]
     g0 = weight_tile(w, (0, n, 0), (1, bn, BK), LAT)   # stream while the previous
     u0 = weight_tile(w, (1, n, 0), (1, bn, BK), LAT)   # kernel ends
-    if PRE > 1:
-        g1 = weight_tile(w, (0, n, 1), (1, bn, BK), LAT)
-        u1 = weight_tile(w, (1, n, 1), (1, bn, BK), LAT)
-    else:
-        g1, u1 = g0, u0
+    g1 = _second_tile(g0, w, (0, n, 1), (1, bn, BK), LAT, PRE)
+    u1 = _second_tile(u0, w, (1, n, 1), (1, bn, BK), LAT, PRE)
     tl.wait_for_previous_kernel()
     x0 = _x_row(x, 0, BK, LAT)
     g = g0.astype(ct.float32) * x0
@@ -249,10 +252,7 @@ def gemv_fused_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.In, res: t
     bn = y.tile_shape[0]
     n = y.tile_index[0]
     w0 = weight_tile(w, (n, 0), (bn, BK), LAT)   # streams while the previous kernel ends
-    if PRE > 1:
-        w1 = weight_tile(w, (n, 1), (bn, BK), LAT)
-    else:
-        w1 = w0
+    w1 = _second_tile(w0, w, (n, 1), (bn, BK), LAT, PRE)
     tl.wait_for_previous_kernel()
     ss = ct.full((1, BK), 0.0, dtype=ct.float32)
     xk, ss = _x_fused(x, x2, g, ss, 0, BK, LAT, HAS_X2, NORM)
@@ -289,11 +289,8 @@ def gemv_fused_silu_mul_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.I
     n = y.tile_index[0]
     g0 = weight_tile(w, (0, n, 0), (1, bn, BK), LAT)   # stream while the previous
     u0 = weight_tile(w, (1, n, 0), (1, bn, BK), LAT)   # kernel ends
-    if PRE > 1:
-        g1 = weight_tile(w, (0, n, 1), (1, bn, BK), LAT)
-        u1 = weight_tile(w, (1, n, 1), (1, bn, BK), LAT)
-    else:
-        g1, u1 = g0, u0
+    g1 = _second_tile(g0, w, (0, n, 1), (1, bn, BK), LAT, PRE)
+    u1 = _second_tile(u0, w, (1, n, 1), (1, bn, BK), LAT, PRE)
     tl.wait_for_previous_kernel()
     ss = ct.full((1, BK), 0.0, dtype=ct.float32)
     xk, ss = _x_fused(x, x2, g, ss, 0, BK, LAT, HAS_X2, NORM)
