@@ -2,7 +2,8 @@
 identities (``CallCache._seen``) without building its key, torch tensors checked in a
 few C calls (``TorchState``). Such a hit must be exactly as safe as the first call:
 every change of a torch tensor's memory, layout, dtype, device or ``requires_grad``
-is seen, with torch's ``TensorGuards`` and without it (the exact comparison).
+is seen, with torch's ``TensorGuards`` and without it (the exact comparison). Every
+test runs twice: the lookup in Python, and in the native module's C (``call_hit``).
 """
 from __future__ import annotations
 
@@ -20,6 +21,27 @@ from tilelab.kernels.elementwise import _unary_call
 
 torch = pytest.importorskip("torch")
 _BINARY = K.add.__globals__["_BINARY"]
+_BINARY_CALL = K.add.__globals__["_binary_call"]
+_MATMUL = K.matmul.__globals__["_MATMUL"]
+_MATMUL_CALL = K.matmul.__globals__["plan_matmul"]
+
+
+@pytest.fixture(autouse=True, params=["python", "native"])
+def lookup(request):
+    """The lookup by identity in Python, or in C (the native module, bound to no
+    driver: ``call_hit``, ``call_ids``, ``call_key`` and ``torch_holds`` need none)."""
+    from tilelab.runtime import native
+
+    state = [None, "off (tests: the Python lookup)"]
+    if request.param == "native":
+        state = [request.getfixturevalue("native_module"),
+                 "native (tests: bound to no driver)"]
+    saved = list(native._STATE)
+    native._STATE[:] = state
+    _host.clear_caches()
+    yield request.param
+    _host.clear_caches()
+    native._STATE[:] = saved
 
 
 @pytest.fixture(params=["guard", "exact"])
@@ -189,3 +211,84 @@ def test_a_guard_that_misses_a_change_is_never_used():
 
     assert _wrappers._passes_self_test(torch, _wrappers._guard_type(torch))
     assert not _wrappers._passes_self_test(torch, Lenient)
+
+
+def _python_calls(fn) -> list[str]:
+    """The names of the Python functions one call of ``fn`` runs (past the lambda)."""
+    import sys
+
+    names: list[str] = []
+    gc.disable()
+    sys.setprofile(lambda frame, event, arg: names.append(frame.f_code.co_name)
+                   if event == "call" else None)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return names[1:]
+
+
+def test_a_native_hit_runs_no_python_lookup(lookup, torch_check):
+    """In C a hit runs none of ``_Seen.ready``, ``_Entry.ready`` or the torch check's
+    Python, on tilelab tensors and on torch tensors the guard accepts; where the C path
+    cannot decide (no guard) Python does, with the same result."""
+    t, u, z = (tl.full((64, 64), v, device="cpu") for v in (1.0, 2.0, 0.0))
+    x, y, out = torch.ones(64, 64), torch.full((64, 64), 2.0), torch.empty(64, 64)
+    for args in ((t, u, z), (x, y, out)):
+        K.add(args[0], args[1], out=args[2])
+        hits = _hits()
+        names = [n for n in _python_calls(lambda: _BINARY.prepare(
+            _BINARY_CALL, "add", args[0], args[1], activation=None, block_m=None,
+            block_n=None, out=args[2])) if n in ("prepare", "ready", "holds_exactly")]
+        assert _hits() - hits == 1
+        on_torch = args[0] is x
+        python = lookup == "python" or (on_torch and torch_check == "exact")
+        # (in Python the torch tensors' check is holds_exactly: no native torch_holds)
+        expected = ["ready", "holds_exactly", "ready"] if on_torch else ["ready", "ready"]
+        assert names == ["prepare"] + (expected if python else [])
+    assert (z.numpy() == 3).all() and (out == 3).all()
+
+
+def test_a_native_hit_rebuilds_the_launches_of_weakly_held_tensors(lookup):
+    """A GEMM's launches hold the caller's tensors weakly (their templates are thawed on
+    each hit): the hit gets today's objects; a dropped tensor ends the record."""
+    a = tl.ones((32, 32), "float32", device="cpu")
+    b = tl.ones((32, 32), "float32", device="cpu")
+    c = tl.empty((32, 32), "float32", device="cpu")
+    K.matmul(a, b, out=c)
+    entry = next(s.entry() for s in _MATMUL._seen.values())
+    assert entry.fixed is None                   # the launches hold a, b, c weakly
+    ready = _MATMUL.prepare(_MATMUL_CALL, a, b, out=c, out_dtype=None, bias=None,
+                            activation=None, residual=None, scale_a=1.0, scale_b=1.0,
+                            config=None)
+    (kern, args), = ready.launches
+    assert ready.out is c and any(v is a for v in args) and any(v is b for v in args)
+    ready.run()
+    np.testing.assert_allclose(c.numpy(), 32.0)
+    misses = _MATMUL.misses
+    b = tl.full((32, 32), 2.0, device="cpu")     # the old b is gone: computed afresh
+    K.matmul(a, b, out=c)
+    assert _MATMUL.misses == misses + 1
+    np.testing.assert_allclose(c.numpy(), 64.0)
+
+
+def test_a_torch_check_that_raises_raises_from_the_native_hit(lookup, monkeypatch):
+    x, y, out = torch.ones(64), torch.ones(64), torch.empty(64)
+    K.add(x, y, out=out)
+    seen = next(s for s in _BINARY._seen.values() if s.state is not None)
+
+    def broken(xs):
+        raise RuntimeError("the check failed")
+
+    monkeypatch.setattr(seen, "fast", broken)
+    monkeypatch.setattr(seen.state, "fast", broken)
+    with pytest.raises(RuntimeError, match="the check failed"):
+        K.add(x, y, out=out)
+
+
+def test_native_call_hit_refuses_bad_arguments(native_module):
+    with pytest.raises(TypeError, match="call_hit"):
+        native_module.call_hit({}, ("out",), ())
+    with pytest.raises(TypeError, match="bind_calls"):
+        native_module.bind_calls(int, int, int)

@@ -343,12 +343,14 @@ class _Seen:
     entry evicted from the cache is gone here too.
     """
 
-    __slots__ = ("keep", "weak", "entry", "pick", "one", "state", "fast")
+    __slots__ = ("keep", "weak", "entry", "pick", "one", "at", "state", "fast")
 
     def __init__(self, keep: tuple, weak: tuple, entry: _Entry, foreign: list,
                  state: TorchState | None):
         self.keep, self.weak, self.entry = keep, weak, weakref.ref(entry)
         self.pick = operator.itemgetter(*foreign) if foreign else None
+        #: the torch tensors' positions among the values (the native hit path's pick)
+        self.at = tuple(foreign)
         self.one, self.state = len(foreign) == 1, state
         #: the state's check in one C call (TorchState.fast), or None
         self.fast = state.fast if state is not None else None
@@ -399,6 +401,23 @@ class _Seen:
             return None
         entry.used = True
         return entry.ready()
+
+
+#: [native module, its call_hit bound to _Seen, _Entry and Ready (or None)]
+_HIT: list = [None, None]
+
+
+def _bind_hit(mod: Any) -> Any:
+    """The native module's ``call_hit`` (``CallCache.prepare``'s lookup by identity in
+    C, see native_launch.c), bound to these classes once per module; None for a module
+    without it or that cannot read these classes' slots."""
+    try:
+        mod.bind_calls(_Seen, _Entry, Ready)
+        hit = mod.call_hit
+    except (AttributeError, TypeError):
+        hit = None
+    _HIT[:] = [mod, hit]
+    return hit
 
 
 _CACHES: "weakref.WeakSet[CallCache]" = weakref.WeakSet()
@@ -469,8 +488,19 @@ class CallCache:
             self._cold -= 1
             return self._prepare(build, args, kwargs, values, None)
         mod = _NATIVE[0]
-        ids = (*kwargs, *map(id, values)) if mod is None else \
-            mod.call_ids(kwargs, values)
+        if mod is None:
+            ids = (*kwargs, *map(id, values))
+        else:
+            hit = _HIT[1] if _HIT[0] is mod else _bind_hit(mod)
+            if hit is None:
+                ids = mod.call_ids(kwargs, values)
+            else:   # the lookup below in C: the Ready, or the ids where Python decides
+                ids = hit(self._seen, kwargs, values)
+                if type(ids) is Ready:
+                    self.hits += 1
+                    if self._strays:
+                        self._strays = 0
+                    return ids
         seen = self._seen.get(ids)   # (dict reads are atomic: no lock)
         if seen is not None:
             ready = seen.ready(values)

@@ -2,7 +2,9 @@
 ``cuLaunchKernel`` for prepared launches and, on Python 3.11+, runs a repeated
 ``kernel.launch_async`` on the default stream entirely in C (``hot``: the same checks,
 ledger record and future as ``launch.prepared.PreparedLaunch.run``, which takes every
-rarer case).
+rarer case). The kernel library's call cache uses it too: ``call_hit`` finds a call
+repeated with the very same arguments and rebuilds its launches (the lookup of
+``kernels._calls.CallCache.prepare``), ``torch_holds`` checks its torch tensors.
 
 Why: the binding call (cuda-bindings converting eleven arguments on every launch) and
 the Python bookkeeping were most of a repeated launch's host time; a prepared launch

@@ -577,17 +577,13 @@ fail:
  * (tilelab.kernels._calls.CallCache._seen): the keyword names of dict kwargs in order,
  * then the id of each value, built in one C call; in Python the unpacking and the id()
  * of each value were a twentieth of a cached call's host time. */
-static PyObject *nl_call_ids(PyObject *self, PyObject *const *a, Py_ssize_t n) {
-    if (n != 2 || !PyDict_Check(a[0]) || !PyTuple_Check(a[1])) {
-        PyErr_SetString(PyExc_TypeError, "call_ids(kwargs: dict, values: tuple)");
-        return NULL;
-    }
-    Py_ssize_t nk = PyDict_GET_SIZE(a[0]), nv = PyTuple_GET_SIZE(a[1]);
+static PyObject *make_ids(PyObject *kwargs, PyObject *values) {
+    Py_ssize_t nk = PyDict_GET_SIZE(kwargs), nv = PyTuple_GET_SIZE(values);
     PyObject *ids = PyTuple_New(nk + nv);
     if (ids == NULL) return NULL;
     Py_ssize_t pos = 0, i = 0;
     PyObject *key, *value;
-    while (PyDict_Next(a[0], &pos, &key, &value) && i < nk)
+    while (PyDict_Next(kwargs, &pos, &key, &value) && i < nk)
         PyTuple_SET_ITEM(ids, i++, Py_NewRef(key));
     if (i != nk) {
         Py_DECREF(ids);
@@ -595,12 +591,235 @@ static PyObject *nl_call_ids(PyObject *self, PyObject *const *a, Py_ssize_t n) {
         return NULL;
     }
     for (Py_ssize_t j = 0; j < nv; j++) {
-        PyObject *id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(a[1], j));
+        PyObject *id = PyLong_FromVoidPtr(PyTuple_GET_ITEM(values, j));
         if (id == NULL) {
             Py_DECREF(ids);
             return NULL;
         }
         PyTuple_SET_ITEM(ids, nk + j, id);
+    }
+    return ids;
+}
+
+static PyObject *nl_call_ids(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+    if (n != 2 || !PyDict_Check(a[0]) || !PyTuple_Check(a[1])) {
+        PyErr_SetString(PyExc_TypeError, "call_ids(kwargs: dict, values: tuple)");
+        return NULL;
+    }
+    return make_ids(a[0], a[1]);
+}
+
+/* ---- the call cache's hit path ----------------------------------------------------
+ *
+ * call_hit(seen, kwargs, values) does what tilelab.kernels._calls.CallCache.prepare does
+ * for a call filed under its arguments' identities (_Seen.ready, then _Entry.ready), in
+ * C: the ids, the record, its weakly held tensors alive, its torch tensors' check
+ * (TorchState.fast, which must say True), the entry alive and marked used, its launches
+ * and result thawed. It returns the Ready; anything else (no record, a dead object, a
+ * torch check that is not True, an unusual layout) returns the ids, having changed
+ * nothing but the entry's mark, and the Python path decides as before. Why: those few
+ * Python functions were a third of a repeated library call's host time. Keep the two
+ * alike. */
+static int calls_bound = 0;
+static PyTypeObject *seen_type, *entry_type, *ready_type;
+static Py_ssize_t o_s_weak, o_s_entry, o_s_at, o_s_fast, o_e_fixed, o_e_launches,
+    o_e_result, o_e_single, o_e_used;
+
+/* bind_calls(seen_type, entry_type, ready_type) */
+static PyObject *nl_bind_calls(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+    calls_bound = 0;
+    if (n != 3 || !PyType_Check(a[0]) || !PyType_Check(a[1]) || !PyType_Check(a[2]) ||
+        !PyType_IsSubtype((PyTypeObject *)a[2], &PyTuple_Type) ||
+        ((PyTypeObject *)a[2])->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "bind_calls(seen_type, entry_type, ready_type: a "
+                                         "tuple subclass without slots)");
+        return NULL;
+    }
+    if (!(slot_offset(a[0], "weak", &o_s_weak) && slot_offset(a[0], "entry", &o_s_entry) &&
+          slot_offset(a[0], "at", &o_s_at) && slot_offset(a[0], "fast", &o_s_fast) &&
+          slot_offset(a[1], "fixed", &o_e_fixed) &&
+          slot_offset(a[1], "launches", &o_e_launches) &&
+          slot_offset(a[1], "result", &o_e_result) &&
+          slot_offset(a[1], "single", &o_e_single) && slot_offset(a[1], "used", &o_e_used)))
+        return NULL;
+    PyObject **keep[] = {(PyObject **)&seen_type, (PyObject **)&entry_type,
+                         (PyObject **)&ready_type};
+    for (int i = 0; i < 3; i++) Py_XSETREF(*keep[i], Py_NewRef(a[i]));
+    calls_bound = 1;
+    Py_RETURN_NONE;
+}
+
+/* the referent of weak reference r (a new reference), or NULL: dead, or not a weakref */
+static PyObject *referent(PyObject *r) {
+    if (r == NULL || !PyWeakref_CheckRef(r)) return NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o;
+    if (PyWeakref_GetRef(r, &o) != 1) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return o;
+#else
+    PyObject *o = PyWeakref_GetObject(r);
+    if (o == NULL) PyErr_Clear();
+    return o == NULL || o == Py_None ? NULL : Py_NewRef(o);
+#endif
+}
+
+/* _thaw: template with its weak positions replaced by their referents (a new reference);
+ * NULL when one is gone or the layout is unusual (no error set) */
+static PyObject *thaw(PyObject *template, PyObject *weak) {
+    if (!PyTuple_Check(template) || !PyTuple_Check(weak)) return NULL;
+    Py_ssize_t nw = PyTuple_GET_SIZE(weak), len = PyTuple_GET_SIZE(template);
+    if (nw == 0) return Py_NewRef(template);
+    PyObject *out = PyTuple_New(len);
+    if (out == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < len; i++)
+        PyTuple_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(template, i)));
+    for (Py_ssize_t j = 0; j < nw; j++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(weak, j));
+        PyObject *o = i < 0 || i >= len ? NULL : referent(PyTuple_GET_ITEM(template, i));
+        if (o == NULL) {
+            PyErr_Clear();
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_SETREF(PyTuple_GET_ITEM(out, i), o);
+    }
+    return out;
+}
+
+/* _Entry.ready in C: the Ready, or NULL (with no error) where Python must decide */
+static PyObject *entry_ready(PyObject *entry) {
+    PyObject *fixed = SLOT(entry, o_e_fixed), *res = SLOT(entry, o_e_result);
+    PyObject *single = SLOT(entry, o_e_single), *launches;
+    if (fixed == NULL || res == NULL || single == NULL || !PyTuple_Check(res) ||
+        PyTuple_GET_SIZE(res) != 2)
+        return NULL;
+    if (fixed != Py_None) {
+        if (!PyTuple_Check(fixed)) return NULL;
+        launches = Py_NewRef(fixed);
+    } else {
+        PyObject *src = SLOT(entry, o_e_launches);
+        if (src == NULL || !PyTuple_Check(src)) return NULL;
+        Py_ssize_t nl = PyTuple_GET_SIZE(src);
+        if ((launches = PyTuple_New(nl)) == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < nl; i++) {
+            PyObject *t = PyTuple_GET_ITEM(src, i), *args, *pair;
+            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3 ||
+                (args = thaw(PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2))) == NULL) {
+                Py_DECREF(launches);
+                return NULL;
+            }
+            pair = PyTuple_Pack(2, PyTuple_GET_ITEM(t, 0), args);
+            Py_DECREF(args);
+            if (pair == NULL) {
+                PyErr_Clear();
+                Py_DECREF(launches);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(launches, i, pair);
+        }
+    }
+    PyObject *result = thaw(PyTuple_GET_ITEM(res, 0), PyTuple_GET_ITEM(res, 1)), *out;
+    if (result == NULL || (single == Py_True && PyTuple_GET_SIZE(result) < 1)) {
+        Py_XDECREF(result);
+        Py_DECREF(launches);
+        return NULL;
+    }
+    if (single == Py_True) {
+        out = Py_NewRef(PyTuple_GET_ITEM(result, 0));
+        Py_DECREF(result);
+    } else {
+        out = result;
+    }
+    PyObject *ready = ready_type->tp_alloc(ready_type, 2);
+    if (ready == NULL) {
+        PyErr_Clear();
+        Py_DECREF(out);
+        Py_DECREF(launches);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(ready, 0, out);
+    PyTuple_SET_ITEM(ready, 1, launches);
+    return ready;
+}
+
+/* _Seen.ready in C: 1 with *ready set, 0 where Python must decide, -1 on an error (the
+ * torch check raised) */
+static int seen_ready(PyObject *seen, PyObject *values, PyObject **ready) {
+    PyObject *weak = SLOT(seen, o_s_weak), *at = SLOT(seen, o_s_at);
+    if (weak == NULL || at == NULL || !PyTuple_Check(weak) || !PyTuple_Check(at)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(weak); i++) {
+        PyObject *o = referent(PyTuple_GET_ITEM(weak, i));
+        if (o == NULL) return 0;
+        Py_DECREF(o);
+    }
+    Py_ssize_t nat = PyTuple_GET_SIZE(at), nv = PyTuple_GET_SIZE(values);
+    if (nat) {
+        PyObject *fast = SLOT(seen, o_s_fast);
+        if (fast == NULL || fast == Py_None) return 0;
+        PyObject *xs = PyTuple_New(nat);
+        if (xs == NULL) return -1;
+        for (Py_ssize_t j = 0; j < nat; j++) {
+            Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(at, j));
+            if (i < 0 || i >= nv) {
+                PyErr_Clear();
+                Py_DECREF(xs);
+                return 0;
+            }
+            PyTuple_SET_ITEM(xs, j, Py_NewRef(PyTuple_GET_ITEM(values, i)));
+        }
+        Py_INCREF(fast);
+        PyObject *held = PyObject_CallOneArg(fast, xs);
+        Py_DECREF(fast);
+        Py_DECREF(xs);
+        if (held == NULL) return -1;
+        Py_DECREF(held);
+        if (held != Py_True) return 0;
+    }
+    PyObject *entry = referent(SLOT(seen, o_s_entry));
+    if (entry == NULL) return 0;
+    if (Py_TYPE(entry) != entry_type) {
+        Py_DECREF(entry);
+        return 0;
+    }
+    Py_XSETREF(SLOT(entry, o_e_used), Py_NewRef(Py_True));
+    *ready = entry_ready(entry);
+    Py_DECREF(entry);
+    return *ready != NULL;
+}
+
+static PyObject *nl_call_hit(PyObject *self, PyObject *const *a, Py_ssize_t n) {
+    if (n != 3 || !PyDict_Check(a[0]) || !PyDict_Check(a[1]) || !PyTuple_Check(a[2])) {
+        PyErr_SetString(PyExc_TypeError, "call_hit(seen: dict, kwargs: dict, values: tuple)");
+        return NULL;
+    }
+    PyObject *ids = make_ids(a[1], a[2]);
+    if (ids == NULL || !calls_bound) return ids;
+    PyObject *seen = PyDict_GetItemWithError(a[0], ids);
+    if (seen == NULL) {
+        if (PyErr_Occurred()) Py_CLEAR(ids);
+        return ids;
+    }
+    if (Py_TYPE(seen) != seen_type) return ids;
+    Py_INCREF(seen);   /* (the torch check runs Python, which may drop it from the dict) */
+    PyObject *ready = NULL;
+    int found = seen_ready(seen, a[2], &ready);
+    Py_DECREF(seen);
+    if (found < 0) {
+        Py_DECREF(ids);
+        return NULL;
+    }
+    if (found) {
+        Py_DECREF(ids);
+        return ready;
     }
     return ids;
 }
@@ -684,6 +903,10 @@ static PyMethodDef methods[] = {
      "call_key(kwnames, values, users, part, tensor_type) -> prepared-call key"},
     {"call_ids", (PyCFunction)(void (*)(void))nl_call_ids, METH_FASTCALL,
      "call_ids(kwargs, values) -> (*kwargs, *map(id, values))"},
+    {"bind_calls", (PyCFunction)(void (*)(void))nl_bind_calls, METH_FASTCALL,
+     "bind_calls(seen_type, entry_type, ready_type)"},
+    {"call_hit", (PyCFunction)(void (*)(void))nl_call_hit, METH_FASTCALL,
+     "call_hit(seen, kwargs, values) -> Ready, or the call's ids (Python decides)"},
     {"torch_holds", (PyCFunction)(void (*)(void))nl_torch_holds, METH_FASTCALL,
      "torch_holds(ptrs, data_ptr, check, streams, cuda, public, raw, xs) -> bool or None"},
     {NULL, NULL, 0, NULL},
