@@ -13,8 +13,12 @@ figures per call, each beside its torch equivalent in the same run:
   forward runs them): ``tl.kernels.matmul`` in bf16 at 4096³ and
   2048×4096×12288 on torch tensors, on tilelab tensors, and ``torch.matmul`` (cuBLAS).
 
-Each call's result is checked against torch before it is timed. Needs the GPU backend
-and torch with CUDA; elsewhere the group reports ``skipped``.
+The variants of a case are timed round by round in turn (one round of each, then the
+next), each figure the median of its rounds: timed one after another, the later ones
+ran on a hotter GPU at lower clocks (cuBLAS alone drifted from 834 to 753 TFLOP/s over
+a minute of back-to-back GEMMs on an H100), which no median removes. Each call's result
+is checked against torch before it is timed. Needs the GPU backend and torch with
+CUDA; elsewhere the group reports ``skipped``.
 
 Example::
 
@@ -28,7 +32,7 @@ from typing import Any, Callable
 
 from .common import Context, rel_err
 
-__all__ = ["run", "per_call_s", "summary"]
+__all__ = ["run", "per_call_s", "interleaved", "summary"]
 
 ADD_N = 65536
 MATMULS = ((4096, 4096, 4096), (2048, 4096, 12288))
@@ -51,6 +55,26 @@ def per_call_s(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 200
         samples.append((time.perf_counter() - t0) / calls)
         sync()
     return statistics.median(samples)
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], sync: Callable[[], None],
+                calls: int = 2000, rounds: int = 7, *,
+                until_done: bool = False) -> dict[str, float]:
+    """Seconds per call of each of ``fns`` as :func:`per_call_s` measures one, with the
+    rounds taken in turn (a round of each function, then the next round of each) so
+    that a drift of the clocks meets all of them alike; the median of each.
+
+    Example:
+        >>> t = interleaved({"a": lambda: None, "b": lambda: None}, lambda: None,
+        ...                 calls=10, rounds=3)
+        >>> sorted(t), all(v > 0 for v in t.values())
+        (['a', 'b'], True)
+    """
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(per_call_s(fn, sync, calls, 1, until_done=until_done))
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def _checked(name: str, got: Any, ref: Any, tol: float) -> None:
@@ -86,16 +110,17 @@ def _add_case() -> dict[str, Any]:
         for _ in range(50):
             fn()
     sync()
-    us = {k: per_call_s(fn, sync) * 1e6 for k, fn in calls.items()}
+    us = {k: s * 1e6 for k, s in interleaved(calls, sync).items()}
     checks = _torch_checks()
     # the same two calls with a side stream current: torch's default stream is the
     # legacy one, whose launches the driver orders against every blocking stream
     with torch.cuda.stream(torch.cuda.Stream()):
-        for name in ("tilelab_torch_tensors", "torch_add"):
+        side = {name: calls[name] for name in ("tilelab_torch_tensors", "torch_add")}
+        for fn in side.values():
             for _ in range(50):
-                calls[name]()
-            sync()
-            us[f"{name}_side_stream"] = per_call_s(calls[name], sync) * 1e6
+                fn()
+        sync()
+        us.update({f"{k}_side_stream": s * 1e6 for k, s in interleaved(side, sync).items()})
     sync()
     return {"case": f"add/float32/n{ADD_N}", "host_us_per_call": us,
             "torch_checks": checks,
@@ -150,8 +175,7 @@ def _matmul_case(m: int, n: int, k: int) -> dict[str, Any]:
         tl.synchronize()
         torch.cuda.synchronize()
 
-    secs = {name: per_call_s(fn, sync, calls=50, until_done=True)
-            for name, fn in calls.items()}
+    secs = interleaved(calls, sync, calls=50, rounds=5, until_done=True)
     tflops = {k: flops / s / 1e12 for k, s in secs.items()}
     return {"case": f"matmul/bfloat16/{m}x{n}x{k}", "tflops": tflops,
             "torch_tensors_vs_cublas": tflops["tilelab_torch_tensors"] /
