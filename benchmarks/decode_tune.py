@@ -34,9 +34,14 @@ import numpy as np
 
 #: element-wise tiles (rows per block, K per step, blocks-per-SM hint), the ones that
 #: won or came within 10% on some Qwen3 projection when every tile of at most 32K
-#: elements was timed alone on the H200 (decode_gemv_tuning_h200_2026-12-02.json)
+#: elements was timed alone on the H200 (decode_gemv_tuning_h200_2026-12-02.json), and
+#: 8 rows of 1024 at three blocks per SM: on an H100, in the replayed Qwen3-4B step, the
+#: fastest for the narrow o and down projections (N = 2560: 320 blocks) by 10-12% over
+#: 16 rows of 1024 at two (7.4 vs 8.2 and 17.7 vs 20.0 us; at four blocks per SM it
+#: was the slowest, 9.8 us for o)
 ELEMENTWISE: tuple[tuple[int, int, int | None], ...] = (
-    (4, 512, 4), (8, 512, 2), (8, 512, 4), (16, 512, 2), (16, 1024, 2), (32, 512, 2))
+    (4, 512, 4), (8, 512, 2), (8, 512, 4), (16, 512, 2), (16, 1024, 2), (32, 512, 2),
+    (8, 1024, 3))
 #: tensor-core tiles (decode_gemv_mma): 64 and 128 rows (warpgroup MMAs, one block of
 #: about 200 KB of pipeline per SM, or two with the occupancy hint) and 32 rows
 #: (mma.sync, about 80 KB), K steps of 128-512
@@ -53,7 +58,7 @@ def _candidates() -> tuple:
         tuple(GemvConfig(bn=bn, bk=bk, occupancy=occ, mma=True) for bn, bk, occ in MMA)
 
 
-#: every candidate, as GemvConfigs: 6 element-wise tiles with one or two weight tiles
+#: every candidate, as GemvConfigs: 7 element-wise tiles with one or two weight tiles
 #: loaded before the wait (``GemvConfig.prefetch``), and 9 tensor-core tiles
 CANDIDATES: tuple = _candidates()
 #: the unfused step's GEMVs and the fused kernels that replace them (same shapes)
