@@ -204,3 +204,40 @@ def test_per_call_s_counts_every_call_and_syncs_each_round():
     syncs.clear()
     per_call_s(lambda: None, lambda: syncs.append(1), calls=10, rounds=3, until_done=True)
     assert len(syncs) == 9          # and once more inside each timed window
+
+
+def test_the_torch_groups_breakdown_splits_the_call_into_its_layers():
+    from benchmarks.torch_calls import _breakdown
+
+    us = {"driver_launch": 2.5, "launch_async_tilelab_tensors": 4.0,
+          "launch_async_torch_tensors": 4.0, "tilelab_tensors": 6.0,
+          "tilelab_torch_tensors": 7.0}
+    assert _breakdown(us) == {"driver_launch": 2.5, "launch_async": 1.5,
+                              "library_call": 2.0, "torch_tensors_extra": 1.0}
+    assert _breakdown({"tilelab_tensors": 6.0}) is None
+
+
+def test_the_torch_groups_layers_are_the_calls_own_launches():
+    """On the CPU backend the layers are the two calls' launches (no driver launch: that
+    needs the GPU's native module); each runs and writes the call's output."""
+    torch = pytest.importorskip("torch")
+    import tilelab as tl
+    from benchmarks.torch_calls import _layers
+    from tilelab.kernels import _host, add
+    from tilelab.kernels.elementwise import _BINARY
+    from tilelab.runtime.launch.driver import DRIVER
+
+    _host.clear_caches()
+    x, y, out = torch.ones(256), torch.full((256,), 2.0), torch.empty(256)
+    tx, ty = tl.ones(256, device="cpu"), tl.full(256, 3.0, device="cpu")
+    tout = tl.empty(256, device="cpu")
+    for _ in range(2):
+        add(x, y, out=out)
+        add(tx, ty, out=tout)
+    layers = _layers(_BINARY, DRIVER)
+    assert sorted(layers) == ["launch_async_tilelab_tensors", "launch_async_torch_tensors"]
+    out.zero_()
+    layers["launch_async_torch_tensors"]().wait()
+    layers["launch_async_tilelab_tensors"]().wait()
+    assert (out == 3).all() and (tout.numpy() == 4).all()
+    _host.clear_caches()
