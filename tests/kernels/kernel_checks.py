@@ -1,6 +1,9 @@
-"""Checks shared by the GEMM and attention tests: results, SASS, remarks, raw baselines."""
+"""Checks shared by the kernel-library tests: results, SASS, remarks, raw baselines, and
+for the host paths the native module's state and the Python a call runs."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import re
 import sys
@@ -39,3 +42,44 @@ def raw_baselines():
     """benchmarks/raw_matmul_attention.py: the same kernels written raw in cuTile."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     return importlib.import_module("raw_matmul_attention")
+
+
+@contextlib.contextmanager
+def native_path(request, path: str, python_why: str):
+    """The library's host paths in Python (``path == "python"``: no native module,
+    ``python_why`` its status) or through the native module (``"native"``: the session's
+    ``native_module``, bound to no driver) while the block runs; the state is restored
+    after. A skip of the native module leaves the state untouched."""
+    from tilelab.runtime import native
+
+    state = [None, python_why]
+    if path == "native":
+        state = [request.getfixturevalue("native_module"),
+                 "native (tests: bound to no driver)"]
+    saved = list(native._STATE)
+    native._STATE[:] = state
+    try:
+        yield
+    finally:
+        native._STATE[:] = saved
+
+
+def python_calls(fn) -> list[str]:
+    """The names of the Python functions that one call of ``fn`` runs (the garbage
+    collector held off, so that no finalizer of an earlier test's objects runs inside),
+    past ``fn`` itself."""
+    names: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            names.append(frame.f_code.co_name)
+
+    gc.collect()
+    gc.disable()
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return names[1:]

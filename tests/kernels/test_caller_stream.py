@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 
 import tilelab as tl  # noqa: E402
 import tilelab.kernels as K  # noqa: E402
+from kernel_checks import native_path, python_calls  # noqa: E402
 from tilelab.dlpack_abi import DLManagedTensor  # noqa: E402
 from tilelab.errors import BorrowError  # noqa: E402
 from tilelab.kernels import _host  # noqa: E402
@@ -181,23 +182,15 @@ class FakeGpu:
 @pytest.fixture(params=["python", "native"])
 def fake(monkeypatch, request):
     """The stand-in GPU; the torch checks in Python, or in the native module's C."""
-    from tilelab.runtime import native
-
-    state = [None, "off (tests: the Python checks)"]
-    if request.param == "native":         # (a skip here leaves the state untouched)
-        state = [request.getfixturevalue("native_module"),
-                 "native (tests: bound to no driver)"]
-    saved = list(native._STATE)
-    native._STATE[:] = state
-    _host.clear_caches()
-    vector_add._launcher._fast.clear()
-    try:
-        yield FakeGpu(monkeypatch)
-    finally:
-        LEDGER.observe_all()
+    with native_path(request, request.param, "off (tests: the Python checks)"):
         _host.clear_caches()
         vector_add._launcher._fast.clear()
-        native._STATE[:] = saved
+        try:
+            yield FakeGpu(monkeypatch)
+        finally:
+            LEDGER.observe_all()
+            _host.clear_caches()
+            vector_add._launcher._fast.clear()
 
 
 def test_a_repeated_library_call_imports_nothing_and_runs_on_torchs_stream(fake):
@@ -296,29 +289,6 @@ def test_the_launches_of_one_call_share_its_foreign_stream(monkeypatch):
     assert call_stream(mixed) is None              # tilelab's stream for all
 
 
-def _python_calls(fn) -> list[str]:
-    """The names of the Python functions that one call of ``fn`` runs (the garbage
-    collector held off, so that no finalizer of an earlier test's objects runs inside)."""
-    import gc
-    import sys
-
-    names: list[str] = []
-
-    def profile(frame, event, arg):
-        if event == "call":
-            names.append(frame.f_code.co_name)
-
-    gc.collect()
-    gc.disable()
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-        gc.enable()
-    return names[1:]   # (the lambda itself)
-
-
 def test_a_repeated_call_on_torch_tensors_costs_what_one_on_tilelab_tensors_does(fake):
     """Issue #23's host cost: past the first call, a call on torch tensors runs the same
     Python as on tilelab tensors plus one check of all its torch tensors (three C calls,
@@ -331,9 +301,9 @@ def test_a_repeated_call_on_torch_tensors_costs_what_one_on_tilelab_tensors_does
         K.add(tx, ty, out=tz, sync=False)
     LEDGER.observe_all()
     imports, waits, reads = len(CudaLike.imports), fake.waits, dict(fake.stream_reads)
-    on_torch = _python_calls(lambda: K.add(x, y, out=z, sync=False))
+    on_torch = python_calls(lambda: K.add(x, y, out=z, sync=False))
     LEDGER.observe_all()
-    on_tilelab = _python_calls(lambda: K.add(tx, ty, out=tz, sync=False))
+    on_tilelab = python_calls(lambda: K.add(tx, ty, out=tz, sync=False))
     LEDGER.observe_all()
     extra = list(on_torch)
     for name in on_tilelab:
@@ -358,7 +328,7 @@ def test_a_repeated_matmul_on_torch_tensors_checks_them_at_once(fake):
     call()
     LEDGER.observe_all()
     imports, reads = len(CudaLike.imports), dict(fake.stream_reads)
-    names = _python_calls(call)
+    names = python_calls(call)
     LEDGER.observe_all()
     native = _host._NATIVE[0] is not None
     assert names.count("holds_exactly") == (0 if native else 1)            # 5 tensors

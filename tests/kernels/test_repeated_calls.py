@@ -15,6 +15,7 @@ import pytest
 
 import tilelab as tl
 import tilelab.kernels as K
+from kernel_checks import native_path, python_calls
 from tilelab.kernels import _host, _wrappers
 from tilelab.kernels._calls import CallCache
 from tilelab.kernels.elementwise import _unary_call
@@ -30,18 +31,10 @@ _MATMUL_CALL = K.matmul.__globals__["plan_matmul"]
 def lookup(request):
     """The lookup by identity in Python, or in C (the native module, bound to no
     driver: ``call_hit``, ``call_ids``, ``call_key`` and ``torch_holds`` need none)."""
-    from tilelab.runtime import native
-
-    state = [None, "off (tests: the Python lookup)"]
-    if request.param == "native":
-        state = [request.getfixturevalue("native_module"),
-                 "native (tests: bound to no driver)"]
-    saved = list(native._STATE)
-    native._STATE[:] = state
-    _host.clear_caches()
-    yield request.param
-    _host.clear_caches()
-    native._STATE[:] = saved
+    with native_path(request, request.param, "off (tests: the Python lookup)"):
+        _host.clear_caches()
+        yield request.param
+        _host.clear_caches()
 
 
 @pytest.fixture(params=["guard", "exact"])
@@ -213,22 +206,6 @@ def test_a_guard_that_misses_a_change_is_never_used():
     assert not _wrappers._passes_self_test(torch, Lenient)
 
 
-def _python_calls(fn) -> list[str]:
-    """The names of the Python functions one call of ``fn`` runs (past the lambda)."""
-    import sys
-
-    names: list[str] = []
-    gc.disable()
-    sys.setprofile(lambda frame, event, arg: names.append(frame.f_code.co_name)
-                   if event == "call" else None)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-        gc.enable()
-    return names[1:]
-
-
 def test_a_native_hit_runs_no_python_lookup(lookup, torch_check):
     """In C a hit runs none of ``_Seen.ready``, ``_Entry.ready`` or the torch check's
     Python, on tilelab tensors and on torch tensors the guard accepts; where the C path
@@ -238,7 +215,7 @@ def test_a_native_hit_runs_no_python_lookup(lookup, torch_check):
     for args in ((t, u, z), (x, y, out)):
         K.add(args[0], args[1], out=args[2])
         hits = _hits()
-        names = [n for n in _python_calls(lambda: _BINARY.prepare(
+        names = [n for n in python_calls(lambda: _BINARY.prepare(
             _BINARY_CALL, "add", args[0], args[1], activation=None, block_m=None,
             block_n=None, out=args[2])) if n in ("prepare", "ready", "holds_exactly")]
         assert _hits() - hits == 1
