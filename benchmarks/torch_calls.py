@@ -155,6 +155,8 @@ def _parts() -> dict[str, Callable[[], Any]]:
 
 
 def _layers(cache: Any, driver: Any) -> dict[str, Callable[[], Any]]:
+    """:func:`_parts` for the records of call cache ``cache`` and launch path ``driver``
+    (whatever of them exists: on the CPU backend, no driver launch)."""
     parts: dict[str, Callable[[], Any]] = {}
     for seen in list(cache._seen.values()):
         entry = seen.entry()

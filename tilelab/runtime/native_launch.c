@@ -334,6 +334,23 @@ static PyObject *nl_bind_match(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* the referent of weak reference or proxy r (a new reference), or NULL: dead (no error
+ * set) */
+static PyObject *referent(PyObject *r) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o;
+    if (PyWeakref_GetRef(r, &o) != 1) { /* dead (0) or an error (-1) */
+        PyErr_Clear();
+        return NULL;
+    }
+    return o;
+#else
+    PyObject *o = PyWeakref_GetObject(r); /* borrowed; None once dead */
+    if (o == NULL) PyErr_Clear();
+    return o == NULL || o == Py_None ? NULL : Py_NewRef(o);
+#endif
+}
+
 /* args == match, decided in C for what launch._match_of builds: a _Same is equal only to
  * its very object, a weak proxy only to its live referent (tensors and partitions
  * compare by identity). Anything else goes through ==. Why: the Python __eq__ of each
@@ -347,21 +364,9 @@ static int args_match(PyObject *args, PyObject *match) {
         if (same_type != NULL && (PyObject *)Py_TYPE(m) == same_type) {
             if (SLOT(m, o_same_value) != x) return 0;
         } else if (PyWeakref_CheckProxy(m)) {
-#if PY_VERSION_HEX >= 0x030D0000
-            PyObject *r;
-            if (PyWeakref_GetRef(m, &r) != 1) {   /* dead (0) or an error (-1) */
-                PyErr_Clear();
-                return 0;
-            }
+            PyObject *r = referent(m);
+            if (r == NULL) return 0;
             Py_DECREF(r);   /* (only its identity is compared) */
-#else
-            PyObject *r = PyWeakref_GetObject(m);   /* borrowed; None once dead */
-            if (r == NULL) {
-                PyErr_Clear();
-                return 0;
-            }
-            if (r == Py_None) return 0;
-#endif
             if (r != x) return 0;
         } else if (!same_value(x, m)) {
             return 0;
@@ -649,21 +654,9 @@ static PyObject *nl_bind_calls(PyObject *self, PyObject *const *a, Py_ssize_t n)
     Py_RETURN_NONE;
 }
 
-/* the referent of weak reference r (a new reference), or NULL: dead, or not a weakref */
-static PyObject *referent(PyObject *r) {
-    if (r == NULL || !PyWeakref_CheckRef(r)) return NULL;
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject *o;
-    if (PyWeakref_GetRef(r, &o) != 1) {
-        PyErr_Clear();
-        return NULL;
-    }
-    return o;
-#else
-    PyObject *o = PyWeakref_GetObject(r);
-    if (o == NULL) PyErr_Clear();
-    return o == NULL || o == Py_None ? NULL : Py_NewRef(o);
-#endif
+/* the referent of r, a weak reference (not a proxy: Python calls it), or NULL */
+static PyObject *ref_referent(PyObject *r) {
+    return r != NULL && PyWeakref_CheckRef(r) ? referent(r) : NULL;
 }
 
 /* _thaw: template with its weak positions replaced by their referents (a new reference);
@@ -681,7 +674,7 @@ static PyObject *thaw(PyObject *template, PyObject *weak) {
         PyTuple_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(template, i)));
     for (Py_ssize_t j = 0; j < nw; j++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(weak, j));
-        PyObject *o = i < 0 || i >= len ? NULL : referent(PyTuple_GET_ITEM(template, i));
+        PyObject *o = i < 0 || i >= len ? NULL : ref_referent(PyTuple_GET_ITEM(template, i));
         if (o == NULL) {
             PyErr_Clear();
             Py_DECREF(out);
@@ -757,7 +750,7 @@ static int seen_ready(PyObject *seen, PyObject *values, PyObject **ready) {
     PyObject *weak = SLOT(seen, o_s_weak), *at = SLOT(seen, o_s_at);
     if (weak == NULL || at == NULL || !PyTuple_Check(weak) || !PyTuple_Check(at)) return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(weak); i++) {
-        PyObject *o = referent(PyTuple_GET_ITEM(weak, i));
+        PyObject *o = ref_referent(PyTuple_GET_ITEM(weak, i));
         if (o == NULL) return 0;
         Py_DECREF(o);
     }
@@ -784,7 +777,7 @@ static int seen_ready(PyObject *seen, PyObject *values, PyObject **ready) {
         Py_DECREF(held);
         if (held != Py_True) return 0;
     }
-    PyObject *entry = referent(SLOT(seen, o_s_entry));
+    PyObject *entry = ref_referent(SLOT(seen, o_s_entry));
     if (entry == NULL) return 0;
     if (Py_TYPE(entry) != entry_type) {
         Py_DECREF(entry);
