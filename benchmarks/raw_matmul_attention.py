@@ -133,19 +133,24 @@ def raw_gemv_rows(c, a, w, TN: ct.Constant[int], TK: ct.Constant[int]):
 
 
 def matmul_launch(c: Any, a: Any, b: Any, tm: int = 128, tn: int = 128, tk: int = 64,
-                  group_m: int = 8, swap_ab: bool = False) -> tuple:
+                  group_m: int = 8, swap_ab: bool = False,
+                  num_worker_warps: int | None = None) -> tuple:
     """(grid, kernel, args) of the grouped GEMM, like ``MatmulConfig(schedule='grouped')``
-    (``swap_ab``: tiles computed transposed, like ``MatmulConfig(swap_ab=True)``)."""
+    (``swap_ab``: tiles computed transposed, like ``MatmulConfig(swap_ab=True)``;
+    ``num_worker_warps``: the cuTile hint, as the library's config)."""
     m, n = c.shape
-    return ((_cdiv(m, tm) * _cdiv(n, tn), 1, 1), raw_swap_matmul if swap_ab else raw_matmul,
-            (c, a, b, tm, tn, tk, group_m))
+    kernel = _with_hints(raw_swap_matmul if swap_ab else raw_matmul, None, num_worker_warps)
+    return (_cdiv(m, tm) * _cdiv(n, tn), 1, 1), kernel, (c, a, b, tm, tn, tk, group_m)
 
 
 def persistent_matmul_launch(c: Any, a: Any, b: Any, num_blocks: int, tm: int = 128,
-                             tn: int = 128, tk: int = 64, group_m: int = 8) -> tuple:
-    """(grid, kernel, args) of the persistent GEMM with ``num_blocks`` blocks."""
+                             tn: int = 128, tk: int = 64, group_m: int = 8,
+                             num_worker_warps: int | None = None) -> tuple:
+    """(grid, kernel, args) of the persistent GEMM with ``num_blocks`` blocks
+    (``num_worker_warps``: the cuTile hint, as the library's config)."""
     tiles = _cdiv(c.shape[0], tm) * _cdiv(c.shape[1], tn)
-    return ((min(num_blocks, tiles), 1, 1), raw_persistent_matmul,
+    return ((min(num_blocks, tiles), 1, 1),
+            _with_hints(raw_persistent_matmul, None, num_worker_warps),
             (c, a, b, tm, tn, tk, group_m))
 
 

@@ -178,10 +178,13 @@ def _effective_gemm(best: dict, case: Any) -> Any:
 
 
 def _mirror_gemm(best: dict, case: Any) -> tuple[dict, dict] | None:
-    """Raw kwargs with the safe winner's tiles and schedule, and the safe config that
-    matches them (hints the raw kernels do not take are dropped from the safe side)."""
+    """Raw kwargs with the safe winner's tiles, schedule and worker warps, and the safe
+    config that matches them (hints the raw kernels do not take are dropped from the
+    safe side)."""
     cfg = _effective_gemm(best, case)
-    bare = cfg.with_(latency=None, occupancy=None, num_ctas=None, num_worker_warps=None)
+    bare = cfg.with_(latency=None, occupancy=None, num_ctas=None)
+    if bare.schedule == "gemv":
+        bare = bare.with_(num_worker_warps=None)
     if cfg.schedule == "splitk" or (cfg.schedule == "gemv" and cfg.split_k > 1):
         bare = bare.with_(split_k=1, schedule="gemv" if cfg.schedule == "gemv" else "grouped")
     swap = getattr(bare, "swap_ab", False)
@@ -196,6 +199,8 @@ def _mirror_gemm(best: dict, case: Any) -> tuple[dict, dict] | None:
                "group_m": bare.group_m, "num_blocks": bare.num_blocks}
         if swap:
             raw["swap_ab"] = True
+        if bare.num_worker_warps is not None:
+            raw["num_worker_warps"] = bare.num_worker_warps
     return raw, (best if bare == cfg else {"config": bare})
 
 
@@ -235,17 +240,17 @@ def raw_library_adapter(op: str, module: Any) -> Callable | None:
     ``raw_matmul_attention.py``, or None when the module lacks them."""
     if op == "gemm" and hasattr(module, "matmul_launch"):
         def raw_matmul(a, b, *, out, schedule="grouped", tm=128, tn=128, tk=64, group_m=8,
-                       num_blocks=None, swap_ab=False):
+                       num_blocks=None, swap_ab=False, num_worker_warps=None):
             if schedule == "gemv":
                 _launch(module.gemv_launch(out, a, b, tn, tk))
             elif schedule == "persistent":
                 blocks = num_blocks or _sms(cpu=4)
                 _launch(module.persistent_matmul_launch(out, a, b, blocks, tm, tn, tk,
-                                                        group_m))
+                                                        group_m, num_worker_warps))
             else:   # row-major is the grouped walk with one tile row per group
                 _launch(module.matmul_launch(out, a, b, tm, tn, tk,
                                              group_m if schedule == "grouped" else 1,
-                                             swap_ab))
+                                             swap_ab, num_worker_warps))
             return out
         return raw_matmul
     if op == "gemv" and hasattr(module, "gemv_rows_launch"):

@@ -214,16 +214,22 @@ def test_replot_redraws_a_saved_result(tmp_path, capsys):
 
 
 def test_gemm_pairs_drop_the_hints_raw_kernels_cannot_take():
-    """Safe/raw pairs run the same tiles and schedule: a tuned winner's cuTile hints
-    (worker warps, latency, occupancy) are dropped from the safe side of the pair."""
+    """Safe/raw pairs run the same tiles, schedule and worker warps: a tuned winner's
+    other cuTile hints (latency, occupancy) are dropped from the safe side of the pair.
+    The big-problem default keeps its 8 worker warps on both sides (128x256 tiles spill
+    without them)."""
     from benchmarks.suite_tuning import _mirror_gemm
     from tilelab.kernels.matmul import MatmulConfig
 
     best = {"config": MatmulConfig(tm=128, tn=256, tk=64, num_worker_warps=8, latency=4)}
     raw, safe = _mirror_gemm(best, None)
     assert raw == {"schedule": "grouped", "tm": 128, "tn": 256, "tk": 64, "group_m": 8,
-                   "num_blocks": None}
-    assert safe == {"config": MatmulConfig(tm=128, tn=256, tk=64)}
+                   "num_blocks": None, "num_worker_warps": 8}
+    assert safe == {"config": MatmulConfig(tm=128, tn=256, tk=64, num_worker_warps=8)}
+    big = next(c for c in build_cases("full", ["gemm"]) if c.params["M"] == 16384)
+    raw, safe = _mirror_gemm({"config": None}, big)
+    assert (raw["schedule"], raw["tn"], raw["num_worker_warps"]) == ("persistent", 256, 8)
+    assert safe == {"config": None}
 
 
 def test_gemm_pairs_keep_swapped_tiles():

@@ -401,6 +401,17 @@ def test_default_config_choices():
     assert (mm.default_config(128, 4096, 4096).tm, mm.default_config(128, 4096, 4096).tn) \
         == (64, 64)                                              # 32 tiles of 128: skinny
     assert mm.default_config(128, 12288, 4096).schedule == "persistent"
+    # big 16-bit GEMMs (>= 6400 tiles of 128x128, K >= 8192): warp-specialized 128x256
+    ws = MatmulConfig(tm=128, tn=256, tk=64, schedule="persistent", group_m=4,
+                      num_worker_warps=8)
+    assert mm.default_config(10240, 10240, 10240) == ws
+    assert mm.default_config(16384, 16384, 8192, "float16") == ws
+    for small in ((8192, 8192, 8192), (16384, 12288, 4096), (8192, 8192, 16384)):
+        assert mm.default_config(*small).num_worker_warps is None, small
+    assert mm.default_config(16384, 16384, 16384, "float32").tn == 128
+    assert mm.default_config(16384, 16384, 16384, "float8_e4m3fn").tn == 128
+    assert all(c.num_worker_warps is None for c in mm.search_space(16384, 16384, 16384)
+               if c.tn == 128 and c.tm == 128)
     assert mm.default_config(8192, 8192, 8192, "float8_e4m3fn").tk == 128
     assert mm.default_config(4096, 4096, 4096, "float32").tk == 32
     assert mm.default_config(48, 4096, 4096).tm == 64
@@ -494,6 +505,14 @@ def test_sm90_gemm_uses_wgmma_and_tma(dtype, kw, mma):
     assert remarked(art, "TMA Load") and remarked(art, "Tensor-core SM90")
     if dtype != "float8_e4m3fn":
         assert spills(art) == 0
+
+
+def test_sm90_big_gemm_default_is_warp_specialized_without_spills():
+    """The big-problem default (128x256 tiles, 8 worker warps): 64x256 warpgroup MMAs
+    fed by TMA, no spills."""
+    (art,) = mm.compile_matmul(16384, 16384, 16384, "bfloat16", arch="sm_90")
+    assert "HGMMA.64x256x16.F32.BF16" in mma_ops(art)
+    assert remarked(art, "TMA Load") and spills(art) == 0
 
 
 def test_sm90_decode_gemm_uses_tensor_cores():

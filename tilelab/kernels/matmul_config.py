@@ -155,9 +155,12 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
     Large problems use 128x128 tiles (tk 64 for 16-bit inputs, 128 for fp8, 32 for
     tf32) in the persistent schedule, the fastest on the H200 for every square from
     2048 and every Qwen3-8B projection at M >= 2048 (benchmarks/results/sweep_h200_*);
-    with fewer 128x128 tiles than half the SMs, M <= 128 uses 64x64 tiles and larger M
-    64x128; when N has fewer 64-wide columns than a quarter of the SMs (the k/v
-    projection) 16-bit 16 < M <= 128 uses 64x32 tiles 256 deep. 16-bit 1 < M <= 16
+    16-bit problems of at least :data:`BIG_TILES` such tiles with K >= :data:`BIG_K`
+    use warp-specialized 128x256 tiles instead (power-capped, they keep pace with
+    cuBLAS back to back where 128x128 tiles fall behind); with fewer 128x128 tiles
+    than half the SMs, M <= 128 uses 64x64 tiles and larger M 64x128; when N has
+    fewer 64-wide columns than a quarter of the SMs (the k/v projection) 16-bit
+    16 < M <= 128 uses 64x32 tiles 256 deep. 16-bit 1 < M <= 16
     computes 16x64 tiles 512 deep transposed (``swap_ab``), and so does M = 1 unless N
     is narrow or wide; those, and fp32 or fp8 at M = 1, use the GEMV kernel (16-column
     panels 1024 deep when N is narrow; fp32 then splits K in one launch,
@@ -172,6 +175,8 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         16
         >>> default_config(16, 1024, 4096).swap_ab
         True
+        >>> big = default_config(16384, 16384, 16384); big.tn, big.num_worker_warps
+        (256, 8)
     """
     name = dtype_name(dtype)
     if m == 1 and b_transposed:
@@ -187,7 +192,7 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         cfg = _skinny_config(m, k, name, wide, narrow)
         if cfg is not None:
             return cfg
-    return _tiled_config(m, n, name, num_sms)
+    return _tiled_config(m, n, k, name, num_sms)
 
 
 def _weight_rows_config(n: int, name: str, num_sms: int) -> MatmulConfig:
@@ -244,8 +249,14 @@ def _skinny_config(m: int, k: int, name: str, wide: bool,
     return None
 
 
-def _tiled_config(m: int, n: int, name: str, num_sms: int) -> MatmulConfig:
-    """M > 16 tensor-core tiles: 64-row tiles for few tiles, else 128x128 persistent."""
+#: 128x128 output tiles from which (with K >= BIG_K) 16-bit GEMMs use warp-specialized
+#: 128x256 tiles: 10240^2 has 6400
+BIG_TILES, BIG_K = 6400, 8192
+
+
+def _tiled_config(m: int, n: int, k: int, name: str, num_sms: int) -> MatmulConfig:
+    """M > 16 tensor-core tiles: 64-row tiles for few tiles, warp-specialized 128x256
+    tiles for big 16-bit problems, else 128x128 persistent."""
     tk = {"float32": 32}.get(name, 128 if name in FP8 else 64)
     if m <= 64:
         return MatmulConfig(tm=64, tn=128, tk=tk)
@@ -256,6 +267,16 @@ def _tiled_config(m: int, n: int, name: str, num_sms: int) -> MatmulConfig:
         # a small problem (1024^2: 64 tiles of 128x128): 64x128 tiles give every SM a
         # block, 8.1-8.4 vs 11.6 us at 1024^3 (torch 8.6-9.2; sweep8_h200_*)
         return MatmulConfig(tm=64, tn=128, tk=tk)
+    if tiles >= BIG_TILES and k >= BIG_K and name in ("bfloat16", "float16"):
+        # Big GEMMs run power-capped (an H100 under a loop of them clocks at 1.25-1.45
+        # GHz, not 1.98): 128x256 tiles move a quarter fewer bytes per MMA than 128x128
+        # ones, and a producer warpgroup feeding two consumers (8 worker warps) keeps
+        # them fed. On H100s (gemm_tiles_h100_2026-12-07.json) they ran 10240^3,
+        # 12288^3, 16384^3 and 16384^2 x 8192 at 0.94-1.05x cuBLAS back to back where
+        # 128x128 reached 0.70-0.96x, and at 0.96-0.97x alone against 0.86-0.96x; at
+        # 8192^3 and 8192^2 x 16384 128x128 was ahead, with K = 4096 the two split
+        return MatmulConfig(tm=128, tn=256, tk=tk, schedule="persistent", group_m=4,
+                            num_worker_warps=8)
     # tf32 keeps the grouped schedule: its persistent loop spills registers on sm_90
     return MatmulConfig(tm=128, tn=128, tk=tk,
                         schedule="grouped" if name == "float32" else "persistent")
@@ -338,11 +359,14 @@ def _skinny_space(m: int, n: int, k: int, base: MatmulConfig) -> list[MatmulConf
 
 
 def _large_space(base: MatmulConfig) -> list[MatmulConfig]:
-    """M > 16: tiles x schedules x group sizes, latency hints, a deeper K step and an
-    occupancy-2 64-row variant."""
-    found = [base.with_(tm=tm, tn=tn, schedule=sched, group_m=group_m)
+    """M > 16: tiles x schedules x group sizes, warp-specialized 128x256 and 256x128
+    tiles, latency hints, a deeper K step and an occupancy-2 64-row variant."""
+    found = [base.with_(tm=tm, tn=tn, schedule=sched, group_m=group_m, num_worker_warps=None)
              for tm, tn in ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64), (64, 64))
              for sched in ("grouped", "persistent") for group_m in (8, 16)]
+    found += [base.with_(tm=tm, tn=tn, schedule="persistent", group_m=group_m,
+                         num_worker_warps=8)
+              for tm, tn in ((128, 256), (256, 128)) for group_m in (4, 8)]
     found += [base.with_(latency=lat) for lat in (2, 4, 8)]
     return found + [base.with_(tk=2 * base.tk), base.with_(occupancy=2, tm=64)]
 
