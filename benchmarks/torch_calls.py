@@ -12,8 +12,9 @@ figures per call, each beside its torch equivalent in the same run:
   library call above, the torch tensors' check), from the layers timed alone;
 - **back-to-back throughput** (the host clock from a synchronized start until the
   device has finished a loop of calls, nothing flushed in between, as a model's
-  forward runs them): ``tl.kernels.matmul`` in bf16 at 4096³ and
-  2048×4096×12288 on torch tensors, on tilelab tensors, and ``torch.matmul`` (cuBLAS).
+  forward runs them): ``tl.kernels.matmul`` in bf16 at 4096³, 2048×4096×12288 and
+  16384³ on torch tensors, on tilelab tensors, and ``torch.matmul`` (cuBLAS), about
+  10 ms of GEMMs per loop.
 
 The variants of a case are timed round by round in turn (one round of each, then the
 next), each figure the median of its rounds: timed one after another, the later ones
@@ -37,7 +38,9 @@ from .common import Context, rel_err
 __all__ = ["run", "per_call_s", "interleaved", "summary"]
 
 ADD_N = 65536
-MATMULS = ((4096, 4096, 4096), (2048, 4096, 12288))
+MATMULS = ((4096, 4096, 4096), (2048, 4096, 12288), (16384, 16384, 16384))
+#: device seconds of GEMMs per timed loop (at least 6 calls, at most 50)
+LOOP_S = 0.01
 
 
 def per_call_s(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 2000,
@@ -230,7 +233,8 @@ def _matmul_case(m: int, n: int, k: int) -> dict[str, Any]:
         tl.synchronize()
         torch.cuda.synchronize()
 
-    secs = interleaved(calls, sync, calls=50, rounds=5, until_done=True)
+    loop = max(6, min(50, round(LOOP_S / (flops / 700e12))))
+    secs = interleaved(calls, sync, calls=loop, rounds=15, until_done=True)
     tflops = {k: flops / s / 1e12 for k, s in secs.items()}
     return {"case": f"matmul/bfloat16/{m}x{n}x{k}", "tflops": tflops,
             "torch_tensors_vs_cublas": tflops["tilelab_torch_tensors"] /
