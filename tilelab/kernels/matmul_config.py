@@ -271,10 +271,11 @@ def _tiled_config(m: int, n: int, k: int, name: str, num_sms: int) -> MatmulConf
         # Big GEMMs run power-capped (an H100 under a loop of them clocks at 1.25-1.45
         # GHz, not 1.98): 128x256 tiles move a quarter fewer bytes per MMA than 128x128
         # ones, and a producer warpgroup feeding two consumers (8 worker warps) keeps
-        # them fed. On H100s (gemm_tiles_h100_2026-12-07.json) they ran 10240^3,
+        # them fed. On an H100 (gemm_tiles_h100_2026-12-07.json) they ran 10240^3,
         # 12288^3, 16384^3 and 16384^2 x 8192 at 0.94-1.05x cuBLAS back to back where
-        # 128x128 reached 0.70-0.96x, and at 0.96-0.97x alone against 0.86-0.96x; at
-        # 8192^3 and 8192^2 x 16384 128x128 was ahead, with K = 4096 the two split
+        # 128x128 reached 0.86-0.96x (0.70x at 16384^3 on another H100), and at
+        # 0.96-0.97x alone against 0.86-0.96x; at 8192^3 and 8192^2 x 16384 128x128 was
+        # ahead, with K = 4096 the two split
         return MatmulConfig(tm=128, tn=256, tk=tk, schedule="persistent", group_m=4,
                             num_worker_warps=8)
     # tf32 keeps the grouped schedule: its persistent loop spills registers on sm_90
