@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .common import env_info, rel_err, write_json
-from .torch_calls import interleaved
+from .torch_calls import interleaved, loop_calls, sync_both
 
 #: big squares and Qwen3-8B projections at M = 8192 and 16384 (bf16)
 SHAPES = ((8192, 8192, 8192), (10240, 10240, 10240), (12288, 12288, 12288),
@@ -50,7 +50,12 @@ def tile_variants() -> dict[str, Any]:
 def _alone_s(fns: dict[str, Callable[[], Any]], sync: Callable[[], None], flush: Any,
              rounds: int) -> dict[str, float]:
     """Median seconds of one call of each of ``fns`` between events, L2 flushed and the
-    GPU idle before it, rounds taken in turn."""
+    GPU idle before it, rounds taken in turn.
+
+    The flush is a memset of ``flush`` on torch's stream, where the calls and events
+    run, not ``tl.bench``'s read flush on tilelab's stream: its dirty lines cost the
+    timed call up to an L2 of write-backs (about 2% of the shortest GEMM here, 1.2 ms),
+    the same for every variant."""
     import torch
 
     samples: dict[str, list[float]] = {name: [] for name in fns}
@@ -73,7 +78,6 @@ def shape_case(m: int, n: int, k: int, rounds: int, flush: Any) -> dict[str, Any
     """One shape's figures: TFLOP/s back to back and alone, and each over cuBLAS."""
     import torch
 
-    import tilelab as tl
     from tilelab.kernels import matmul
     from tilelab.kernels.matmul_config import default_config
 
@@ -96,19 +100,16 @@ def shape_case(m: int, n: int, k: int, rounds: int, flush: Any) -> dict[str, Any
                                                  sync=False))(out, cfg)
     del ref
 
-    def sync() -> None:
-        tl.synchronize()
-        torch.cuda.synchronize()
-
     for fn in fns.values():
         for _ in range(3):
             fn()
     flops = 2.0 * m * n * k
-    loop = max(6, min(200, round(0.01 / (flops / 700e12))))
+    loop = loop_calls(flops, 200)
     b2b = {name: flops / s / 1e12 for name, s in
-           interleaved(fns, sync, calls=loop, rounds=rounds, until_done=True).items()}
+           interleaved(fns, sync_both, calls=loop, rounds=rounds,
+                       until_done=True).items()}
     alone = {name: flops / s / 1e12
-             for name, s in _alone_s(fns, sync, flush, rounds).items()}
+             for name, s in _alone_s(fns, sync_both, flush, rounds).items()}
     return {"shape": [m, n, k], "default": repr(default),
             "tiles_128x128": -(-m // 128) * -(-n // 128), "calls_per_loop": loop,
             "back_to_back_tflops": b2b, "alone_tflops": alone,

@@ -35,12 +35,33 @@ from typing import Any, Callable
 
 from .common import Context, rel_err
 
-__all__ = ["run", "per_call_s", "interleaved", "summary"]
+__all__ = ["run", "per_call_s", "interleaved", "loop_calls", "sync_both", "summary"]
 
 ADD_N = 65536
 MATMULS = ((4096, 4096, 4096), (2048, 4096, 12288), (16384, 16384, 16384))
-#: device seconds of GEMMs per timed loop (at least 6 calls, at most 50)
+#: device seconds of GEMMs per timed loop (see :func:`loop_calls`)
 LOOP_S = 0.01
+
+
+def loop_calls(flops: float, most: int) -> int:
+    """Calls of ``flops`` each per timed back-to-back loop: about :data:`LOOP_S` of
+    device time at 700 TFLOP/s, at least 6 and at most ``most``.
+
+    Example:
+        >>> loop_calls(2.0 * 4096 ** 3, 50), loop_calls(2.0 * 16384 ** 3, 50)
+        (50, 6)
+    """
+    return max(6, min(most, round(LOOP_S / (flops / 700e12))))
+
+
+def sync_both() -> None:
+    """Wait for tilelab's and torch's work on the device."""
+    import torch
+
+    import tilelab as tl
+
+    tl.synchronize()
+    torch.cuda.synchronize()
 
 
 def per_call_s(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 2000,
@@ -107,16 +128,12 @@ def _add_case() -> dict[str, Any]:
         "torch_add": lambda: torch.add(x, y, out=out),
     }
 
-    def sync() -> None:
-        tl.synchronize()
-        torch.cuda.synchronize()
-
     for fn in calls.values():                  # warm-up: wrappers, plans, caches
         for _ in range(50):
             fn()
-    sync()
+    sync_both()
     parts = _parts()
-    us = {k: s * 1e6 for k, s in interleaved({**calls, **parts}, sync).items()}
+    us = {k: s * 1e6 for k, s in interleaved({**calls, **parts}, sync_both).items()}
     checks = _torch_checks()
     # the same two calls with a side stream current: torch's default stream is the
     # legacy one, whose launches the driver orders against every blocking stream
@@ -125,9 +142,10 @@ def _add_case() -> dict[str, Any]:
         for fn in side.values():
             for _ in range(50):
                 fn()
-        sync()
-        us.update({f"{k}_side_stream": s * 1e6 for k, s in interleaved(side, sync).items()})
-    sync()
+        sync_both()
+        us.update({f"{k}_side_stream": s * 1e6
+                   for k, s in interleaved(side, sync_both).items()})
+    sync_both()
     breakdown = _breakdown(us)
     return {"case": f"add/float32/n{ADD_N}", "host_us_per_call": us,
             "breakdown_us": breakdown,
@@ -228,13 +246,8 @@ def _matmul_case(m: int, n: int, k: int) -> dict[str, Any]:
             fn()
     torch.cuda.synchronize()
     flops = 2.0 * m * n * k
-
-    def sync() -> None:
-        tl.synchronize()
-        torch.cuda.synchronize()
-
-    loop = max(6, min(50, round(LOOP_S / (flops / 700e12))))
-    secs = interleaved(calls, sync, calls=loop, rounds=15, until_done=True)
+    secs = interleaved(calls, sync_both, calls=loop_calls(flops, 50), rounds=15,
+                       until_done=True)
     tflops = {k: flops / s / 1e12 for k, s in secs.items()}
     return {"case": f"matmul/bfloat16/{m}x{n}x{k}", "tflops": tflops,
             "torch_tensors_vs_cublas": tflops["tilelab_torch_tensors"] /
