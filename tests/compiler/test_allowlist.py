@@ -87,6 +87,8 @@ ONE_PER_KIND = {
     OpKind.VALUE: ("z.store(tl.load_like(x, z) + ct.float32(1.0))", "call-unknown"),
     OpKind.HOST: ("ct.launch(None, (1,), None, ())\n    z.store(tl.load_like(x, z))",
                   "call-host"),
+    OpKind.ORDER: ("ct.grid_dependency_control_wait()\n    z.store(tl.load_like(x, z))",
+                   "wait-form"),
 }
 
 
@@ -98,7 +100,7 @@ def test_each_op_kind_is_enforced(tmp_path):
     got = {kind: _verdict(getattr(mod, f"k_{kind.value}")) for kind in ONE_PER_KIND}
     want = {kind: verdict for kind, (_, verdict) in ONE_PER_KIND.items()}
     assert got == want
-    # the unsafe opt-out lifts exactly the write/view/raw refusals (on tl.Raw)
+    # the unsafe opt-out lifts exactly the write/view/raw/order refusals (on tl.Raw)
     unsafe = _module(tmp_path, textwrap.dedent("""\
         def w(r: tl.Raw, x: tl.In):
             ct.store(r, index=(0,), tile=ct.load(x, index=(0,), shape=(64,)))
@@ -114,15 +116,19 @@ def test_each_op_kind_is_enforced(tmp_path):
 
         def h(r: tl.Raw, x: tl.In):
             ct.launch(None, (1,), None, ())
+
+
+        def o(r: tl.Raw, x: tl.In):
+            ct.grid_dependency_control_wait()
         """))
-    assert [_verdict(getattr(unsafe, n), unsafe=True) for n in "wvah"] == \
-        ["accepted", "accepted", "accepted", "call-host"]
+    assert [_verdict(getattr(unsafe, n), unsafe=True) for n in "wvaho"] == \
+        ["accepted", "accepted", "accepted", "call-host", "accepted"]
 
 
 #: what calling ct.<name>(x, ...) in a safe kernel gets, by the name's kind
 BY_KIND = {OpKind.READ: "accepted", OpKind.COMPUTE: "accepted", OpKind.WRITE: "write-input",
            OpKind.RAW: "raw-op", OpKind.VIEW: "view-op", OpKind.VALUE: "call-unknown",
-           OpKind.HOST: "call-host"}
+           OpKind.HOST: "call-host", OpKind.ORDER: "wait-form"}
 
 
 def _call_args(name: str) -> str:

@@ -10,11 +10,20 @@ bytecode of the user's and no later rebinding of a global is ever reached from h
 
 Each text is registered in ``linecache`` under a synthetic name, with blank lines in
 front so that line numbers (and, for helpers, columns) are those of the user's file.
+
+A helper is compiled from its checked tree with its default expressions left out, and
+given the default values the check accepted (``CheckedFunction.defaults``): Python
+evaluated those expressions once, in the user's module, when the ``def`` ran, and
+cuTile and the interpreter call the helper with the values, so a default naming a
+module constant (``pad=PAD_ZERO``, ``dtype=ct.float32``) needs no name at run time, and
+a default edited after the check runs only once it is checked.
 """
 from __future__ import annotations
 
 import __future__
+import ast
 import builtins
+import copy
 import hashlib
 import linecache
 import os
@@ -187,10 +196,11 @@ class _Freezer:
         FROZEN_FILES[filename] = cf.source.filename
         self.files[filename] = cf.source.filename
         ns = self.base_namespace(fn.__module__ or "__main__")
-        code = compile(text, filename, "exec", dont_inherit=True,
-                       flags=__future__.annotations.compiler_flag)
+        code = compile(_without_defaults(cf.source.tree), filename, "exec",
+                       dont_inherit=True, flags=__future__.annotations.compiler_flag)
         exec(code, ns)
         new = ns[cf.source.tree.name]
+        cf.defaults.install(new)
         self.frozen[id(fn)] = new
         self.pending.append((new, cf))
         return new
@@ -207,6 +217,17 @@ class _Freezer:
         while self.pending:
             fn, cf = self.pending.pop()
             self.fill(fn.__globals__, cf)
+
+
+def _without_defaults(func: ast.FunctionDef) -> ast.Module:
+    """A module of the checked ``def`` (file positions kept), without decorators (the
+    only one allowed adds no code) and without default expressions (the frozen copy is
+    given the checked values instead)."""
+    tree = copy.deepcopy(func)
+    tree.decorator_list = []
+    tree.args.defaults = []
+    tree.args.kw_defaults = [None] * len(tree.args.kwonlyargs)
+    return ast.Module(body=[tree], type_ignores=[])
 
 
 def build_kernel_function(lowered: Any, program: Any, kernel_fn: types.FunctionType

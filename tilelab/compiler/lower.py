@@ -26,8 +26,9 @@ The lowering is hygienic: generated code reaches cuTile, the device index helper
 ``reserved-name`` rule); the namespace they are bound in is built by
 :mod:`tilelab.compiler.frozen` from the checked program alone.
 
-Tile shapes become ``ct.Constant`` parameters appended to the signature; the schedule
-decides the index expression. A :class:`SourceMap` maps positions in the lowered text
+Tile shapes become ``ct.Constant`` parameters appended to the signature (the kernel's
+own parameters lose their defaults, which a launch never uses); the schedule decides
+the index expression. A :class:`SourceMap` maps positions in the lowered text
 back to the user's file or cell.
 """
 from __future__ import annotations
@@ -430,6 +431,7 @@ class _Lowerer:
             if arg.annotation is not None and not info.keep_annotation:
                 s, e = self.span(arg)
                 self.add(s, e, lambda s=s, name=arg.arg: [_Piece(name, s, True)])
+        self.drop_defaults()
         extra = []
         for p, names in self.tile_params.items():
             extra += names
@@ -441,6 +443,19 @@ class _Lowerer:
             text = "".join(f", {n}: {self.ct}.Constant[int]" for n in extra)
             self.add(pos, pos, lambda pos=pos, text=text: [self.gen(text, pos)])
         return extra
+
+    def drop_defaults(self) -> None:
+        """Remove ``= default`` from the kernel's parameters: a launch passes every
+        argument, so a kernel's defaults are never used, and the tile-shape constants
+        appended after the last parameter could not follow a default (the default would
+        pass to the constant)."""
+        a = self.src.tree.args
+        params = a.posonlyargs + a.args
+        for arg, default in zip(params[len(params) - len(a.defaults):], a.defaults):
+            s, (ds, e) = self.span(arg)[1], self.span(default)
+            e = _past_parentheses(self.orig, e, _code(self.orig[s:ds]).count("("))
+            n = self.orig[s:e].count("\n")
+            self.add(s, e, lambda s=s, n=n: [self.gen("\n" * n, s)] if n else [])
 
     def prologue_edit(self) -> bool:
         """Prefix the first statement with the grid-dependency prologue, when it is a
@@ -507,6 +522,30 @@ class _Lowerer:
             elif site.kind == "load_like" and isinstance(site.value, ast.Name):
                 out.add(site.value.id)
         return frozenset(out)
+
+
+def _code(text: str) -> str:
+    """``text`` without its comments (for text holding no strings: '= (' and blanks)."""
+    return "".join(line.split("#", 1)[0] for line in text.splitlines(True))
+
+
+def _past_parentheses(text: str, pos: int, count: int) -> int:
+    """The offset after the ``count`` closing parentheses that follow ``pos`` (across
+    blanks and comments): those of a parenthesized default, ``n=(\n 3)``."""
+    i = pos
+    while count and i < len(text):
+        c = text[i]
+        if c == ")":
+            count -= 1
+            pos = i + 1
+        elif c == "#":
+            nl = text.find("\n", i)
+            i = len(text) if nl < 0 else nl
+            continue
+        elif not c.isspace():
+            break
+        i += 1
+    return pos
 
 
 def lower_kernel(analysis: KernelAnalysis, plan: LoweringPlan,

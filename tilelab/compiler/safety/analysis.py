@@ -131,7 +131,8 @@ def _check(fn: types.FunctionType, src: CapturedSource, params: list[ParamInfo],
                               program=program, allow_deferred=allow_deferred,
                               kept_annotations=kept, is_kernel=True)
     checker.run()
-    program.add(fn, src, checker.scope.resolved, is_kernel=True)
+    program.add(fn, src, checker.scope.resolved, is_kernel=True,
+                defaults=checker.defaults)
     program.deferred = checker.deferred + program.deferred
     program.seal()
     return checker, program

@@ -145,6 +145,17 @@ class CallRules:
                 continue
             if obj is language.load_like or obj is language.wait_for_previous_kernel:
                 self.fail("call-unknown", top, f"{self.text(top)} can only be called")
+            if not is_allowed_value(obj) and id(top) in self.annotation_of:
+                self.fail("global-value", top,
+                          f"parameter {self.annotation_of[id(top)]!r} is annotated with "
+                          f"{self.text(top)}, which is {_describe(obj)} ({obj!r}): a "
+                          "cuTile annotation of a kernel parameter is made of types a "
+                          "kernel can take (int, float, bool, str, dtypes) and cuTile's "
+                          "annotations, such as ct.Constant[int]",
+                          hint="annotate with ct.Constant[int] (or a module-level alias "
+                               "of it, ConstInt = ct.Constant[int]), with int or float "
+                               "for a value passed at launch, or with tl.In, tl.Out or "
+                               "tl.InOut for arrays")
             if not is_allowed_value(obj):
                 self.fail("global-value", top,
                           f"{self.text(top)} is {_describe(obj)}; a kernel reads only "
@@ -259,6 +270,17 @@ class CallRules:
         elif kind == OpKind.VALUE:
             self.fail("call-unknown", call, f"{callee} is a cuTile type or constant, "
                                             "which a kernel does not call")
+        elif kind == OpKind.ORDER and not self.unsafe:
+            self.fail("wait-form", call,
+                      f"{callee}() orders this kernel against the kernels before and after "
+                      "it on its stream, which a safe kernel leaves to tilelab: the "
+                      "lowering waits for the previous kernel before the first statement "
+                      "(or at tl.wait_for_previous_kernel()) and only then lets the next "
+                      "one start",
+                      hint="write tl.wait_for_previous_kernel() as a statement of the "
+                           "kernel body where it should wait (above it the kernel only "
+                           "reads tl.In arrays); calling the grid-dependency ops directly "
+                           "needs @tl.kernel(unsafe=True)")
         if name in FUNC_ARGUMENT_OPS:
             self.check_func_argument(call, name, FUNC_ARGUMENT_OPS[name])
 

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from tilelab.compiler.capture import CapturedSource
 from tilelab.compiler.safety.calls import CallRules
+from tilelab.compiler.safety.defaults import DefaultRules, Defaults
 from tilelab.compiler.safety.kinds import ParamKind
 from tilelab.compiler.safety.partitions import PartitionRules, Site
 from tilelab.compiler.safety.rules import raise_rule
@@ -39,7 +40,7 @@ def _body_only(func: ast.FunctionDef) -> ast.FunctionDef:
         defaults=[]), body=func.body, decorator_list=[], returns=None, type_params=[])
 
 
-class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules):
+class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules, DefaultRules):
     """Checks one function; raises the first SafetyError or leaves ``sites`` filled.
     ``is_kernel``: the function is the kernel itself, not a helper it calls."""
 
@@ -63,6 +64,11 @@ class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules):
         self.rebound = self.bound & params & bound_names(_body_only(self.func))
         self.scope = Scope(fn, self.bound, program.snapshot)
         self.nodes = checked_nodes(self.func, kept_annotations or [])
+        #: id of each node of a kept annotation -> the parameter it annotates
+        kept = {id(k) for k in kept_annotations or []}
+        self.annotation_of: dict[int, str] = {
+            id(n): arg.arg for arg in self.func.args.posonlyargs + self.func.args.args
+            if id(arg.annotation) in kept for n in ast.walk(arg.annotation)}
         self.body = [n for stmt in self.func.body for n in ast.walk(stmt)]
         self.parents: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(self.func):
@@ -75,6 +81,8 @@ class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules):
         self.persistent_loops: dict[ast.For, str] = {}
         self.func_arguments: set[int] = set()
         self.roots = {}
+        #: the default values the check accepted (set by :meth:`run`)
+        self.defaults = Defaults(None, None)
 
     def fail(self, rule: str, node: ast.AST | None, message: str,
              hint: str | None = None) -> NoReturn:
@@ -91,3 +99,4 @@ class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules):
             self.check_partition_uses()
         self.check_references()
         self.check_before_wait()
+        self.defaults = self.check_defaults()

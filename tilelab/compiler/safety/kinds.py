@@ -66,6 +66,10 @@ class OpKind(_StrEnum):
     VALUE = "value"
     #: host-side API (kernel, launch, compilation, exceptions): no meaning in a kernel
     HOST = "host"
+    #: orders the kernel against its neighbours on the stream (the grid-dependency ops
+    #: of programmatic dependent launch): the lowering places them in safe kernels, where
+    #: ``tl.wait_for_previous_kernel()`` says where to wait; called only in unsafe ones
+    ORDER = "order"
 
     @property
     def allowed_in_safe(self) -> bool:

@@ -16,10 +16,10 @@ from tilelab.compiler.safety.kinds import OpKind
 
 __all__ = ["CT_OPS", "TILE_METHODS", "VIEW_METHODS", "WRITE_METHODS", "RAW_METHODS",
            "READ_METHODS", "BUILTIN_CALLS", "FUNC_ARGUMENT_OPS", "classify_ct",
-           "is_allowed_value", "builtin_name"]
+           "is_allowed_value", "is_cutile_annotation", "builtin_name"]
 
-R, C, W, V, X, VAL, H = (OpKind.READ, OpKind.COMPUTE, OpKind.WRITE, OpKind.VIEW,
-                         OpKind.RAW, OpKind.VALUE, OpKind.HOST)
+R, C, W, V, X, VAL, H, O = (OpKind.READ, OpKind.COMPUTE, OpKind.WRITE, OpKind.VIEW,
+                            OpKind.RAW, OpKind.VALUE, OpKind.HOST, OpKind.ORDER)
 
 
 def _names(kind: OpKind, text: str) -> dict[str, OpKind]:
@@ -35,12 +35,15 @@ CT_OPS: dict[str, OpKind] = {
     # is undefined" (its docstring), and it has no bounds check to keep on.
     # assume_divisible_by: an unchecked promise the compiler may drop bounds masks for.
     **_names(X, "load_advanced_indexing assume_divisible_by foreign_pointer_dtype"),
+    # the wait for the previous kernel of the stream and the go-ahead for the next: where
+    # they stand decides what may overlap another kernel, which the checker's wait rules
+    # (tl.wait_for_previous_kernel()) and the lowering's prologue settle in safe kernels
+    **_names(O, "grid_dependency_control_launch_dependents grid_dependency_control_wait"),
     **_names(C, "abs add arange argmax argmin assert_ astile astype atan2 bid bitcast "
                 "bitwise_and bitwise_lshift bitwise_not bitwise_or bitwise_rshift "
                 "bitwise_xor broadcast_to cat cdiv ceil cos cosh cumprod cumsum divmod "
                 "ensure_constant equal exp exp2 expand_dims extract floor floordiv full "
                 "gather_scatter_placeholder greater greater_equal "
-                "grid_dependency_control_launch_dependents grid_dependency_control_wait "
                 "insert isnan less less_equal log log2 matmul max maximum min minimum "
                 "mma mma_scaled mod mul negative not_equal num_blocks num_tiles ones "
                 "pack_to_bytes permute pow print printf prod reduce reshape rsqrt scan "
@@ -142,7 +145,54 @@ def is_allowed_value(obj: Any) -> bool:
     torch = sys.modules.get("torch")
     if torch is not None and t is getattr(torch, "dtype", None):
         return True
-    return False
+    return is_cutile_annotation(obj)
+
+
+def is_cutile_annotation(obj: Any) -> bool:
+    """Whether ``obj`` is a cuTile annotation such as ``ct.Constant[int]``: a type, so a
+    module-level alias of one (``ConstInt = ct.Constant[int]``) may annotate a parameter
+    and be read like any other type (DESIGN §2).
+
+    It must be exactly ``typing.Annotated`` over a value a kernel may read (``int``,
+    ``float``, ``bool``, ``str``, a dtype, a cuTile type) with cuTile's own annotation
+    markers, and nothing else, as metadata.
+
+    Example:
+        >>> import cuda.tile as ct, typing
+        >>> is_cutile_annotation(ct.Constant[int]), is_cutile_annotation(ct.Constant[list])
+        (True, False)
+        >>> is_cutile_annotation(typing.Annotated[int, "note"])
+        False
+    """
+    import cuda.tile as ct
+
+    if type(obj) is not type(ct.Constant):
+        return False
+    meta = getattr(obj, "__metadata__", None)
+    if type(meta) is not tuple or not meta:
+        return False
+    markers = _annotation_markers()
+    return all(type(m) in markers for m in meta) and \
+        is_allowed_value(getattr(obj, "__origin__", None))
+
+
+_MARKERS: frozenset | None = None
+
+
+def _annotation_markers() -> frozenset:
+    """cuTile's annotation marker classes (ConstantAnnotation, ArrayAnnotation, and
+    those of its classified annotations, such as ScalarInt64's)."""
+    global _MARKERS
+    if _MARKERS is None:
+        import cuda.tile as ct
+
+        found = {ct.ConstantAnnotation, ct.ArrayAnnotation, ct.ListAnnotation}
+        for name, kind in CT_OPS.items():
+            obj = getattr(ct, name, None)
+            if kind == OpKind.VALUE and type(obj) is type(ct.Constant):
+                found |= {type(m) for m in obj.__metadata__}
+        _MARKERS = frozenset(found)
+    return _MARKERS
 
 
 _NUMPY_TYPES: tuple | None = None

@@ -5,16 +5,25 @@ Helpers are checked recursively by the same rules as the kernel. Each function's
 source is captured once per code object (the text that is checked is the text that is
 lowered, compiled and interpreted; the file is never read again for that code), and
 the function's code object goes into the snapshot, so swapping ``__code__`` is seen.
+
+Captures are found by the code object's identity, never by equality: ``CodeType``'s
+``==`` ignores the file name (and a function's defaults and annotations are not in its
+code at all), so a helper of the same name, first line and bytecode in another module or
+a re-run notebook cell would otherwise be checked, lowered and run from the text captured
+for the first one. A function's default values are checked and snapshotted with it
+(:mod:`tilelab.compiler.safety.defaults`).
 """
 from __future__ import annotations
 
 import ast
 import hashlib
 import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from tilelab.compiler.capture import CapturedSource, capture_source
+from tilelab.compiler.safety.defaults import Defaults
 from tilelab.compiler.safety.kinds import ParamKind
 from tilelab.compiler.safety.rules import raise_rule
 from tilelab.compiler.safety.scope import Resolved
@@ -23,16 +32,31 @@ from tilelab.errors import SafetyError
 
 __all__ = ["CheckedFunction", "Program", "captured"]
 
-#: code object -> its source, captured the first time the code is checked
-_CAPTURED: dict[types.CodeType, CapturedSource] = {}
+#: id(code object) -> (a weak reference to that code object, its source), captured the
+#: first time the code is checked; the entry goes when the code object does, so an id
+#: is never taken for another code's
+_CAPTURED: dict[int, tuple[weakref.ref, CapturedSource]] = {}
 
 
 def captured(fn: types.FunctionType) -> CapturedSource:
-    """The source of ``fn``'s current code, captured once (then never re-read)."""
-    src = _CAPTURED.get(fn.__code__)
-    if src is None:
-        src = capture_source(fn)
-        _CAPTURED[fn.__code__] = src
+    """The source of ``fn``'s current code, captured once (then never re-read).
+
+    Found by the identity of the code object: two code objects that compare equal (the
+    same name, first line and bytecode, in two files or two notebook cells) each have
+    their own text.
+    """
+    code = fn.__code__
+    found = _CAPTURED.get(id(code))
+    if found is not None and found[0]() is code:
+        return found[1]
+    src = capture_source(fn)
+    key = id(code)
+
+    def forget(ref: weakref.ref, key: int = key) -> None:
+        entry = _CAPTURED.get(key)
+        if entry is not None and entry[0] is ref:
+            del _CAPTURED[key]
+    _CAPTURED[key] = (weakref.ref(code, forget), src)
     return src
 
 
@@ -44,6 +68,8 @@ class CheckedFunction:
     source: CapturedSource
     resolved: Resolved
     is_kernel: bool = False
+    #: the default values the check accepted (what the frozen copy is given)
+    defaults: Defaults = field(default_factory=lambda: Defaults(None, None))
 
 
 @dataclass
@@ -73,12 +99,14 @@ class Program:
         self.bindings = self.snapshot.bindings or [({"": None}, "", None)]
 
     def fingerprint(self) -> str:
-        """sha256 over every checked function's text and the values its names had."""
+        """sha256 over every checked function's text, its default values and the values
+        its names had."""
         h = hashlib.sha256()
         for cf in sorted(self.functions.values(),
                          key=lambda c: (c.source.filename, c.source.first_line)):
             h.update(f"{cf.source.filename}:{cf.source.first_line}\0".encode())
             h.update(cf.source.fingerprint.encode())
+            h.update(f"defaults:{cf.defaults.key()}\0".encode())
             for name in sorted(cf.resolved.names):
                 obj = cf.resolved.names[name]
                 h.update(f"{name}={_value_key(obj)}\0".encode())
@@ -88,8 +116,9 @@ class Program:
         return h.hexdigest()
 
     def add(self, fn: types.FunctionType, src: CapturedSource, resolved: Resolved,
-            is_kernel: bool = False) -> None:
-        self.functions[id(fn)] = CheckedFunction(fn, src, resolved, is_kernel)
+            is_kernel: bool = False, defaults: Defaults | None = None) -> None:
+        self.functions[id(fn)] = CheckedFunction(fn, src, resolved, is_kernel,
+                                                 defaults or Defaults(None, None))
 
     def check_helper(self, fn: types.FunctionType, kinds: dict[str, str], caller: Any,
                      node: ast.AST | None) -> None:
@@ -122,7 +151,7 @@ class Program:
                                   program=self, allow_deferred=self.allow_deferred)
         checker.run()
         self.deferred += checker.deferred
-        self.add(fn, src, checker.scope.resolved)
+        self.add(fn, src, checker.scope.resolved, defaults=checker.defaults)
 
 
 def _param_names(func: ast.FunctionDef) -> list[str]:

@@ -44,8 +44,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "could write memory", "bind the new value to a name"),
     Rule("unresolved-name", "every name a kernel uses must be defined when it is "
          "compiled", "define it at module level before compiling the kernel"),
-    Rule("global-value", "values a kernel reads from its module are numbers, strings, "
-         "tuples, dtypes and cuTile constants, which cannot change under it",
+    Rule("global-value", "values a kernel reads from its module, and a function's default "
+         "values, are numbers, strings, tuples, dtypes and cuTile constants, which cannot "
+         "change under it",
          "pass other data as a kernel argument, or a ct.Constant"),
     Rule("global-attribute", "dotted names in a kernel go through modules only",
          "import the value at module level under its own name"),
@@ -77,7 +78,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "remove the decorator (only @ct.function is allowed)"),
     # -- the wait for the previous kernel ------------------------------------------
     Rule("wait-form", "tl.wait_for_previous_kernel() marks one point of the kernel body "
-         "itself, so the lowering knows what runs before the wait",
+         "itself, so the lowering knows what runs before the wait (a safe kernel does not "
+         "call the grid-dependency ops itself)",
          "write it once, as a statement of its own in the @tl.kernel function's body"),
     Rule("before-wait", "until a kernel waits for the previous kernel of its stream, it "
          "only reads tl.In arrays: the previous kernel may still be using the others",
@@ -103,7 +105,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("raw-param", "tl.Raw parameters exist only in unsafe kernels",
          "decorate with @tl.kernel(unsafe=True) to opt out locally, or use "
          "tl.Out/tl.InOut partitions"),
-    Rule("param-form", "kernel parameters are plain positional parameters"),
+    Rule("param-form", "kernel parameters are plain positional parameters, and a "
+         "function's defaults are those its 'def' gives"),
     # -- bounds --------------------------------------------------------------------
     Rule("unchecked-read", "a read without bounds checks in a safe kernel must be one "
          "the launch proves in bounds", "keep check_bounds on (the default), read the "

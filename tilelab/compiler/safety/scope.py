@@ -11,6 +11,7 @@ import ast
 import builtins
 import sys
 import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ class _Unresolved:
 
 
 UNRESOLVED = _Unresolved()
+#: the class of ``typing.Annotated[...]`` objects
+_ANNOTATED = type(typing.Annotated[int, ""])
 
 
 def bound_names(func: ast.FunctionDef) -> set[str]:
@@ -91,11 +94,13 @@ class Scope:
                 return UNRESOLVED
             self.snapshot.record_cell(cell, obj)
             self.resolved.names[name] = obj
+            self._annotated(obj)
             return obj
         if name in self.globals:
             obj = self.globals[name]
             self.snapshot.record_name(self.globals, name, obj)
             self.resolved.names[name] = obj
+            self._annotated(obj)
             return obj
         self.snapshot.record_absent(self.globals, name)
         if hasattr(builtins, name):
@@ -104,6 +109,13 @@ class Scope:
             self.resolved.names[name] = obj   # bound by name in the frozen namespace
             return obj
         return UNRESOLVED
+
+    def _annotated(self, obj: Any) -> None:
+        """Record what a ``typing.Annotated`` object (``ct.Constant[int]``, an alias of
+        it) is made of: its attributes can be assigned, and it decides a parameter's
+        kind and what cuTile compiles."""
+        if type(obj) is _ANNOTATED:
+            self.snapshot.record_annotation(obj)
 
     def attribute(self, base: Any, attr: str, root: str | None,
                   path: tuple[str, ...]) -> Any:
@@ -120,6 +132,7 @@ class Scope:
                 self.snapshot.record_absent(ns, attr)
             if root is not None:
                 self.resolved.module_paths.setdefault(root, set()).add(path)
+            self._annotated(obj)
             return obj
         if isinstance(base, type) and (base.__module__ or "").startswith("cuda.tile"):
             return getattr(base, attr, UNRESOLVED)

@@ -5,6 +5,10 @@ helpers use. The snapshot keeps each binding with the object it had; before ever
 compile and launch, :meth:`Snapshot.changed` compares them by identity (a notebook that
 redefines a helper, rebinds an alias, swaps a ``__code__`` or edits a closure cell is
 seen there), and the kernel is checked again before anything is built from the change.
+A function's default values are part of its program: a new ``__defaults__`` tuple, or a
+``__kwdefaults__`` dict replaced or edited in place, is a change too; so is a new origin
+or metadata tuple of a ``typing.Annotated`` object the check read (``ct.Constant[int]``,
+an alias of it), whose attributes can be assigned.
 """
 from __future__ import annotations
 
@@ -34,6 +38,11 @@ class Snapshot:
     cells: list = field(default_factory=list)
     #: (function, code object)
     codes: list = field(default_factory=list)
+    #: (function, __defaults__, __kwdefaults__, its items): the tuple and the dict by
+    #: identity, the items by identity of each value (the dict can be edited in place)
+    defaults: list = field(default_factory=list)
+    #: (typing.Annotated object, its __origin__, its __metadata__), by identity
+    annotations: list = field(default_factory=list)
     _seen: set = field(default_factory=set, repr=False)
     bindings: list = field(default_factory=list, repr=False)
 
@@ -53,11 +62,22 @@ class Snapshot:
     def record_code(self, fn: types.FunctionType) -> None:
         self.codes.append((fn, fn.__code__))
 
+    def record_defaults(self, fn: types.FunctionType) -> None:
+        kw = fn.__kwdefaults__
+        self.defaults.append((fn, fn.__defaults__, kw,
+                              tuple(kw.items()) if kw is not None else None))
+
+    def record_annotation(self, obj: Any) -> None:
+        """``obj`` is a ``typing.Annotated`` object: keep what it is made of."""
+        self.annotations.append((obj, getattr(obj, "__origin__", None),
+                                 getattr(obj, "__metadata__", None)))
+
     def seal(self) -> None:
         """End of the check: fix the lists the launch paths compare."""
         #: the (dict, name, object) entries of names bound to an object: the part of the
-        #: snapshot the native launch path compares (cells, code objects and names that
-        #: must stay unbound are compared by :meth:`changed`, on the Python path)
+        #: snapshot the native launch path compares (cells, code objects, defaults,
+        #: annotations and names that must stay unbound are compared by :meth:`changed`,
+        #: on the Python path)
         self.bindings = [t for t in self.names if t[2] is not _MISSING]
         self._seen = set()
 
@@ -75,6 +95,19 @@ class Snapshot:
         for fn, code in self.codes:
             if fn.__code__ is not code:
                 return True
+        for fn, positional, kw, items in self.defaults:   # (inline: every launch asks)
+            if fn.__defaults__ is not positional or fn.__kwdefaults__ is not kw:
+                return True
+            if items is not None:
+                if len(kw) != len(items):
+                    return True
+                for name, value in items:
+                    if kw.get(name, _MISSING) is not value:
+                        return True
+        for obj, origin, meta in self.annotations:
+            if getattr(obj, "__origin__", None) is not origin or \
+                    getattr(obj, "__metadata__", None) is not meta:
+                return True
         return False
 
     def describe_change(self) -> str | None:
@@ -91,4 +124,12 @@ class Snapshot:
         for fn, code in self.codes:
             if fn.__code__ is not code:
                 return f"the code of {fn.__name__!r} was replaced"
+        for fn, positional, kw, items in self.defaults:
+            if Snapshot(defaults=[(fn, positional, kw, items)]).changed():
+                return f"the default values of {fn.__name__!r} were changed"
+        for obj, origin, meta in self.annotations:
+            if getattr(obj, "__origin__", None) is not origin or \
+                    getattr(obj, "__metadata__", None) is not meta:
+                return f"the annotation {obj!r} was changed"
         return None
+
