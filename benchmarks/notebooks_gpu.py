@@ -6,7 +6,7 @@ the figures worth having are the notebooks' *measured* points there. Each notebo
 with :mod:`json`; its code cells run top to bottom in one namespace of their own (a module
 registered as ``__main__`` while it runs, as a kernel's user namespace is):
 
-- ``%%tile [options]`` cells run through :func:`tilelab.lab.cell.run_cell` (the magic's
+- ``%%tile [options]`` cells run through :func:`tilelab.lab.cell.run.run_cell` (the magic's
   steps without a shell); each launch's measurement becomes a point (measured on a GPU,
   predicted on the CPU backend), and the cell's tabs are built as the magic builds them;
 - other cell magics are skipped; line magics (``%load_ext tilelab``, ``%matplotlib``) and
@@ -215,8 +215,8 @@ def _exec_python(code: str, namespace: dict, filename: str) -> str | None:
 def _view_text(report: Any) -> str:
     """The tabs ``%%tile`` would show for ``report`` (built as the magic builds them), as
     their plain-text summary."""
-    from tilelab.lab.panels import build_panels
-    from tilelab.lab.views import TileView
+    from tilelab.lab.views.panels import build_panels
+    from tilelab.lab.views.tabs import TileView
 
     view = TileView(build_panels(report), report.summary_line(), report.notes, mode="html")
     view.to_html()
@@ -225,7 +225,7 @@ def _view_text(report: Any) -> str:
 
 def _run_tile(cell: PreparedCell, namespace: dict, filename: str, rec: dict,
               roof_gpu: str) -> None:
-    from tilelab.lab.cell import run_cell
+    from tilelab.lab.cell.run import run_cell
 
     report = run_cell(cell.line, cell.code, namespace, name=filename)
     rec["tile"] = {"line": cell.line, "summary": report.summary_line(),

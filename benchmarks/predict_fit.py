@@ -3,7 +3,7 @@ constants fitted to them.
 
 For each case — the tour's kernels (vector add, GEMM, row softmax, persistent GEMM, at a
 few sizes; the tour GEMM also on fp32 data, the launches that reach the CUDA-core
-efficiency) and the explorer's tile × size grids (``tilelab.lab.widgets.explore``: the
+efficiency) and the explorer's tile × size grids (``tilelab.lab.views.widgets.explore``: the
 GEMM of notebook 03, vector add at the explorer's defaults) — it builds fresh random
 inputs, runs the kernel once and checks it against a float64 numpy reference, times it
 (``tl.bench``: CUDA events, warm-up, L2 flushed before every call, the median of each
@@ -191,9 +191,9 @@ def cases(backend: str) -> list[Case]:
 def launch_shape(case: Case, args: Sequence[Any], trace: Any,
                  resources: Any = None) -> tuple[Any, dict]:
     """The model's input for one counted launch: a ``LaunchShape`` built as
-    ``tilelab.lab.roofline_plot.point_from_trace`` builds it (blocks, useful and executed
-    FLOPs, bytes, precision, the kernel's resources), with a GEMM's ``GemmShape`` taken
-    from its arguments (c, a, b), and what the JSON says of it.
+    ``tilelab.lab.figures.roofline_plot.point_from_trace`` builds it (blocks, useful and
+    executed FLOPs, bytes, precision, the kernel's resources), with a GEMM's ``GemmShape``
+    taken from its arguments (c, a, b), and what the JSON says of it.
 
     Example:
         >>> from types import SimpleNamespace as NS
@@ -204,7 +204,7 @@ def launch_shape(case: Case, args: Sequence[Any], trace: Any,
         >>> shape.blocks, shape.dram_bytes, shape.precision, shape.threads, info["gemm"]
         (4, 96.0, 'fp32', 128, None)
     """
-    from tilelab.lab.roofline_plot import gemm_shape_of, infer_precision
+    from tilelab.lab.figures.roofline_plot import gemm_shape_of, infer_precision
     from tilelab.perf.predict import GemmShape, LaunchShape
 
     prec = case.work.precision if case.work is not None else infer_precision(trace)
@@ -286,7 +286,7 @@ def run_case(case: Case, backend: str, *, timing: dict, resources: bool,
         >>> row["status"], shape.blocks                        # doctest: +SKIP
         ('ok', 4)
     """
-    from tilelab.lab.ownership import trace_args
+    from tilelab.lab.figures.ownership import trace_args
 
     row: dict[str, Any] = {"name": case.name, "group": case.group, "kernel": case.kernel.name,
                            "params": case.params, "status": "ok", "notes": []}

@@ -168,11 +168,11 @@ def roofline_png(cases: list[dict], env: dict, nominal_gpu: str, path: str | Pat
     pts = _points(cases, env)
     title = f"tilelab suite on {env.get('gpu')}: {len(pts)} kernels (dense ceilings)"
     try:
-        from tilelab.lab.roofline_plot import roofline_figure, save_png
+        from tilelab.lab.figures.roofline_plot import roofline_figure, save_png
 
         fig = roofline_figure(pts, gpus=(nominal_gpu,), theme="light", title=title)
         save_png(fig, path)
-        how = "tilelab.lab.roofline_plot.roofline_figure"
+        how = "tilelab.lab.figures.roofline_plot.roofline_figure"
     except Exception as lab_error:   # the lab may be missing or mid-change: draw it here
         try:
             _own_plot(pts, nominal_gpu, title, path)

@@ -263,12 +263,12 @@ def _check(case: TourCase, inputs: tuple, output: Any) -> float:
 
 def _run_case(case: TourCase, device: str, predict_on: str, sample_blocks: int) -> TourResult:
     import tilelab as tl
-    from tilelab.lab.roofline_plot import point_from_trace
+    from tilelab.lab.figures.roofline_plot import point_from_trace
     from tilelab.perf.specs import lookup_gpu, spec_for_device
 
     args, inputs, output = case.build(device)
     if device == "gpu":
-        from tilelab.lab.ownership import trace_args
+        from tilelab.lab.figures.ownership import trace_args
 
         case.kernel(*args)
         tl.synchronize()
@@ -382,7 +382,7 @@ def print_summary(results: list[TourResult]) -> None:
 
 def _roofline_png(results: list[TourResult], path: Path, current: Any) -> str:
     try:
-        from tilelab.lab.roofline_plot import roofline_figure, save_png
+        from tilelab.lab.figures.roofline_plot import roofline_figure, save_png
     except ImportError as e:  # the lab extras are optional
         return f"roofline.png skipped (install tilelab[lab]: {e})"
     points = [r.point for r in results if r.point is not None]

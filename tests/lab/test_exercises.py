@@ -9,9 +9,10 @@ import pytest
 
 import cuda.tile as ct
 import tilelab as tl
-from tilelab.lab import solutions
-from tilelab.lab.exercises import EXERCISES, check, exercises, grade, solution
-from tilelab.lab.expect import expect
+from tilelab.lab.course import solutions
+from tilelab.lab.course.exercises import check, exercises, grade, solution
+from tilelab.lab.course.grading import EXERCISES
+from tilelab.lab.course.expect import expect
 
 def test_there_are_six_to_ten_exercises_and_every_solution_passes():
     names = [e.name for e in exercises()]
@@ -193,3 +194,13 @@ def test_expect_shows_the_error_and_fails_when_it_does_not_happen(capsys):
     with pytest.raises(ValueError):
         with expect(tl.SafetyError):
             raise ValueError("another error passes through")
+
+
+@pytest.mark.parametrize("module", ["grading", "exercises", "checks"])
+def test_doctests(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"tilelab.lab.course.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0

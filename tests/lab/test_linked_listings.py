@@ -6,10 +6,10 @@ import doctest
 import re
 from types import SimpleNamespace as NS
 
-import tilelab.lab.linked as linked_module
-from tilelab.lab.debuginfo import IRLine
-from tilelab.lab.linked import (is_boilerplate, linked_section, ptx_lines, sass_lines,
-                                shorten)
+import tilelab.lab.views.linked as linked_module
+from tilelab.lab.report.debuginfo import IRLine
+from tilelab.lab.views.linked import (is_boilerplate, linked_section, ptx_lines, sass_lines,
+                                      shorten)
 
 NAME = "add_Kt1_A1f32_1i16t1_p16_A1f32_1i16t1_p16_A1f32_1i16t1_p16_I256"
 KERNEL = NS(source_file="<cell>", source_first_line=3, arch="sm_90",

@@ -242,7 +242,7 @@ def test_bench_times_the_interpreter(shell):
     res, cap = run(shell, "%%tile --bench --show timings\n" + ADD)
     assert res.success
     frame = lab.last_view().report
-    from tilelab.lab.report import timings_frame
+    from tilelab.lab.report.cell_report import timings_frame
 
     df = timings_frame(frame)
     assert "interpreter (ms)" in df.columns and df["interpreter (ms)"].iloc[0] > 0

@@ -5,9 +5,9 @@ import ast
 
 import pytest
 
-from tilelab.lab.cell import (cell_kernel_names, classify_functions, decorate_kernels,
-                              definitions_only)
-from tilelab.lab.options import DEFAULT_VIEWS, OptionError, TileOptions, parse_show
+from tilelab.lab.cell.run import (cell_kernel_names, classify_functions, decorate_kernels,
+                                  definitions_only)
+from tilelab.lab.report.options import DEFAULT_VIEWS, OptionError, TileOptions, parse_show
 
 
 def plan_of(src: str):

@@ -3,8 +3,8 @@
 Each notebook is executed with nbclient in a fresh kernel whose environment forces
 ``TILELAB_BACKEND=cpu`` and a private ``TILELAB_CACHE_DIR``. No cell may fail, and no cell
 is tagged ``raises-exception`` (editors other than JupyterLab stop there): the errors a
-notebook teaches are shown through ``tilelab.lab.expect``. Then the outputs a reader relies
-on are checked: the tabbed ``%%tile`` views with their Tile IR, the figures (PNG), the
+notebook teaches are shown through ``tilelab.lab.course.expect``. Then the outputs a reader
+relies on are checked: the tabbed ``%%tile`` views with their Tile IR, the figures (PNG), the
 SafetyError / AliasError / LaunchError / BorrowError messages, the race report, the
 exercises' verdicts on their stubs and the checks each notebook prints.
 
@@ -34,7 +34,7 @@ CELL_TIMEOUT_S = 300     # a whole notebook takes well under a minute on 2 cores
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 #: the cells tagged raises-exception, by a line of their source, and the error each shows.
-#: None: expected errors are shown through tilelab.lab.expect, so Run All never stops.
+#: None: expected errors are shown through tilelab.lab.course.expect, so Run All never stops.
 EXPECTED_ERRORS: dict[str, list[tuple[str, str, str]]] = {}
 
 

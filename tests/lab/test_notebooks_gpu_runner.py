@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.notebooks_gpu import SCHEMA, notebook_paths, prepare_cell
-from tilelab.lab.cell import options_from_line, run_cell
-from tilelab.lab.options import OptionError
+from tilelab.lab.cell.run import options_from_line, run_cell
+from tilelab.lab.report.options import OptionError
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKED = ("IPython", "ipykernel", "nbformat", "nbclient", "ipywidgets")
@@ -108,7 +108,7 @@ def test_a_race_propagates_from_run_cell_and_is_kept_for_the_magic():
     import time
 
     import tilelab as tl
-    from tilelab.lab.cell import run_parsed_cell
+    from tilelab.lab.cell.run import run_parsed_cell
 
     with pytest.raises(tl.LaunchError, match=r"<race>:4:5: 1 race\(s\) in kernel 'clash'"):
         run_cell("--backend cpu --unsafe", RACY, {"tl": tl}, name="<race>")

@@ -14,16 +14,15 @@ import pytest
 import cuda.tile as ct
 import tilelab as tl
 import tilelab.compiler.device as device
-import tilelab.lab.ownership as ownership_module
-import tilelab.lab.ownership_data as ownership_data_module
-import tilelab.lab.ownership_launch as ownership_launch_module
-import tilelab.lab.ownership_race as ownership_race_module
-import tilelab.lab.ownership_svg as ownership_svg_module
+import tilelab.lab.figures.ownership as ownership_module
+import tilelab.lab.figures.ownership_data as ownership_data_module
+import tilelab.lab.figures.ownership_launch as ownership_launch_module
+import tilelab.lab.figures.ownership_race as ownership_race_module
+import tilelab.lab.figures.ownership_svg as ownership_svg_module
 from tilelab.kernels.examples import gemm, persistent_gemm, vector_add
-from tilelab.lab.ownership import (ownership_data, ownership_figure, ownership_figures,
-                                   race_data, race_figure, trace_args,
-                                   trace_launch)
-from tilelab.lab.svg import color, owner_fill
+from tilelab.lab.figures.ownership import (ownership_data, ownership_figure, ownership_figures,
+                                           race_data, race_figure, trace_args, trace_launch)
+from tilelab.lab.figures.svg import color, owner_fill
 from tilelab.runtime.events import subscribe
 
 

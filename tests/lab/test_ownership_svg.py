@@ -7,9 +7,9 @@ import sys
 import xml.etree.ElementTree as ET
 
 import tilelab as tl
-from tilelab.lab.ownership import ownership_figure
-from tilelab.lab.ownership_svg import NAMING
-from tilelab.lab.svg import color, resolve
+from tilelab.lab.figures.ownership import ownership_figure
+from tilelab.lab.figures.ownership_svg import NAMING
+from tilelab.lab.figures.svg import color, resolve
 
 
 def _svg(fig):

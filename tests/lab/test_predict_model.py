@@ -181,8 +181,8 @@ def test_a_real_gemm_launch_predicts_with_tile_reuse():
 
     import tilelab as tl
     from tilelab.kernels.examples import gemm
-    from tilelab.lab.ownership import trace_launch
-    from tilelab.lab.roofline_plot import gemm_shape_of, point_from_trace
+    from tilelab.lab.figures.ownership import trace_launch
+    from tilelab.lab.figures.roofline_plot import gemm_shape_of, point_from_trace
     from tilelab.runtime.events import subscribe
 
     a = tl.tensor(np.ones((256, 128), np.float32), device="cpu")
@@ -207,8 +207,8 @@ def test_a_square_gemm_is_recognised_and_a_square_elementwise_launch_is_not():
 
     import tilelab as tl
     from tilelab.kernels.examples import gemm, vector_add
-    from tilelab.lab.ownership import trace_launch
-    from tilelab.lab.roofline_plot import gemm_shape_of
+    from tilelab.lab.figures.ownership import trace_launch
+    from tilelab.lab.figures.roofline_plot import gemm_shape_of
     from tilelab.runtime.events import subscribe
 
     a = tl.tensor(np.ones((128, 128), np.float32), device="cpu")

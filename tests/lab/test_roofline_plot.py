@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-import tilelab.lab.roofline_plot as plot_module
-import tilelab.lab.roofline_svg as svg_module
-import tilelab.lab.theme as theme_module
+import tilelab.lab.figures.roofline_plot as plot_module
+import tilelab.lab.figures.roofline_svg as svg_module
+import tilelab.lab.figures.theme as theme_module
 from tilelab.kernels.examples import gemm, vector_add
-from tilelab.lab.roofline_plot import (ceiling_label, infer_precision, point_from_trace,
-                                       roofline_figure, save_png, short_gpu_name)
-from tilelab.lab.svg import color
-from tilelab.lab.theme import DARK, detect_theme, get_theme
+from tilelab.lab.figures.roofline_plot import (infer_precision, point_from_trace,
+                                               roofline_figure, save_png)
+from tilelab.lab.figures.roofline_svg import ceiling_label, short_gpu_name
+from tilelab.lab.figures.svg import color
+from tilelab.lab.figures.theme import DARK, detect_theme, get_theme
 from tilelab.perf.ceilings import MeasuredCeilings
 from tilelab.perf.counting import elementwise, gemm as gemm_work, softmax
 from tilelab.perf.roofline import (RooflinePoint, attainable, predict, project,

@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tilelab.lab.roofline_plot import point_from_trace, roofline_figure
-from tilelab.lab.roofline_svg import place_labels, rect_hits_segment, spread_markers
+from tilelab.lab.figures.roofline_plot import point_from_trace, roofline_figure
+from tilelab.lab.figures.roofline_svg import place_labels, rect_hits_segment, spread_markers
 from tilelab.perf.counting import elementwise, gemm, softmax
 from tilelab.perf.roofline import RooflinePoint, predict
 

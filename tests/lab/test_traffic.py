@@ -6,9 +6,9 @@ import doctest
 import numpy as np
 
 import tilelab as tl
-import tilelab.lab.traffic as traffic_module
+import tilelab.lab.course.traffic as traffic_module
 from tilelab.kernels import add, add_rms_norm, rms_norm
-from tilelab.lab.traffic import count_traffic, record_launches, running_figure
+from tilelab.lab.course.traffic import count_traffic, record_launches, running_figure
 
 
 def test_fusion_saves_the_reread_of_h():

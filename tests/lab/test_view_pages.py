@@ -13,10 +13,11 @@ from IPython.utils.capture import capture_output  # noqa: E402
 
 import tilelab as tl  # noqa: E402
 import tilelab.lab as lab  # noqa: E402
-from tilelab.lab.figures import Image  # noqa: E402
-from tilelab.lab.panels import Panel, figure_html  # noqa: E402
-from tilelab.lab.theme import DARK, LIGHT, css_var, css_variables, theme_css  # noqa: E402
-from tilelab.lab.views import CSS, TileView  # noqa: E402
+from tilelab.lab.figures.images import Image  # noqa: E402
+from tilelab.lab.figures.theme import (DARK, LIGHT, css_var, css_variables,  # noqa: E402
+                                       theme_css)
+from tilelab.lab.views.panels import Panel, figure_html  # noqa: E402
+from tilelab.lab.views.tabs import CSS, TileView  # noqa: E402
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 HEAD = "import tilelab as tl\nimport cuda.tile as ct\n"
@@ -150,7 +151,7 @@ def test_layout_css_fits_narrow_outputs():
 
 def test_the_explorer_wraps_and_scales_its_figures():
     from tilelab.kernels.examples import vector_add
-    from tilelab.lab.widgets import explore
+    from tilelab.lab.views.widgets import explore
 
     def make_args(tile, n):
         x = tl.ones(n, device="cpu")
@@ -192,7 +193,7 @@ permute_raw(out, x, 8, 8, grid=(2, 4, 1))
 
 
 def test_categories_svg_pools_large_arrays_and_draws_every_slice():
-    from tilelab.lab.race_view import MAX_SLICES, categories_svg
+    from tilelab.lab.views.race_view import MAX_SLICES, categories_svg
 
     big = np.zeros((1000, 1000), np.int8)
     big[5, 5] = 3
@@ -250,7 +251,7 @@ conv(z.partition(256), x)
 
 
 def test_rename_cells_turns_cell_files_into_in_n(shell):
-    from tilelab.lab.runner import cell_files, display_name, rename_cells
+    from tilelab.lab.cell.shell import cell_files, display_name, rename_cells
 
     run(shell, "pass")
     name = cell_files(shell)[-1]
@@ -261,8 +262,9 @@ def test_rename_cells_turns_cell_files_into_in_n(shell):
     assert rename_cells("write at kernels.py:6", shell) == "write at kernels.py:6"
 
 
-@pytest.mark.parametrize("module", ["race_view", "timings_table", "theme", "widgets",
-                                    "record", "runner", "save"])
+@pytest.mark.parametrize("module", ["views.race_view", "views.timings_table", "figures.theme",
+                                    "views.widgets", "report.record", "cell.shell",
+                                    "cell.save"])
 def test_doctests_of_the_page_modules(module):
     import doctest
     import importlib

@@ -9,11 +9,13 @@ from html.parser import HTMLParser
 import pytest
 
 import tilelab as tl
-from tilelab.lab.debuginfo import IRLine, annotate_tileir, parse_debug_tileir
-from tilelab.lab.highlight import highlight_lines
-from tilelab.lab.panels import VIEWS, Panel, build_panels
-from tilelab.lab.report import CellReport, KernelReport, build_kernel_report, timings_frame
-from tilelab.lab.views import TileView
+from tilelab.lab.report.cell_report import (CellReport, KernelReport, build_kernel_report,
+                                            timings_frame)
+from tilelab.lab.report.debuginfo import IRLine, annotate_tileir, parse_debug_tileir
+from tilelab.lab.views.highlight import highlight_lines
+from tilelab.lab.report.options import VIEWS
+from tilelab.lab.views.panels import Panel, build_panels
+from tilelab.lab.views.tabs import TileView
 
 
 @tl.kernel
@@ -215,9 +217,10 @@ def test_annotate_tileir_falls_back_to_plain_text_without_the_disassembler(monke
     assert lines and not any(l.located for l in lines)
 
 
-@pytest.mark.parametrize("module", ["highlight", "debuginfo", "record", "cell", "options",
-                                    "panels", "views", "report", "figures", "save", "measure",
-                                    "collect", "runner", "magic"])
+@pytest.mark.parametrize("module", ["views.highlight", "report.debuginfo", "report.record",
+                                    "cell.run", "report.options", "views.panels", "views.tabs",
+                                    "report.cell_report", "figures.images", "cell.save",
+                                    "report.measure", "cell.collect", "cell.shell", "magic"])
 def test_doctests(module):
     mod = importlib.import_module(f"tilelab.lab.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)

@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("ipywidgets", reason="the explorer is an ipywidgets panel")
 
 import tilelab as tl  # noqa: E402
-import tilelab.lab.widgets as widgets_module  # noqa: E402
+import tilelab.lab.views.widgets as widgets_module  # noqa: E402
 from tilelab.kernels.examples import gemm, vector_add
-from tilelab.lab.widgets import Explorer, explore
+from tilelab.lab.views.widgets import Explorer, explore
 from tilelab.perf.counting import elementwise
 from tilelab.runtime.device import gpu_available
 

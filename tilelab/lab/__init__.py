@@ -7,6 +7,11 @@ work too. See ``docs/lab.md`` for the magic's options and tabs.
 Importing this package does not import IPython; the magic's module is loaded on
 :func:`load_ipython_extension`.
 
+The code is in wings by job, each importing only itself and the wings below it:
+:mod:`~tilelab.lab.figures` → :mod:`~tilelab.lab.report` → :mod:`~tilelab.lab.views` →
+:mod:`~tilelab.lab.cell` and :mod:`~tilelab.lab.course` (side by side) → ``magic`` (see
+``docs/lab.md``, "Where the code is").
+
 Example:
     >>> from IPython.core.interactiveshell import InteractiveShell
     >>> sh = InteractiveShell.instance()
@@ -21,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelab.lab.exercises import check
-from tilelab.lab.expect import expect
+from tilelab.lab.course.exercises import check
+from tilelab.lab.course.expect import expect
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "last_view", "check",
            "expect"]

@@ -1,9 +1,9 @@
 """The ``%%tile`` cell magic: compile the cell's kernels, run it, show a tabbed view.
 
 Why: in a notebook the unit of work is a cell. ``%%tile`` makes a cell a small lab bench:
-its functions become kernels without decorators (see :mod:`tilelab.lab.cell` for the
+its functions become kernels without decorators (see :mod:`tilelab.lab.cell.run` for the
 rule), it runs as a normal cell would, and the launches it made are compiled for an arch of
-choice, counted, timed and shown (see :mod:`tilelab.lab.views`).
+choice, counted, timed and shown (see :mod:`tilelab.lab.views.tabs`).
 
 Example:
     >>> TileMagics.tile.__doc__.splitlines()[2].split()[0]
@@ -24,24 +24,24 @@ from __future__ import annotations
 import ast
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from tilelab.lab.cell import run_parsed_cell
-from tilelab.lab.options import OptionError, TileOptions
-from tilelab.lab.runner import (CellSource, display_name, execute, parse_cell,
-                                prepare_error, register_cell, rename_cells)
+from tilelab.lab.cell.run import run_parsed_cell
+from tilelab.lab.cell.shell import (CellSource, display_name, execute, parse_cell,
+                                    prepare_error, register_cell, rename_cells)
+from tilelab.lab.report.options import OptionError, TileOptions
 
-__all__ = ["TileMagics", "last_view"]
+__all__ = ["TileMagics", "last_view", "measure_cell_time"]
 
 _LAST: list[Any] = [None]
 
 
 def last_view() -> Any:
-    """The :class:`~tilelab.lab.views.TileView` of the last ``%%tile`` cell (its
+    """The :class:`~tilelab.lab.views.tabs.TileView` of the last ``%%tile`` cell (its
     ``report`` attribute holds the artifacts, launches and measurements), or None.
 
     Example:
@@ -162,7 +162,7 @@ class TileMagics(Magics):
     @staticmethod
     def _save(report: Any, view: Any, directory: str) -> None:
         """``--save``: write the files, or say (as a UsageError) why they cannot be."""
-        from tilelab.lab.save import save_report
+        from tilelab.lab.cell.save import save_report
 
         try:
             written = save_report(report, view.to_html(), directory)
@@ -174,8 +174,8 @@ class TileMagics(Magics):
         """Build the view of ``report``, remember it (:func:`last_view`) and display it."""
         from IPython.display import display
 
-        from tilelab.lab.panels import build_panels
-        from tilelab.lab.views import TileView
+        from tilelab.lab.views.panels import build_panels
+        from tilelab.lab.views.tabs import TileView
 
         header = report.summary_line() + f" · {report.seconds:.2f} s"
         if made:
@@ -221,9 +221,42 @@ def _active_backend() -> str:
 
 def _execute(shell: Any, tree: ast.Module, src: CellSource) -> None:
     """Run the cell's module through the shell; an error leaving it is made to render
-    well first (:func:`~tilelab.lab.runner.prepare_error`)."""
+    well first (:func:`~tilelab.lab.cell.shell.prepare_error`)."""
     try:
         execute(shell, tree, src)
     except BaseException as e:
         prepare_error(shell, e, src)
         raise
+
+
+def measure_cell_time(cell: str, *, line: str = "--backend cpu", repeat: int = 3,
+                      ipython: Any = None,
+                      clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Time a warm ``%%tile`` cell: run it once (cold: compiles, caches), then ``repeat``
+    times, and return the cold time, the warm times and their median in seconds, and
+    where the warm time goes (``report.seconds``: collecting and drawing the view).
+
+    A benchmark, not a test: the figure depends on the machine.
+
+    Example:
+        >>> r = measure_cell_time("import tilelab as tl\\n"
+        ...                       "z = tl.zeros(1024); tl.kernels.scale(z, 2.0)")  # doctest: +SKIP
+        >>> r["warm_median_s"] < 0.5                                              # doctest: +SKIP
+        True
+    """
+    import statistics
+
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = ipython or get_ipython()
+    ip.run_line_magic("load_ext", "tilelab")
+    times, collect = [], []
+    for i in range(repeat + 1):
+        t0 = clock()
+        ip.run_cell_magic("tile", line, cell)
+        times.append(clock() - t0)
+        view = last_view()
+        collect.append(getattr(getattr(view, "report", None), "seconds", None))
+    warm = times[1:]
+    return {"cold_s": times[0], "warm_s": warm, "warm_median_s": statistics.median(warm),
+            "collect_s": collect[1:]}

@@ -7,8 +7,8 @@ tracing when neither ownership, roofline, timings nor ``--bench`` ask for it); `
 needs everything.
 
 Example:
-    >>> from tilelab.lab.options import TileOptions
-    >>> from tilelab.lab.record import LaunchRecorder
+    >>> from tilelab.lab.report.options import TileOptions
+    >>> from tilelab.lab.report.record import LaunchRecorder
     >>> r = collect_report(LaunchRecorder(), {}, {}, TileOptions(), cell_name="In[1]")
     >>> r.summary_line()
     'In[1]: no kernels, no launches · backend cpu · arch sm_90'
@@ -18,10 +18,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-from tilelab.lab.measure import Measurement, measure_launch
-from tilelab.lab.options import TileOptions
-from tilelab.lab.record import LaunchRecorder, describe_launch
-from tilelab.lab.report import CellReport, LaunchReport, build_kernel_report
+from tilelab.lab.report.cell_report import CellReport, LaunchReport, build_kernel_report
+from tilelab.lab.report.measure import Measurement, measure_launch
+from tilelab.lab.report.options import VIEWS, TileOptions
+from tilelab.lab.report.record import LaunchRecorder, describe_launch
 
 __all__ = ["collect_report", "example_args"]
 
@@ -46,8 +46,6 @@ def example_args(examples: Any, name: str) -> tuple | None:
 def _needed(opts: TileOptions) -> set[str]:
     """The views to compute: those shown, and all of them for ``--save`` (which writes
     every artifact and figure, whichever tabs are shown)."""
-    from tilelab.lab.panels import VIEWS
-
     return set(VIEWS) if opts.save else set(opts.views)
 
 
@@ -158,7 +156,7 @@ def collect_report(rec: LaunchRecorder, cell_kernels: Mapping[str, Any], example
 
 
 def _draw_ownership(k: Any, event: Any, m: Measurement) -> None:
-    from tilelab.lab.figures import ownership_images
+    from tilelab.lab.figures.images import ownership_images
 
     try:
         k.ownership = ownership_images(event, m.trace)
@@ -188,7 +186,7 @@ def _draw_roofline(report: CellReport, current: Any = None) -> None:
                                 if not report.launches else
                                 "No roofline points: the launches could not be counted")
         return
-    from tilelab.lab.figures import roofline_image
+    from tilelab.lab.figures.images import roofline_image
 
     try:
         report.roofline = roofline_image(points, report.roofline_gpus, current)

@@ -12,16 +12,16 @@ from the truth.
 
 The work is split in three modules, re-exported here:
 
-- :mod:`tilelab.lab.ownership_data` — who owns what (:func:`ownership_data`,
+- :mod:`tilelab.lab.figures.ownership_data` — who owns what (:func:`ownership_data`,
   :func:`race_data`), plain data;
-- :mod:`tilelab.lab.ownership_svg` and :mod:`tilelab.lab.ownership_race` — the SVG
-  pictures (:func:`ownership_figure`, :func:`reads_figure`, :func:`race_figure`);
-- :mod:`tilelab.lab.ownership_launch` — re-running a recorded launch on CPU copies of its
-  arguments (:func:`trace_launch`, :func:`trace_args`, :func:`cpu_copy`) and every picture
-  of one launch (:func:`ownership_figures`).
+- :mod:`tilelab.lab.figures.ownership_svg` and :mod:`tilelab.lab.figures.ownership_race` —
+  the SVG pictures (:func:`ownership_figure`, :func:`reads_figure`, :func:`race_figure`);
+- :mod:`tilelab.lab.figures.ownership_launch` — re-running a recorded launch on CPU copies
+  of its arguments (:func:`trace_launch`, :func:`trace_args`, :func:`cpu_copy`) and every
+  picture of one launch (:func:`ownership_figures`).
 
-Every figure is a :class:`tilelab.lab.svg.SvgFigure`: SVG text whose colours follow the
-page's theme, with what it drew in ``fig.tilelab`` (a dict) and ``fig.find(gid)``.
+Every figure is a :class:`tilelab.lab.figures.svg.SvgFigure`: SVG text whose colours follow
+the page's theme, with what it drew in ``fig.tilelab`` (a dict) and ``fig.find(gid)``.
 
 Example:
     >>> import tilelab as tl
@@ -32,11 +32,12 @@ Example:
 """
 from __future__ import annotations
 
-from tilelab.lab.ownership_data import (OwnershipData, RaceData, ownership_data, race_data,
-                                        schedule_label)
-from tilelab.lab.ownership_launch import cpu_copy, ownership_figures, trace_args, trace_launch
-from tilelab.lab.ownership_race import race_figure
-from tilelab.lab.ownership_svg import ownership_figure, reads_figure
+from tilelab.lab.figures.ownership_data import (OwnershipData, RaceData, ownership_data,
+                                                race_data, schedule_label)
+from tilelab.lab.figures.ownership_launch import (cpu_copy, ownership_figures, trace_args,
+                                                  trace_launch)
+from tilelab.lab.figures.ownership_race import race_figure
+from tilelab.lab.figures.ownership_svg import ownership_figure, reads_figure
 
 __all__ = ["OwnershipData", "ownership_data", "ownership_figure", "reads_figure",
            "RaceData", "race_data", "race_figure", "ownership_figures", "trace_launch",

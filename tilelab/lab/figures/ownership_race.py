@@ -2,8 +2,8 @@
 
 Why: a race is a picture — the elements two blocks write (red), or that one block reads
 while another writes them (orange) — with the blocks involved and the racing line named.
-The counts come from :func:`tilelab.lab.ownership_data.race_data`; the panels are drawn
-like the ownership diagrams' read panels (:mod:`tilelab.lab.ownership_svg`).
+The counts come from :func:`tilelab.lab.figures.ownership_data.race_data`; the panels are
+drawn like the ownership diagrams' read panels (:mod:`tilelab.lab.figures.ownership_svg`).
 
 Example:
     >>> import numpy as np, cuda.tile as ct
@@ -21,9 +21,9 @@ import os
 from typing import Any
 
 from tilelab.errors import SourceLocation, display_filename
-from tilelab.lab.ownership_data import _extent, _fmt_dims, block_name, race_data
-from tilelab.lab.svg import SvgFigure, color
-from tilelab.lab.theme import Theme, get_theme
+from tilelab.lab.figures.ownership_data import _extent, _fmt_dims, block_name, race_data
+from tilelab.lab.figures.svg import SvgFigure, color
+from tilelab.lab.figures.theme import Theme, get_theme
 
 __all__ = ["race_figure", "race_location"]
 
@@ -90,7 +90,7 @@ def race_figure(trace: Any, arg: str, *, theme: "Theme | str | None" = None,
     lead_rank = max(cats.ndim - 2, 0)
     prefer = (cats >= 2).reshape(cats.shape[:lead_rank] + (-1,)).any(-1) if lead_rank else None
     fig = SvgFigure(1000.0, 100, title=title, theme=t)
-    from tilelab.lab.ownership_svg import _PAD, _element_section, _layout, _place
+    from tilelab.lab.figures.ownership_svg import _PAD, _element_section, _layout, _place
 
     y = _layout(fig, title, "")
     legend_y = y

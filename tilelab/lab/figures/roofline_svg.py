@@ -23,11 +23,11 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from tilelab.lab.svg import SvgFigure, color, text_width
-from tilelab.lab.theme import Theme, get_theme
+from tilelab.lab.figures.svg import SvgFigure, color, text_width
+from tilelab.lab.figures.theme import Theme, get_theme
 
 __all__ = ["roofline_figure", "place_labels", "rect_hits_segment", "spread_markers",
-           "MARKERS"]
+           "ceiling_label", "short_gpu_name", "MARKERS"]
 
 #: marker shapes of the points, in turn (with the colours: a distinct pair per point)
 MARKERS = ("circle", "square", "triangle", "diamond", "down", "hexagon")
@@ -39,6 +39,73 @@ _MARKER_R = 6.5                                    # a point marker's radius, px
 _MARKER_GAP = 2 * (1.3 * _MARKER_R + 1)
 _L, _T, _PW, _PH = 92.0, 44.0, 560.0, 360.0       # the plot box, px
 _W = 1000.0
+
+
+# ============================================================================ names and points
+
+def short_gpu_name(spec: Any) -> str:
+    """A GPU's name as a legend shows it: no 'NVIDIA', 'GeForce' or form factor.
+
+    Example:
+        >>> from tilelab.perf.specs import lookup_gpu
+        >>> short_gpu_name(lookup_gpu("rtx5090")), short_gpu_name(lookup_gpu("h200"))
+        ('RTX 5090', 'H200')
+    """
+    from tilelab.perf.specs import UnknownGPUError, lookup_gpu
+
+    try:
+        name = lookup_gpu(spec).name
+    except UnknownGPUError:
+        name = str(spec)
+    measured = "(measured)" in name
+    for word in ("NVIDIA ", "GeForce ", " (measured)", " SXM5", " SXM", " PCIe", " 80GB"):
+        name = name.replace(word, "")
+    return name.strip() + (" measured" if measured else "")
+
+
+def ceiling_label(gpu: Any, precision: str, density: str = "dense") -> str:
+    """Legend text of one compute ceiling: GPU, precision, accumulator, density.
+
+    Example:
+        >>> ceiling_label("h200", "bf16"), ceiling_label("b200", "fp32")
+        ('H200 bf16 (fp32 acc, dense)', 'B200 fp32 (CUDA cores, dense)')
+        >>> ceiling_label("rtx5090", "fp16_acc16", "sparse")
+        'RTX 5090 fp16 (fp16 acc, 2:4 sparse)'
+    """
+    from tilelab.perf.specs import PRECISIONS, check_precision
+
+    info = PRECISIONS[check_precision(precision)]
+    name = precision.replace("_acc16", "").replace("_tc", " tensor")
+    if not info.tensor:
+        how = "CUDA cores"
+    elif "accumulate" in info.label:
+        how = info.label.split(",")[-1].replace("accumulate", "").strip().lower() + " acc"
+    else:
+        how = name.split()[0] + " acc"
+    dens = "2:4 sparse" if str(density) in ("sparse", "Density.SPARSE") else "dense"
+    return f"{short_gpu_name(gpu)} {name} ({how}, {dens})"
+
+
+def _as_points(points: Any) -> tuple[list, list]:
+    """(points, gpus of a Roofline passed in) from points, Work objects or a Roofline."""
+    from tilelab.perf.roofline import Roofline, RooflinePoint
+
+    if isinstance(points, Roofline):
+        return list(points.points), list(points.gpus)
+    if points is None:
+        return [], []
+    if isinstance(points, RooflinePoint) or hasattr(points, "flops"):
+        points = [points]
+    out = []
+    for p in points:
+        if isinstance(p, RooflinePoint):
+            out.append(p)
+        elif all(hasattr(p, a) for a in ("flops", "bytes", "precision")):
+            out.append(RooflinePoint.from_work(p))
+        else:
+            raise TypeError(f"roofline points are RooflinePoint or Work objects, got "
+                            f"{type(p).__name__}")
+    return out, []
 
 
 # ============================================================================ geometry
@@ -213,7 +280,6 @@ def _marker(fig: SvgFigure, shape: str, x: float, y: float, r: float, *, fill: s
 def _ceilings(fig: SvgFigure, ax: _Axes, data: dict, specs: dict,
               precs: Sequence[str]) -> tuple[list, list, list]:
     """Ceiling polylines and ridge diamonds; returns legend entries, segments, ridges."""
-    from tilelab.lab.roofline_plot import ceiling_label, short_gpu_name
     from tilelab.perf.roofline import format_bandwidth
     from tilelab.perf.specs import PRECISIONS
 
@@ -387,7 +453,7 @@ def _labels(fig: SvgFigure, drawn: dict, ridges: list, segments: list) -> list[d
 
 def _legend(fig: SvgFigure, entries: list, x: float, y: float, width: float) -> float:
     """Legend rows: a sample drawn as in the plot, then the text (wrapped)."""
-    from tilelab.lab.ownership_svg import _lines
+    from tilelab.lab.figures.ownership_svg import _lines
 
     for kind, style, text in entries:
         if kind == "line":
@@ -413,7 +479,7 @@ def _legend(fig: SvgFigure, entries: list, x: float, y: float, width: float) -> 
 
 def _table(fig: SvgFigure, data: dict, drawn: dict, pts: list, y: float) -> float:
     """One row per point (number, kernel, work, time) and the model's terms under it."""
-    from tilelab.lab.ownership_svg import _lines
+    from tilelab.lab.figures.ownership_svg import _lines
     from tilelab.perf.roofline import format_flops, format_seconds
 
     cols = (12, 48, 300, 400, 520, 640)
@@ -498,7 +564,7 @@ def roofline_figure(points: Any = (), gpus: Sequence[Any] | None = ("b200", "rtx
     the plot lists the points and the model's terms and assumptions.
 
     ``points`` are :class:`~tilelab.perf.roofline.RooflinePoint` (or
-    :class:`~tilelab.lab.roofline_plot.ModelPoint`), counted
+    :class:`~tilelab.lab.figures.roofline_plot.ModelPoint`), counted
     :class:`~tilelab.perf.counting.Work` or a whole :class:`~tilelab.perf.roofline.Roofline`
     (``gpus=None`` then draws that Roofline's GPUs). ``precisions`` defaults to FP32 and
     those of the points; ``density="sparse"`` draws 2:4-sparse tensor rates instead.
@@ -511,7 +577,6 @@ def roofline_figure(points: Any = (), gpus: Sequence[Any] | None = ("b200", "rtx
          'ridge point: peak ÷ bandwidth (FLOP/B); left of it memory-bound, right
          compute-bound', 'predicted (counted, no GPU time)']
     """
-    from tilelab.lab.roofline_plot import _as_points
     from tilelab.perf.roofline import Roofline
     from tilelab.perf.specs import lookup_gpu
 

@@ -1,9 +1,9 @@
 """Figures for the lab's tabs: ownership diagrams and the roofline, as inline SVG.
 
 Why: the views are HTML (a static page and widget tabs built from the same content). The
-figures are drawn as SVG text (:mod:`tilelab.lab.ownership_svg`,
-:mod:`tilelab.lab.roofline_svg`) — no matplotlib in a warm cell, sharp at any size, and
-their colours are the page's theme variables, so they follow a theme switch without a
+figures are drawn as SVG text (:mod:`tilelab.lab.figures.ownership_svg`,
+:mod:`tilelab.lab.figures.roofline_svg`) — no matplotlib in a warm cell, sharp at any size,
+and their colours are the page's theme variables, so they follow a theme switch without a
 re-run. A PNG is made only on demand (``Image.png``, for ``--save`` and widgets that
 need one).
 
@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import io
 import sys
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-__all__ = ["Image", "figure_png", "ownership_images", "roofline_image", "measure_cell_time"]
+__all__ = ["Image", "figure_png", "ownership_images", "roofline_image"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ def ownership_images(event: Any, trace: Any = None) -> list[Image]:
         >>> imgs[0].caption                                   # doctest: +SKIP
         'add: which block owns which tile of z'
     """
-    from tilelab.lab.ownership import ownership_figures
+    from tilelab.lab.figures.ownership import ownership_figures
 
     return [_image(fig) for fig in ownership_figures(event, trace=trace)]
 
@@ -96,43 +95,8 @@ def roofline_image(points: Sequence[Any], gpus: Sequence[Any], current: Any = No
         >>> img.png[:4] == b"\\x89PNG"
         True
     """
-    from tilelab.lab.roofline_plot import roofline_figure
+    from tilelab.lab.figures.roofline_plot import roofline_figure
 
     fig = roofline_figure(list(points), gpus=tuple(gpus), current=current)
     caption = "; ".join(p.describe() for p in points)
     return Image(b"", caption, fig.to_svg(), fig)
-
-
-def measure_cell_time(cell: str, *, line: str = "--backend cpu", repeat: int = 3,
-                      ipython: Any = None,
-                      clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
-    """Time a warm ``%%tile`` cell: run it once (cold: compiles, caches), then ``repeat``
-    times, and return the cold time, the warm times and their median in seconds, and
-    where the warm time goes (``report.seconds``: collecting and drawing the view).
-
-    A benchmark, not a test: the figure depends on the machine.
-
-    Example:
-        >>> r = measure_cell_time("import tilelab as tl\\n"
-        ...                       "z = tl.zeros(1024); tl.kernels.scale(z, 2.0)")  # doctest: +SKIP
-        >>> r["warm_median_s"] < 0.5                                              # doctest: +SKIP
-        True
-    """
-    import statistics
-
-    from IPython.testing.globalipapp import get_ipython
-
-    from tilelab.lab import last_view
-
-    ip = ipython or get_ipython()
-    ip.run_line_magic("load_ext", "tilelab")
-    times, collect = [], []
-    for i in range(repeat + 1):
-        t0 = clock()
-        ip.run_cell_magic("tile", line, cell)
-        times.append(clock() - t0)
-        view = last_view()
-        collect.append(getattr(getattr(view, "report", None), "seconds", None))
-    warm = times[1:]
-    return {"cold_s": times[0], "warm_s": warm, "warm_median_s": statistics.median(warm),
-            "collect_s": collect[1:]}

@@ -1,6 +1,6 @@
 """Who owns what: the plain data behind the ownership and race pictures.
 
-Why: the pictures in :mod:`tilelab.lab.ownership_svg` must show exactly what the device
+Why: the pictures in :mod:`tilelab.lab.figures.ownership_svg` must show exactly what the device
 does, so the data comes from the very functions the device uses
 (:meth:`tilelab.Partition.owners`, :meth:`tilelab.Partition.order`) and from the CPU
 interpreter's trace (:meth:`tilelab.interp.Trace.footprint`). This module computes it and

@@ -6,8 +6,8 @@ readable at a glance: drawn at full width and 1:1 in the page (SVG, sharp at any
 block labels at a legible size (sampled when tiles are too small for all of them), the
 padding of edge tiles hatched, and one naming convention stated in the figure's legend
 line (``bN`` = block N; tiles are ``[row, col]`` of the tile grid). Colours are the page's
-theme variables (:mod:`tilelab.lab.svg`). The data comes from
-:mod:`tilelab.lab.ownership_data`; each figure records it (``fig.tilelab`` and
+theme variables (:mod:`tilelab.lab.figures.svg`). The data comes from
+:mod:`tilelab.lab.figures.ownership_data`; each figure records it (``fig.tilelab`` and
 ``fig.find(gid)``) so tests check the picture against the device's own functions.
 
 Example:
@@ -25,12 +25,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tilelab.lab.ownership_data import (OwnershipData, _as_2d, _bbox_text, _block_linear,
-                                        _choose_panels, _extent, _fmt_dims, _input_names,
-                                        _kernel_name, _partition_name, _reduce, block_name,
-                                        ownership_data, tile_name)
-from tilelab.lab.svg import SvgFigure, color, owner_fill, text_width
-from tilelab.lab.theme import Theme, get_theme
+from tilelab.lab.figures.ownership_data import (OwnershipData, _as_2d, _bbox_text,
+                                                _block_linear, _choose_panels, _extent,
+                                                _fmt_dims, _input_names, _kernel_name,
+                                                _partition_name, _reduce, block_name,
+                                                ownership_data, tile_name)
+from tilelab.lab.figures.svg import SvgFigure, color, owner_fill, text_width
+from tilelab.lab.figures.theme import Theme, get_theme
 
 __all__ = ["ownership_figure", "reads_figure", "NAMING"]
 

@@ -1,14 +1,14 @@
 """Source-linked listings: the kernel's source beside its Tile IR, PTX or SASS, both ways.
 
 Why: a listing teaches when each line says which source line made it. The Tile IR carries
-debug locations (:mod:`tilelab.lab.debuginfo`), SASS carries ``//## File "...", line N``
-comments (``nvdisasm`` with line info) and PTX carries ``.loc`` directives when the
-compiler emits them; each becomes a list of :class:`~tilelab.lab.debuginfo.IRLine`, shown
-beside the source with one colour per source line, links from the listing to the source
-line and hover highlighting across both columns. Boilerplate (argument assumptions,
-tensor views, section headers, parameter declarations) is folded into a collapsed
-``<details>`` block, and mangled names are shortened (``add_Kt1_A1f32_1i…p16_I256``) with the
-full line in the row's tooltip.
+debug locations (:mod:`tilelab.lab.report.debuginfo`), SASS carries
+``//## File "...", line N`` comments (``nvdisasm`` with line info) and PTX carries ``.loc``
+directives when the compiler emits them; each becomes a list of
+:class:`~tilelab.lab.report.debuginfo.IRLine`, shown beside the source with one colour per
+source line, links from the listing to the source line and hover highlighting across both
+columns. Boilerplate (argument assumptions, tensor views, section headers, parameter
+declarations) is folded into a collapsed ``<details>`` block, and mangled names are
+shortened (``add_Kt1_A1f32_1i…p16_I256``) with the full line in the row's tooltip.
 
 Example:
     >>> sass_lines('//## File "cell", line 3\\n  /*0000*/ LDC R1, c[0x0][0x28] ;')[0].line
@@ -25,8 +25,8 @@ import uuid
 from pathlib import PurePath
 from typing import Any, Callable, Sequence
 
-from tilelab.lab.debuginfo import IRLine
-from tilelab.lab.highlight import highlight_lines
+from tilelab.lab.report.debuginfo import IRLine
+from tilelab.lab.views.highlight import highlight_lines
 
 __all__ = ["shorten", "is_boilerplate", "sass_lines", "ptx_lines", "linked_section", "band"]
 

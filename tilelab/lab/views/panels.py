@@ -1,13 +1,14 @@
 """The content of each tab of a ``%%tile`` view, as HTML fragments and plain text.
 
 Why: the widget tabs and the static HTML page must show exactly the same thing, so each
-tab is built once here as a :class:`Panel` and the containers in :mod:`tilelab.lab.views`
-only arrange panels. Fragments use the classes styled by :data:`tilelab.lab.views.CSS`
-(theme variables, no hard-coded backgrounds) and stay readable when a renderer strips all
-CSS (GitHub): listings are ``<pre>`` blocks with one line per text line.
+tab is built once here as a :class:`Panel` and the containers in
+:mod:`tilelab.lab.views.tabs` only arrange panels. Fragments use the classes styled by
+:data:`tilelab.lab.views.tabs.CSS` (theme variables, no hard-coded backgrounds) and stay
+readable when a renderer strips all CSS (GitHub): listings are ``<pre>`` blocks with one
+line per text line.
 
 Example:
-    >>> from tilelab.lab.report import CellReport
+    >>> from tilelab.lab.report.cell_report import CellReport
     >>> [p.title for p in build_panels(CellReport(views=("lowered", "timings")))]
     ['Lowered', 'Timings']
 """
@@ -19,15 +20,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tilelab.lab.highlight import highlight_lines
-from tilelab.lab.linked import linked_section, ptx_lines, sass_lines, shorten
-from tilelab.lab.report import CellReport, KernelReport
+from tilelab.lab.report.cell_report import CellReport, KernelReport
+from tilelab.lab.report.options import VIEWS
+from tilelab.lab.views.highlight import highlight_lines
+from tilelab.lab.views.linked import linked_section, ptx_lines, sass_lines, shorten
 
-__all__ = ["VIEWS", "TITLES", "Panel", "build_panels", "remarks_text", "sass_text"]
+__all__ = ["TITLES", "Panel", "build_panels", "remarks_text", "sass_text"]
 
-#: every view ``--show`` accepts, in tab order
-VIEWS = ("tileir", "lowered", "ptx", "sass", "resources", "remarks", "ownership", "roofline",
-         "timings")
 #: the tab title of each view
 TITLES = {"race": "Race", "tileir": "Source ↔ Tile IR", "lowered": "Lowered", "ptx": "PTX", "sass": "SASS",
           "resources": "Resources", "remarks": "Remarks", "ownership": "Ownership",
@@ -211,12 +210,12 @@ def _svg(svg: str) -> str:
 
 
 def figure_html(img: Any) -> str:
-    """A figure (:class:`~tilelab.lab.figures.Image`) as HTML: its SVG inline (coloured by
-    the page's ``--tl-*`` variables), else its PNG, or a light and a dark PNG of which CSS
-    shows the one matching the page's theme.
+    """A figure (:class:`~tilelab.lab.figures.images.Image`) as HTML: its SVG inline
+    (coloured by the page's ``--tl-*`` variables), else its PNG, or a light and a dark PNG
+    of which CSS shows the one matching the page's theme.
 
     Example:
-        >>> from tilelab.lab.figures import Image
+        >>> from tilelab.lab.figures.images import Image
         >>> "data:image/png" in figure_html(Image(b"\\x89PNG", "roofline"))
         True
     """
@@ -278,7 +277,7 @@ def _panel(key: str, report: CellReport) -> tuple[str, str]:
     """(HTML, text) of one view."""
     rn = report.rename
     if key == "race":
-        from tilelab.lab.race_view import race_panel
+        from tilelab.lab.views.race_view import race_panel
 
         return race_panel(report.race_trace, report.race_message, rn)
     if key == "tileir":
@@ -308,17 +307,18 @@ def _panel(key: str, report: CellReport) -> tuple[str, str]:
     if key == "roofline":
         return _roofline(report), ("\n".join(p.describe() for p in report.points)
                                    or report.roofline_note or "no roofline points")
-    from tilelab.lab.timings_table import timings_html
+    from tilelab.lab.views.timings_table import timings_html
 
     return timings_html(report)
 
 
 def build_panels(report: CellReport) -> list[Panel]:
-    """One :class:`Panel` per view of ``report.views``, in :data:`VIEWS` order; a Race tab
-    comes first when a race stopped the cell (``report.race_trace``).
+    """One :class:`Panel` per view of ``report.views``, in the order of
+    :data:`~tilelab.lab.report.options.VIEWS`; a Race tab comes first when a race stopped
+    the cell (``report.race_trace``).
 
     Example:
-        >>> from tilelab.lab.report import CellReport
+        >>> from tilelab.lab.report.cell_report import CellReport
         >>> build_panels(CellReport(views=("timings",)))[0].text
         '(nothing compiled or launched)'
     """

@@ -23,7 +23,7 @@ its line numbers and tilelab's source capture are untouched.
 the report); the magic and :func:`run_cell` both run a cell through it. :func:`run_cell`
 runs a ``%%tile`` cell without IPython (scripts, the notebook runner
 ``benchmarks/notebooks_gpu.py``) on a plain namespace, returning the
-:class:`~tilelab.lab.report.CellReport` the magic's tabs are built from.
+:class:`~tilelab.lab.report.cell_report.CellReport` the magic's tabs are built from.
 
 Example:
     >>> import ast
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from tilelab.lab.options import TileOptions
-    from tilelab.lab.report import CellReport
+    from tilelab.lab.report.cell_report import CellReport
+    from tilelab.lab.report.options import TileOptions
 
 __all__ = ["ACCESS_ANNOTATIONS", "CellPlan", "CellRun", "classify_functions",
            "cell_kernel_names", "decorate_kernels", "definitions_only", "options_from_line",
@@ -265,10 +265,10 @@ def definitions_only(tree: ast.Module, kernels: set[str]) -> tuple[ast.Module, l
 
 
 def options_from_line(line: str) -> TileOptions:
-    """The :class:`~tilelab.lab.options.TileOptions` of a ``%%tile`` line, parsed without
-    IPython: every keyword of ``TileOptions.from_args`` is an option (``no_run`` is
+    """The :class:`~tilelab.lab.report.options.TileOptions` of a ``%%tile`` line, parsed
+    without IPython: every keyword of ``TileOptions.from_args`` is an option (``no_run`` is
     ``--no-run``; a ``False`` default makes a flag). Raises
-    :class:`~tilelab.lab.options.OptionError` naming what is wrong.
+    :class:`~tilelab.lab.report.options.OptionError` naming what is wrong.
 
     Example:
         >>> o = options_from_line("--backend cpu --bench --show timings,roofline")
@@ -279,7 +279,7 @@ def options_from_line(line: str) -> TileOptions:
     import inspect
     import shlex
 
-    from tilelab.lab.options import OptionError, TileOptions
+    from tilelab.lab.report.options import OptionError, TileOptions
 
     parser = argparse.ArgumentParser(prog="%%tile", add_help=False, exit_on_error=False)
     flags = []
@@ -309,7 +309,7 @@ class CellRun:
     functions, and the race error it kept (``keep_race``) to raise once the tabs are shown.
 
     Example:
-        >>> from tilelab.lab.report import CellReport
+        >>> from tilelab.lab.report.cell_report import CellReport
         >>> CellRun(CellReport(cell_name="<c>"), CellPlan((), (), ())).raced is None
         True
     """
@@ -336,7 +336,7 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
     Its functions are made kernels by this module's rule (``--no-run`` leaves out the
     statements that launch them, a note says which), the body runs under ``opts``'
     backend with its launches recorded, then the launches and the ``namespace``'s
-    kernels are compiled, counted and timed by :func:`tilelab.lab.collect.collect_report`
+    kernels are compiled, counted and timed by :func:`tilelab.lab.cell.collect.collect_report`
     (``report.seconds`` counts from ``started``, a ``time.perf_counter()``).
 
     The caller's parts: ``cell_name`` names the cell in the report; ``execute`` runs the
@@ -362,8 +362,8 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
         (('k',), 'Kernel', [])
     """
     from tilelab import config
-    from tilelab.lab.collect import collect_report
-    from tilelab.lab.record import LaunchRecorder, failed_launch
+    from tilelab.lab.cell.collect import collect_report
+    from tilelab.lab.report.record import LaunchRecorder, failed_launch
     from tilelab.runtime.device import backend
     from tilelab.runtime.kernel import Kernel
 
@@ -403,7 +403,7 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
 
 def run_cell(line: str, body: str, namespace: dict, *, name: str = "") -> CellReport:
     """Run a ``%%tile`` cell without IPython and return its
-    :class:`~tilelab.lab.report.CellReport` (compiled kernels, launches with their
+    :class:`~tilelab.lab.report.cell_report.CellReport` (compiled kernels, launches with their
     measured or predicted roofline points, notes).
 
     The steps of the magic: ``line`` parsed by :func:`options_from_line`; the body (the

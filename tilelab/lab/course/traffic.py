@@ -11,7 +11,7 @@ tracing them and laying out bars. These helpers do the bookkeeping:
   (a :class:`Traffic` with a table and a stacked-bar figure);
 - :func:`running_figure` — a row read in chunks beside running values per chunk.
 
-Figures are :class:`tilelab.lab.svg.SvgFigure` (SVG that follows the page's theme, PNG
+Figures are :class:`tilelab.lab.figures.svg.SvgFigure` (SVG that follows the page's theme, PNG
 in notebook outputs).
 
 Example:
@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from tilelab.lab.svg import SvgFigure, color, text_width
+from tilelab.lab.figures.svg import SvgFigure, color, text_width
 
 __all__ = ["record_launches", "distinct_bytes", "count_traffic", "Traffic", "running_figure"]
 
@@ -155,8 +155,8 @@ def count_traffic(versions: Mapping[str, Callable[[], Any]]) -> Traffic:
         >>> t.rows[0]["kernel"], t.rows[0]["KiB read"], t.rows[0]["KiB written"]
         ('binary_kernel', 2.0, 1.0)
     """
-    from tilelab.lab.ownership import trace_launch
-    from tilelab.lab.roofline_plot import infer_precision
+    from tilelab.lab.figures.ownership import trace_launch
+    from tilelab.lab.figures.roofline_plot import infer_precision
     from tilelab.perf.counting import Work
 
     rows = []

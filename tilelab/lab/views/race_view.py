@@ -3,7 +3,7 @@
 Why: a race stops a launch with a :class:`~tilelab.errors.LaunchError` whose message is a
 list of races; a picture of the array, every element coloured by what happened to it,
 says at a glance which blocks collide and where. The picture is inline SVG coloured with
-the page's ``--tl-*`` variables (see :func:`tilelab.lab.theme.css_variables`), so it
+the page's ``--tl-*`` variables (see :func:`tilelab.lab.figures.theme.css_variables`), so it
 follows a light or dark theme without a re-run. Arrays of rank 3 and more are drawn as one
 small grid per leading index, every slice in index order (up to :data:`MAX_SLICES`; the
 picture says when it stops); locations are named as cells (``In[3], line 6``).
@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tilelab.lab.theme import css_var
+from tilelab.lab.figures.theme import css_var
 
 __all__ = ["MAX_SLICES", "categories_svg", "race_rows", "race_panel"]
 
@@ -173,7 +173,7 @@ def race_panel(trace: Any, message: str, rename: Callable[[str], str] = str,
         >>> "<svg" in page                                          # doctest: +SKIP
         True
     """
-    from tilelab.lab.ownership import race_data
+    from tilelab.lab.figures.ownership import race_data
 
     rows = race_rows(trace, rename)
     headline = message.splitlines()[0] if message else f"{len(rows)} race(s)"

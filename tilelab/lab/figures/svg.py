@@ -4,7 +4,7 @@ Why: a ``%%tile`` view shows an ownership diagram and a roofline in every warm c
 matplotlib spent most of such a cell's time drawing them. An SVG written directly is fast,
 sharp at any size, and follows the page's theme: every colour is a CSS custom property
 with the light look as its fallback (``var(--tl-fg, #1a1a1a)``; the page defines the
-variables for light and dark, see :mod:`tilelab.lab.views`).
+variables for light and dark, see :mod:`tilelab.lab.views.tabs`).
 
 A :class:`Scene` is a list of primitives (rectangles, polylines, polygons, circles, text)
 in pixel coordinates (y down), plus *records*: what each group of primitives means
@@ -52,7 +52,7 @@ def color(field_name: str) -> str:
         >>> color("foreground"), color("palette:2")
         ('var(--tl-fg, #1a1a1a)', 'var(--tl-c2, #2ca02c)')
     """
-    from tilelab.lab.theme import LIGHT
+    from tilelab.lab.figures.theme import LIGHT
 
     kind, _, arg = field_name.partition(":")
     if kind == "palette":
@@ -78,7 +78,7 @@ def owner_fill(owner: int, num_blocks: int) -> str:
         >>> owner_fill(1, 4), owner_fill(0, 300)
         ('var(--tl-c1, #ff7f0e)', 'hsl(220, 60%, 55%)')
     """
-    from tilelab.lab.theme import LIGHT
+    from tilelab.lab.figures.theme import LIGHT
 
     if num_blocks <= len(LIGHT.palette):
         return color(f"palette:{owner}")
@@ -94,7 +94,7 @@ def resolve(css: str, theme: Any = None) -> str:
         >>> resolve("var(--tl-fg, #1a1a1a)", "dark"), resolve("hsl(0, 100%, 50%)")
         ('#e6e6e6', '#ff0000')
     """
-    from tilelab.lab.theme import get_theme
+    from tilelab.lab.figures.theme import get_theme
 
     t = get_theme(theme or "light")
     m = _VAR_RE.fullmatch(css.strip())
@@ -366,7 +366,7 @@ class SvgFigure(Scene):
 
     def __init__(self, width: float, height: float, *, title: str = "",
                  theme: Any = None) -> None:
-        from tilelab.lab.theme import get_theme
+        from tilelab.lab.figures.theme import get_theme
 
         super().__init__(width, height, title=title)
         self.theme = get_theme(theme)

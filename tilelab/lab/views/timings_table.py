@@ -5,10 +5,10 @@ columns wide and wraps each cell onto many lines. What a reader compares across 
 is kernel, launch, grid, time, GB/s, TFLOP/s and how close the launch is to its roof; the
 rest is there for the launch that is being looked at, in a ``<details>`` row under it
 (pure HTML: it opens in an exported page too). The full table stays available as
-:func:`tilelab.lab.report.timings_frame` (and ``timings.csv`` with ``--save``).
+:func:`tilelab.lab.report.cell_report.timings_frame` (and ``timings.csv`` with ``--save``).
 
 Example:
-    >>> from tilelab.lab.report import CellReport
+    >>> from tilelab.lab.report.cell_report import CellReport
     >>> timings_html(CellReport())[1]
     '(nothing compiled or launched)'
 """
@@ -18,7 +18,7 @@ import html
 import math
 from typing import Any
 
-from tilelab.lab.report import CellReport, timings_frame
+from tilelab.lab.report.cell_report import CellReport, timings_frame
 
 __all__ = ["COLUMNS", "timings_html", "roof_fraction"]
 
@@ -85,7 +85,7 @@ def timings_html(report: CellReport) -> tuple[str, str]:
     """(HTML, plain text) of the Timings tab (see the module docstring).
 
     Example:
-        >>> from tilelab.lab.report import CellReport, KernelReport
+        >>> from tilelab.lab.report.cell_report import CellReport, KernelReport
         >>> page, text = timings_html(CellReport(kernels=[KernelReport("k", "x", "sm_90")]))
         >>> page.count("<th>"), "<details>" in page, text.split()[0]
         (7, True, 'kernel')
@@ -113,6 +113,6 @@ def timings_html(report: CellReport) -> tuple[str, str]:
     table = (f'<table class="tl-table tl-timings"><thead><tr>{head}</tr></thead><tbody>'
              + "".join(body) + "</tbody></table>")
     note = ('<p class="tl-note">Open a row for its compile stages, device, launch count, '
-            "FLOPs and bytes; the full table is <code>tilelab.lab.report.timings_frame"
-            "(last_view().report)</code>.</p>")
+            "FLOPs and bytes; the full table is "
+            "<code>tilelab.lab.report.cell_report.timings_frame(last_view().report)</code>.</p>")
     return table + note, "\n".join(line.rstrip() for line in lines)

@@ -8,7 +8,7 @@ from the CPU interpreter's trace of the launch, re-run on *copies* of its argume
 (:func:`tilelab.perf.roofline.predict`); every number says which it is.
 
 The precision a point is drawn against follows
-:func:`tilelab.lab.roofline_plot.infer_precision` (a tensor-core precision from the
+:func:`tilelab.lab.figures.roofline_plot.infer_precision` (a tensor-core precision from the
 narrowest float dtype when MMA FLOPs dominate, else FP32 or FP64).
 
 Example:
@@ -130,8 +130,8 @@ def measure_launch(event: Any, *, bench: bool, predict_on: Any, gpu_name: str | 
         >>> m.time_kind, m.point.measured                                # doctest: +SKIP
         ('predicted', False)
     """
-    from tilelab.lab.roofline_plot import infer_precision, point_from_trace
     from tilelab.errors import TilelabError
+    from tilelab.lab.figures.roofline_plot import infer_precision, point_from_trace
     from tilelab.perf.bench import bench as run_bench
 
     name = event.kernel.name
@@ -140,7 +140,7 @@ def measure_launch(event: Any, *, bench: bool, predict_on: Any, gpu_name: str | 
     if count:
         trace = event.trace
         if trace is None or not getattr(trace, "traced", True):
-            from tilelab.lab.ownership import trace_launch
+            from tilelab.lab.figures.ownership import trace_launch
 
             try:
                 trace = trace_launch(event, sample_blocks=_sample_for(event))

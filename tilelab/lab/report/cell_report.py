@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from tilelab.lab.debuginfo import IRLine
-from tilelab.lab.figures import Image
-from tilelab.lab.measure import Measurement
+from tilelab.lab.figures.images import Image
+from tilelab.lab.report.debuginfo import IRLine
+from tilelab.lab.report.measure import Measurement
 
 __all__ = ["KernelReport", "LaunchReport", "CellReport", "build_kernel_report",
            "timings_frame"]
@@ -192,7 +192,7 @@ def build_kernel_report(kernel: Any, example_args: Sequence[Any], *, arch: str, 
     from tilelab.compiler.remarks import parse_remarks
     from tilelab.compiler.sass import disassemble
     from tilelab.errors import TilelabError
-    from tilelab.lab.debuginfo import annotate_tileir
+    from tilelab.lab.report.debuginfo import annotate_tileir
 
     d = kernel.definition
     src = d.analysis.source

@@ -18,11 +18,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tilelab.lab.ownership_data import _input_names
-from tilelab.lab.ownership_race import race_figure
-from tilelab.lab.ownership_svg import ownership_figure, reads_figure
-from tilelab.lab.svg import SvgFigure
-from tilelab.lab.theme import Theme
+from tilelab.lab.figures.ownership_data import _input_names
+from tilelab.lab.figures.ownership_race import race_figure
+from tilelab.lab.figures.ownership_svg import ownership_figure, reads_figure
+from tilelab.lab.figures.svg import SvgFigure
+from tilelab.lab.figures.theme import Theme
 
 __all__ = ["cpu_copy", "trace_args", "trace_launch", "ownership_figures"]
 

@@ -1,11 +1,12 @@
-"""The graders of :mod:`tilelab.lab.exercises`, one per exercise, in course order.
+"""The graders of :mod:`tilelab.lab.course.exercises`, one per exercise, in course order.
 
-Each grader takes the student's answer and returns a :class:`Result`. Kernels run on the
-CPU interpreter (``tl.interpret``, device ``"cpu"``), so grading works on any machine;
-the trace gives the values, the bytes each block moved and the races.
+Each grader takes the student's answer and returns a
+:class:`~tilelab.lab.course.grading.Result`. Kernels run on the CPU interpreter
+(``tl.interpret``, device ``"cpu"``), so grading works on any machine; the trace gives the
+values, the bytes each block moved and the races.
 
 Example:
-    >>> from tilelab.lab.exercises import grade, solution
+    >>> from tilelab.lab.course.exercises import grade, solution
     >>> grade("fix_refused", solution("fix_refused")).passed
     True
 """
@@ -18,7 +19,7 @@ import numpy as np
 
 import tilelab as tl
 from tilelab.kernels.examples import gemm, vector_add
-from tilelab.lab.exercises import Result, as_kernel, failed, passed, register
+from tilelab.lab.course.grading import Result, as_kernel, failed, passed, register
 
 __all__ = ["write_counts", "flash_attention_numpy"]
 

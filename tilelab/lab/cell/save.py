@@ -8,7 +8,7 @@ of the same kernel gets ``<kernel>-2.<arch>...``. Per cell: ``ownership-<kernel>
 ``roofline.png``, ``timings.csv`` and ``view.html`` (the static tabbed page).
 
 Example:
-    >>> from tilelab.lab.report import CellReport
+    >>> from tilelab.lab.report.cell_report import CellReport
     >>> import tempfile
     >>> save_report(CellReport(), "<html></html>", tempfile.mkdtemp())
     ['view.html']
@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tilelab.lab.panels import remarks_text, sass_text
-from tilelab.lab.report import CellReport, timings_frame
+from tilelab.lab.report.cell_report import CellReport, timings_frame
+from tilelab.lab.views.panels import remarks_text, sass_text
 
 __all__ = ["save_report", "standalone_svg"]
 

@@ -16,14 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelab.lab.panels import VIEWS
+__all__ = ["VIEWS", "DEFAULT_VIEWS", "VIEW_MODES", "TileOptions", "parse_show",
+           "resolve_views", "OptionError"]
 
-__all__ = ["DEFAULT_VIEWS", "TileOptions", "parse_show", "resolve_views", "OptionError"]
-
+#: every view ``--show`` accepts, in tab order
+VIEWS = ("tileir", "lowered", "ptx", "sass", "resources", "remarks", "ownership", "roofline",
+         "timings")
 #: the views shown without ``--show``: what explains a kernel; PTX and SASS are long
 #: listings and are added with ``--show +ptx,+sass`` (or ``--show all``)
 DEFAULT_VIEWS = ("tileir", "lowered", "resources", "remarks", "ownership", "roofline",
                  "timings")
+#: how a view is published: ``auto`` (widget when a widget frontend is there), ``widget``
+#: or ``html`` (static tabs only); ``$TILELAB_LAB_VIEW`` sets the default
+VIEW_MODES = ("auto", "widget", "html")
 
 
 class OptionError(ValueError):
@@ -71,7 +76,7 @@ def parse_show(text: str | None) -> tuple[str, ...]:
 
 
 def resolve_views(views: Any) -> tuple[str, ...]:
-    """Views in tab order (see :data:`tilelab.lab.panels.VIEWS`).
+    """Views in tab order (see :data:`VIEWS`).
 
     Example:
         >>> resolve_views({"timings", "ptx"})
@@ -162,8 +167,6 @@ class TileOptions:
             mode = view or config.lab_view()
         except TilelabError as e:  # a bad $TILELAB_LAB_VIEW: say so before the cell runs
             raise OptionError(f"--view: {e.message}") from None
-        from tilelab.lab.views import VIEW_MODES
-
         if mode not in VIEW_MODES:
             raise OptionError(f"--view (or $TILELAB_LAB_VIEW) must be one of "
                               f"{', '.join(VIEW_MODES)}, got {mode!r}")

@@ -8,10 +8,10 @@ Kernel answers may be plain functions: the grader makes them kernels itself, so 
 the safety checker refuses is a FAIL that quotes the refusal, not a stopped notebook.
 Graders run kernels on the CPU interpreter (``tl.interpret``) and read correctness, bytes
 moved and races from its trace. The reference answers are in
-:mod:`tilelab.lab.solutions`; ``solution(name)`` returns one.
+:mod:`tilelab.lab.course.solutions`; ``solution(name)`` returns one.
 
 Example:
-    >>> from tilelab.lab.exercises import grade, solution
+    >>> from tilelab.lab.course.exercises import grade, solution
     >>> grade("roofline", solution("roofline")).passed
     True
     >>> r = grade("roofline", {"h200": 1e-3, "b200": 1e-3})
@@ -21,83 +21,11 @@ Example:
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["Result", "Exercise", "EXERCISES", "register", "grade", "check", "solution",
-           "exercises", "as_kernel"]
+from tilelab.lab.course.grading import EXERCISES, Exercise, Result, failed
 
-
-@dataclass
-class Result:
-    """The verdict on one answer: ``passed``, what was found (``message``) and, on a
-    FAIL, what to look at (``hint``).
-
-    Example:
-        >>> print(Result("saxpy_edge", False, "z[3] is 1.0, expected 7.0", "use a * x + y"))
-        FAIL saxpy_edge: z[3] is 1.0, expected 7.0
-        hint: use a * x + y
-    """
-
-    name: str
-    passed: bool
-    message: str
-    hint: str = ""
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def __str__(self) -> str:
-        head = f"{'PASS' if self.passed else 'FAIL'} {self.name}: {self.message}"
-        return head + (f"\nhint: {self.hint}" if self.hint and not self.passed else "")
-
-
-def passed(name: str, message: str) -> Result:
-    """A PASS verdict. Example: ``passed("x", "all 1000 elements right").passed`` is True."""
-    return Result(name, True, message)
-
-
-def failed(name: str, message: str, hint: str) -> Result:
-    """A FAIL verdict with its hint. Example: ``failed("x", "wrong", "try y").hint``."""
-    return Result(name, False, message, hint)
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """One exercise: where it is (``notebook``), what to do (``task``), the grader and
-    the name of its reference answer in :mod:`tilelab.lab.solutions`.
-
-    Example:
-        >>> EXERCISES["saxpy_edge"].notebook
-        '02_vector_add_and_ownership'
-    """
-
-    name: str
-    notebook: str
-    task: str
-    grader: Callable[[Any], Result]
-
-
-#: every exercise by name, in course order
-EXERCISES: dict[str, Exercise] = {}
-
-
-def register(name: str, notebook: str, task: str) -> Callable:
-    """Decorator: register ``grader(answer) -> Result`` as exercise ``name``.
-
-    Example:
-        >>> @register("demo_exercise", "00_demo", "return 42")
-        ... def _demo(answer):
-        ...     return passed("demo_exercise", "42") if answer == 42 else failed(
-        ...         "demo_exercise", f"got {answer!r}", "return 42")
-        >>> grade("demo_exercise", 41).hint
-        'return 42'
-        >>> del EXERCISES["demo_exercise"]
-    """
-    def wrap(grader: Callable[[Any], Result]) -> Callable[[Any], Result]:
-        EXERCISES[name] = Exercise(name, notebook, task, grader)
-        return grader
-    return wrap
+__all__ = ["grade", "check", "solution", "exercises"]
 
 
 def exercises(notebook: str | None = None) -> list[Exercise]:
@@ -112,7 +40,7 @@ def exercises(notebook: str | None = None) -> list[Exercise]:
 
 
 def _load() -> None:
-    import tilelab.lab.exercise_checks  # noqa: F401  (registers the graders)
+    import tilelab.lab.course.checks  # noqa: F401  (registers the graders)
 
 
 def _lookup(name: str) -> Exercise:
@@ -163,37 +91,20 @@ def check(name: str, answer: Any) -> None:
 
 
 def solution(name: str) -> Any:
-    """The reference answer of exercise ``name`` (from :mod:`tilelab.lab.solutions`).
+    """The reference answer of exercise ``name`` (from :mod:`tilelab.lab.course.solutions`).
 
     Example:
         >>> sorted(solution("roofline"))
         ['b200', 'h200']
     """
-    from tilelab.lab import solutions
+    from tilelab.lab.course import solutions
 
     _lookup(name)
     return getattr(solutions, name)()
 
 
-def as_kernel(answer: Any, unsafe: bool = False) -> Any:
-    """A kernel from an answer: a ``tl.Kernel`` as is, a plain function decorated here
-    (so a refusal is raised inside :func:`grade`, which reports it).
-
-    Example:
-        >>> as_kernel(solution("saxpy_edge")).name
-        'saxpy'
-    """
-    import tilelab as tl
-
-    if isinstance(answer, tl.Kernel):
-        return answer
-    if not callable(answer):
-        raise TypeError(f"expected a kernel function, got {type(answer).__name__}")
-    return tl.kernel(unsafe=True)(answer) if unsafe else tl.kernel(answer)
-
-
 def _show(result: Result) -> None:
-    from tilelab.lab.expect import show_box
+    from tilelab.lab.course.expect import show_box
 
     color = "#2ca02c" if result.passed else "#d62728"
     verdict = "PASS" if result.passed else "FAIL"

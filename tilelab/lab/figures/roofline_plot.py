@@ -22,53 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tilelab.lab.figures.roofline_svg import roofline_figure
 from tilelab.perf.roofline import RooflinePoint
 
-__all__ = ["roofline_figure", "save_png", "ceiling_label", "short_gpu_name",
-           "point_from_trace", "infer_precision", "ModelPoint", "gemm_shape_of"]
-
-
-def short_gpu_name(spec: Any) -> str:
-    """A GPU's name as a legend shows it: no 'NVIDIA', 'GeForce' or form factor.
-
-    Example:
-        >>> from tilelab.perf.specs import lookup_gpu
-        >>> short_gpu_name(lookup_gpu("rtx5090")), short_gpu_name(lookup_gpu("h200"))
-        ('RTX 5090', 'H200')
-    """
-    from tilelab.perf.specs import UnknownGPUError, lookup_gpu
-
-    try:
-        name = lookup_gpu(spec).name
-    except UnknownGPUError:
-        name = str(spec)
-    measured = "(measured)" in name
-    for word in ("NVIDIA ", "GeForce ", " (measured)", " SXM5", " SXM", " PCIe", " 80GB"):
-        name = name.replace(word, "")
-    return name.strip() + (" measured" if measured else "")
-
-
-def ceiling_label(gpu: Any, precision: str, density: str = "dense") -> str:
-    """Legend text of one compute ceiling: GPU, precision, accumulator, density.
-
-    Example:
-        >>> ceiling_label("h200", "bf16"), ceiling_label("b200", "fp32")
-        ('H200 bf16 (fp32 acc, dense)', 'B200 fp32 (CUDA cores, dense)')
-        >>> ceiling_label("rtx5090", "fp16_acc16", "sparse")
-        'RTX 5090 fp16 (fp16 acc, 2:4 sparse)'
-    """
-    from tilelab.perf.specs import PRECISIONS, check_precision
-
-    info = PRECISIONS[check_precision(precision)]
-    name = precision.replace("_acc16", "").replace("_tc", " tensor")
-    if not info.tensor:
-        how = "CUDA cores"
-    elif "accumulate" in info.label:
-        how = info.label.split(",")[-1].replace("accumulate", "").strip().lower() + " acc"
-    else:
-        how = name.split()[0] + " acc"
-    dens = "2:4 sparse" if str(density) in ("sparse", "Density.SPARSE") else "dense"
-    return f"{short_gpu_name(gpu)} {name} ({how}, {dens})"
+__all__ = ["roofline_figure", "save_png", "point_from_trace", "infer_precision", "ModelPoint",
+           "gemm_shape_of"]
 
 
 # ============================================================================ points
@@ -222,31 +180,6 @@ def _shared(resources: Any) -> int | None:
 def _res(resources: Any, attr: str) -> int | None:
     value = getattr(resources, attr, None)
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def _as_points(points: Any) -> tuple[list, list]:
-    """(points, gpus of a Roofline passed in) from points, Work objects or a Roofline."""
-    from tilelab.perf.roofline import Roofline, RooflinePoint
-
-    if isinstance(points, Roofline):
-        return list(points.points), list(points.gpus)
-    if points is None:
-        return [], []
-    if isinstance(points, RooflinePoint) or hasattr(points, "flops"):
-        points = [points]
-    out = []
-    for p in points:
-        if isinstance(p, RooflinePoint):
-            out.append(p)
-        elif all(hasattr(p, a) for a in ("flops", "bytes", "precision")):
-            out.append(RooflinePoint.from_work(p))
-        else:
-            raise TypeError(f"roofline points are RooflinePoint or Work objects, got "
-                            f"{type(p).__name__}")
-    return out, []
-
-
-from tilelab.lab.roofline_svg import roofline_figure  # noqa: E402  (re-exported)
 
 
 def save_png(fig: Any, path: "str | Path", *, dpi: int = 150) -> Path:

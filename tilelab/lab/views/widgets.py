@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import ipywidgets as widgets
 
-from tilelab.lab.theme import Theme
+from tilelab.lab.figures.theme import Theme
 
 __all__ = ["Explorer", "explore", "figure_html", "figure_png"]
 
@@ -39,7 +39,7 @@ def figure_png(fig: Any, dpi: int = 80) -> bytes:
     """A figure as PNG bytes (what the panel's image widgets show).
 
     Example:
-        >>> from tilelab.lab.theme import new_figure
+        >>> from tilelab.lab.figures.theme import new_figure
         >>> figure_png(new_figure("light", (1, 1)))[:4] == b"\\x89PNG"
         True
     """
@@ -58,11 +58,11 @@ def figure_html(fig: Any) -> str:
     the page's light or dark theme through ``--tl-*`` variables) or a PNG image.
 
     Example:
-        >>> from tilelab.lab.theme import new_figure
+        >>> from tilelab.lab.figures.theme import new_figure
         >>> "data:image/png;base64," in figure_html(new_figure("light", (1, 1)))
         True
     """
-    from tilelab.lab.theme import theme_css
+    from tilelab.lab.figures.theme import theme_css
 
     if hasattr(fig, "to_svg"):
         body = fig.to_svg()
@@ -160,14 +160,14 @@ class Explorer(widgets.VBox):
 
     # -- running
     def _cpu_args(self, args: Sequence[Any]) -> list[Any]:
-        from tilelab.lab.ownership import cpu_copy
+        from tilelab.lab.figures.ownership import cpu_copy
 
         return [cpu_copy(a, None) if _on_gpu(a) else a for a in args]
 
     def _run(self, tile: Any, size: Any) -> tuple[Any, Any, float | None, str | None]:
         """(trace, partition, seconds, device): run once on the chosen backend."""
         import tilelab as tl
-        from tilelab.lab.ownership import trace_args
+        from tilelab.lab.figures.ownership import trace_args
         from tilelab.runtime.partition import Partition
 
         args = list(self.make_args(tile, size))
@@ -193,7 +193,7 @@ class Explorer(widgets.VBox):
             >>> ex.update()["tile"]          # doctest: +SKIP
             64
         """
-        from tilelab.lab.roofline_plot import point_from_trace
+        from tilelab.lab.figures.roofline_plot import point_from_trace
 
         tile, size = self.tile_slider.value, self.size_slider.value
         t0 = time.perf_counter()
@@ -232,7 +232,7 @@ class Explorer(widgets.VBox):
 
     # -- drawing
     def _draw_roofline(self) -> None:
-        from tilelab.lab.roofline_plot import roofline_figure
+        from tilelab.lab.figures.roofline_plot import roofline_figure
 
         points = [h["point"] for h in self.history[-self.keep:]]
         self.roofline_fig = roofline_figure(points, theme=self.theme,
@@ -240,7 +240,7 @@ class Explorer(widgets.VBox):
         self.roofline_view.value = figure_html(self.roofline_fig)
 
     def _draw_ownership(self) -> None:
-        from tilelab.lab.ownership import ownership_figure, reads_figure
+        from tilelab.lab.figures.ownership import ownership_figure, reads_figure
 
         block = self.block_picker.value
         if self.partition is not None:

@@ -6,14 +6,15 @@ the widget over any HTML in the same output. So a :class:`TileView` publishes th
 self-contained HTML page (tabs are radio buttons and CSS, figures inline, no script, no
 network) as an output of its own and, with a widget frontend, the widget as a second
 output; CSS hides the static copy where the widget rendered. Both are built from the same
-:class:`~tilelab.lab.panels.Panel` s. Colours use JupyterLab's theme variables
-(``--jp-layout-color0``, ...) and the figure colours of :func:`tilelab.lab.theme.theme_css`
-(light or dark from ``data-jp-theme-light`` or ``prefers-color-scheme``); the layout fits
-narrow outputs (tab labels wrap, code scrolls sideways). Without any CSS (GitHub strips it)
-the panels appear one after another under their titles.
+:class:`~tilelab.lab.views.panels.Panel` s. Colours use JupyterLab's theme variables
+(``--jp-layout-color0``, ...) and the figure colours of
+:func:`tilelab.lab.figures.theme.theme_css` (light or dark from ``data-jp-theme-light`` or
+``prefers-color-scheme``); the layout fits narrow outputs (tab labels wrap, code scrolls
+sideways). Without any CSS (GitHub strips it) the panels appear one after another under
+their titles.
 
 Example:
-    >>> from tilelab.lab.panels import Panel
+    >>> from tilelab.lab.views.panels import Panel
     >>> v = TileView([Panel("ptx", "PTX", "<pre>.version 9.4</pre>", ".version 9.4")], "In[1]")
     >>> "PTX" in v.to_html() and 'type="radio"' in v.to_html()
     True
@@ -24,15 +25,12 @@ import html
 import uuid
 from typing import Any, Sequence
 
-from tilelab.lab.highlight import CSS as TOKEN_CSS
-from tilelab.lab.panels import Panel
-from tilelab.lab.theme import theme_css
+from tilelab.lab.figures.theme import theme_css
+from tilelab.lab.report.options import VIEW_MODES
+from tilelab.lab.views.highlight import CSS as TOKEN_CSS
+from tilelab.lab.views.panels import Panel
 
-__all__ = ["CSS", "TileView", "widget_frontend", "VIEW_MODES"]
-
-#: how a view is published: ``auto`` (widget when a widget frontend is there), ``widget``
-#: or ``html`` (static tabs only); ``$TILELAB_LAB_VIEW`` sets the default
-VIEW_MODES = ("auto", "widget", "html")
+__all__ = ["CSS", "TileView", "widget_frontend"]
 
 CSS = """
 .tilelab-view {
@@ -132,7 +130,7 @@ CSS = """
 .jp-OutputArea-child:has(.tilelab-static):has(+ .jp-OutputArea-child .tilelab-view) {
   display: none; }
 """
-"""Layout and theme CSS of a view (token colours are in :data:`tilelab.lab.highlight.CSS`)."""
+"""Layout and theme CSS of a view (token colours: :data:`tilelab.lab.views.highlight.CSS`)."""
 
 
 def widget_frontend(shell: Any = None) -> bool:
@@ -159,10 +157,10 @@ class TileView:
 
     :meth:`to_html` is the static page, :meth:`to_widget` the ipywidgets version,
     :meth:`to_text` a plain-text summary; displaying the object publishes all that apply
-    (``mode``: one of :data:`VIEW_MODES`).
+    (``mode``: one of :data:`~tilelab.lab.report.options.VIEW_MODES`).
 
     Example:
-        >>> from tilelab.lab.panels import Panel
+        >>> from tilelab.lab.views.panels import Panel
         >>> v = TileView([Panel("timings", "Timings", "<p>t</p>", "t")], "In[4]: 1 kernel")
         >>> print(v.to_text())
         In[4]: 1 kernel
@@ -182,7 +180,8 @@ class TileView:
         self.mode = mode
         self.shell = shell
         self.text_views = text_views
-        #: the :class:`~tilelab.lab.report.CellReport` the panels were built from, if any
+        #: the :class:`~tilelab.lab.report.cell_report.CellReport` the panels were built
+        #: from, if any
         self.report = report
         self.uid = f"tilelab-view-{uuid.uuid4().hex[:12]}"  # unique in any saved page
         self._widget = None
@@ -203,7 +202,7 @@ class TileView:
         """The static page: radio-button tabs, pure HTML and CSS (no script, no kernel).
 
         Example:
-            >>> from tilelab.lab.panels import Panel
+            >>> from tilelab.lab.views.panels import Panel
             >>> page = TileView([Panel("ptx", "PTX", "<b>x</b>", "x")], "h").to_html()
             >>> page.count('class="tl-panel-title"'), page.count('type="radio"')
             (1, 1)
@@ -228,7 +227,7 @@ class TileView:
         """An ipywidgets ``VBox``: the header and a ``Tab`` with one ``HTML`` per panel.
 
         Example:
-            >>> from tilelab.lab.panels import Panel
+            >>> from tilelab.lab.views.panels import Panel
             >>> w = TileView([Panel("ptx", "PTX", "<b>x</b>", "x")], "h").to_widget()
             >>> w.children[1].titles
             ('PTX',)
@@ -252,7 +251,7 @@ class TileView:
         (race, timings, roofline, ownership); listings are left to the tabs.
 
         Example:
-            >>> from tilelab.lab.panels import Panel
+            >>> from tilelab.lab.views.panels import Panel
             >>> TileView([Panel("ptx", "PTX", "", ".version")], "h", ["n"]).to_text()
             'h\\nnote: n'
         """
@@ -267,7 +266,7 @@ class TileView:
         """The panel of a view key (``'tileir'``, ``'timings'``, ...).
 
         Example:
-            >>> from tilelab.lab.panels import Panel
+            >>> from tilelab.lab.views.panels import Panel
             >>> TileView([Panel("ptx", "PTX", "", "")], "h").panel("ptx").title
             'PTX'
         """
@@ -308,7 +307,7 @@ class TileView:
         holds the widget, and CSS hides the static copy wherever the widget rendered.
 
         Example:
-            >>> from tilelab.lab.panels import Panel
+            >>> from tilelab.lab.views.panels import Panel
             >>> [sorted(b) for b in TileView([Panel("ptx", "PTX", "x", "x")], "h").bundles()]
             [['text/html', 'text/plain']]
         """

@@ -32,7 +32,7 @@ def results_dir() -> Path:
         >>> results_dir().name
         'results'
     """
-    return Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    return Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Reference answers of the exercises in :mod:`tilelab.lab.exercises`, one function each.
+"""Reference answers of the exercises (:mod:`tilelab.lab.course.exercises`), one function each.
 
 Each function returns the answer a student would pass to ``check(name, answer)``:
 kernels as plain (undecorated) functions, predictions as numbers, arrays or dicts. CI
@@ -6,7 +6,7 @@ grades every one of them (``tests/lab/test_exercises.py``), so they stay right. 
 read them after trying.
 
 Example:
-    >>> from tilelab.lab.exercises import grade
+    >>> from tilelab.lab.course.exercises import grade
     >>> grade("grouped_owner", grouped_owner()).passed
     True
 """

@@ -1,0 +1,12 @@
+"""The tour notebooks' helpers: exercises, their graders and answers, shown errors, and
+recorded GPU results.
+
+Beside :mod:`tilelab.lab.cell` (neither imports the other); it may draw with
+:mod:`tilelab.lab.figures`. A new exercise goes here: its grader in
+:mod:`~tilelab.lab.course.checks`, its answer in :mod:`~tilelab.lab.course.solutions`.
+Modules, one job each: :mod:`~tilelab.lab.course.grading` (verdicts and the registry),
+:mod:`~tilelab.lab.course.exercises` (``check``, ``grade``, ``solution``),
+:mod:`~tilelab.lab.course.expect` (an expected error, shown),
+:mod:`~tilelab.lab.course.recorded` (measurements from ``benchmarks/results``) and
+:mod:`~tilelab.lab.course.traffic` (bytes launches move, and small teaching charts).
+"""
