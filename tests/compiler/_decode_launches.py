@@ -69,8 +69,9 @@ def _head_launches(pos, tokens) -> dict:
     return {
         "lm_head_partial_sample": partial(HEAD.latency, 1),
         "lm_head_partial_greedy": partial(0, 0),
-        "pick_token": (dk.pick_token_kernel, (tokens.partition(S), pval, pidx, pos,
-                                              1 << (blocks - 1).bit_length())),
+        "pick_token": (dk.pick_token_kernel, (
+            tokens.partition(S), _t(S, "int32").partition(S), pval, pidx, pos,
+            1 << (blocks - 1).bit_length())),
     }
 
 

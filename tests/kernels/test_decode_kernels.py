@@ -82,9 +82,10 @@ def test_gemv_config_and_shape_errors(rng):
 # ------------------------------------------------------------------ argmax and sampling
 
 def _partials(logits_col: np.ndarray, bn: int, *, sample: int = 0, inv_temp: float = 1.0,
-              seed: int = 0, pos: int = 0):
+              seed: int = 0, pos: int = 0, nonfinite: int = 0):
     """Run lm_head_partial_kernel on w = [logits_col, zeros...] and x = e_0, so the
-    logits are exactly ``logits_col``; then pick_token_kernel. Returns (logits, token)."""
+    logits are exactly ``logits_col``; then pick_token_kernel, whose flag must be
+    ``nonfinite``. Returns (logits, token)."""
     v = logits_col.shape[0]
     w = np.zeros((v, 8), np.float32)
     w[:, 0] = logits_col
@@ -98,9 +99,11 @@ def _partials(logits_col: np.ndarray, bn: int, *, sample: int = 0, inv_temp: flo
                            _t(np.array([inv_temp], np.float32)),
                            _t(np.array([seed], np.int32)), p, 8, 0, sample)
     tokens = tl.zeros(16, "int32", device=DEV)
-    pick_token_kernel(tokens.partition(16), pv, pi, p, 2)
-    out = tokens.numpy()
+    flags = tl.full(16, 7, "int32", device=DEV)
+    pick_token_kernel(tokens.partition(16), flags.partition(16), pv, pi, p, 2)
+    out, flag = tokens.numpy(), flags.numpy()
     assert (np.delete(out, pos + 1) == 0).all()      # only tokens[pos + 1] is written
+    assert (np.delete(flag, pos) == 7).all() and flag[pos] == nonfinite  # nonfinite[pos]
     return lg.numpy(), int(out[pos + 1])
 
 
@@ -114,11 +117,13 @@ def test_argmax_takes_the_first_index_on_ties_within_and_across_blocks(rng):
     assert _partials(col, 64)[1] == 3
 
 
-def test_argmax_with_minus_infinity_and_a_last_partial_tile(rng):
-    col = np.full(300, -np.inf, np.float32)
+def test_argmax_with_a_last_partial_tile_and_infinite_logits_flagged(rng):
+    col = np.full(300, -7.0, np.float32)
     col[297] = -5.0
     assert _partials(col, 64, pos=3)[1] == 297
-    assert _partials(np.full(300, -np.inf, np.float32), 64)[1] == 0   # nothing finite: 0
+    col[10] = -np.inf                 # not finite: flagged (the token is not used)
+    _partials(col, 64, pos=3, nonfinite=1)
+    _partials(np.full(300, -np.inf, np.float32), 64, nonfinite=1)
 
 
 def test_sampling_is_gumbel_max_reproducible_and_greedy_when_cold(rng):

@@ -17,7 +17,9 @@ advances them:
   block per KV head: the form for short contexts);
 * :func:`lm_head_partial_kernel` and :func:`pick_token_kernel`: the lm_head GEMV with
   per-block (max, first index) partials of the logits (or of the Gumbel-perturbed
-  logits when sampling), and their combine into ``tokens[pos + 1]`` (an offset store);
+  logits when sampling), and their combine into ``tokens[pos + 1]`` (an offset store),
+  with a flag in ``nonfinite[pos]`` when a logit was NaN or infinite (the host raises
+  instead of returning that token);
 * :func:`advance_kernel`: ``pos += 1``;
 * :func:`kv_fill_kernel`: a prefill's keys or values into the first rows of a cache.
 
@@ -44,13 +46,16 @@ from tilelab.kernels.attention_kernels import _softmax_step, _split_result
 __all__ = ["embed_at_kernel", "qk_norm_rope_cache_kernel", "decode_split_kernel",
            "decode_attention_kernel",
            "decode_combine_head_kernel", "lm_head_partial_kernel", "pick_token_kernel", "advance_kernel", "kv_fill_kernel", "gumbel_noise",
-           "GUMBEL_SCALE", "LOG2E"]
+           "GUMBEL_SCALE", "LOG2E", "NONFINITE"]
 
 LOG2E = 1.4426950408889634
 #: 2**-24: the hash's top 24 bits become a uniform number in (0, 1)
 GUMBEL_SCALE = 1.0 / 16777216.0
 #: an index larger than any vocabulary: what a masked lane offers to a min-index
 _NO_INDEX = 2147483647
+#: the index partial of an lm_head block whose scores hold NaN or infinity (no index
+#: is negative otherwise): the non-finite flag, read by :func:`pick_token_kernel`
+NONFINITE = -1
 
 
 # ======================================================================================
@@ -293,7 +298,9 @@ def lm_head_partial_kernel(logits: tl.Out, pval: tl.Out, pidx: tl.Out, w: tl.In,
     With SAMPLE the partial is that of ``logits * inv_temp + gumbel(seed, pos, index)``
     (the Gumbel-max trick: the argmax of the perturbed scores is a sample of
     softmax(logits / T)); without it, that of the logits. Rows past the vocabulary are
-    masked out; ``pval``/``pidx`` are (blocks,) partitioned (1,).
+    masked out; ``pval``/``pidx`` are (blocks,) partitioned (1,). A block with a NaN or
+    infinite score (a NaN weight, an overflow) writes the partial (-inf,
+    :data:`NONFINITE`): the flag :func:`pick_token_kernel` passes on.
 
     Example:
         >>> lm_head_partial_kernel(lg.partition(16), pv.partition(1), pi.partition(1), w, x,
@@ -315,27 +322,33 @@ def lm_head_partial_kernel(logits: tl.Out, pval: tl.Out, pidx: tl.Out, w: tl.In,
         t = ct.load(inv_temp, index=(0,), shape=(1,))
         score = lg * t + gumbel_noise(_scalar_at(seed, 0), _scalar_at(pos, 0), idx)
     valid = idx < w.shape[0]
+    # NaN or +-inf among this block's scores: no index of them is a token (the flag)
+    odd = valid & (ct.isnan(score) | (ct.abs(score) == math.inf))
+    bad = ct.max(odd.astype(ct.int32), axis=0, keepdims=True) > 0
     score = ct.where(valid, score, -math.inf)
     best = ct.max(score, axis=0, keepdims=True)
     first = ct.min(ct.where(valid & (score == best), idx, _NO_INDEX), axis=0, keepdims=True)
-    pval.store(best)
-    pidx.store(first)
+    pval.store(ct.where(bad, -math.inf, best))
+    pidx.store(ct.where(bad, NONFINITE, first))
 
 
 @tl.kernel
-def pick_token_kernel(tokens: tl.Out, pval: tl.In, pidx: tl.In, pos: tl.In,
-                      CHUNK: ct.Constant[int]):
+def pick_token_kernel(tokens: tl.Out, nonfinite: tl.Out, pval: tl.In, pidx: tl.In,
+                      pos: tl.In, CHUNK: ct.Constant[int]):
     """Combine the lm_head partials into ``tokens[pos + 1]``: the index of the largest
-    score, the first one on ties.
+    score, the first one on ties; and ``nonfinite[pos]``: 1 when a partial carries the
+    :data:`NONFINITE` flag (the scores at ``pos`` held NaN or infinity), else 0.
 
     Blocks cover increasing indices, so the smallest partial index among the blocks
-    that reach the maximum is the first index of the maximum overall. ``tokens`` is
-    the (S,) int32 sequence partitioned as one tile (S a power of two); the token is an
-    offset store at ``pos + 1`` (skipped when that is past the end). Partials are read
-    ``CHUNK`` at a time.
+    that reach the maximum is the first index of the maximum overall. ``tokens`` and
+    ``nonfinite`` are the (S,) int32 sequence and its flags, each partitioned as one
+    tile (S a power of two); the token is an offset store at ``pos + 1`` (skipped when
+    that is past the end), the flag one at ``pos``. The host reads the flags with the
+    tokens and raises for a flagged one. Partials are read ``CHUNK`` at a time.
 
     Example:
-        >>> pick_token_kernel(tokens.partition(S), pv, pi, pos, 1024)    # doctest: +SKIP
+        >>> pick_token_kernel(tokens.partition(S), flags.partition(S), pv, pi, pos, 1024)
+        ... # doctest: +SKIP
     """
     chunks = ct.cdiv(pval.shape[0], CHUNK)
     best = ct.full((1,), -math.inf, dtype=ct.float32)
@@ -343,14 +356,20 @@ def pick_token_kernel(tokens: tl.Out, pval: tl.In, pidx: tl.In, pos: tl.In,
         v = ct.load(pval, index=(c,), shape=(CHUNK,), padding_mode=ct.PaddingMode.NEG_INF)
         best = ct.maximum(best, ct.max(v, axis=0, keepdims=True))
     first = ct.full((1,), _NO_INDEX, dtype=ct.int32)
+    bad = ct.full((1,), 0, dtype=ct.int32)
     for c in range(chunks):
         v = ct.load(pval, index=(c,), shape=(CHUNK,), padding_mode=ct.PaddingMode.NEG_INF)
         i = ct.load(pidx, index=(c,), shape=(CHUNK,), padding_mode=ct.PaddingMode.ZERO)
         lane = c * CHUNK + ct.arange(CHUNK, dtype=ct.int32)
-        hit = (v == best) & (lane < pval.shape[0])
+        real = lane < pval.shape[0]
+        hit = (v == best) & real & (i >= 0)
         first = ct.minimum(first, ct.min(ct.where(hit, i, _NO_INDEX), axis=0, keepdims=True))
+        flagged = (real & (i == NONFINITE)).astype(ct.int32)
+        bad = ct.maximum(bad, ct.max(flagged, axis=0, keepdims=True))
     nxt = ct.where(first == _NO_INDEX, 0, first)
-    tokens.store(nxt, offset=(_scalar_at(pos, 0) + 1,))
+    p = _scalar_at(pos, 0)
+    tokens.store(nxt, offset=(p + 1,))
+    nonfinite.store(bad, offset=(p,))
 
 
 @tl.kernel

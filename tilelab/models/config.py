@@ -4,7 +4,10 @@ Both layouts that transformers writes are read: 4.x (top-level ``rope_theta``,
 ``torch_dtype``) and 5.x (``rope_parameters: {"rope_type": "default", "rope_theta": ...}``,
 ``dtype``). Keys that Hugging Face treats as optional take Hugging Face's defaults for
 Qwen3; every other problem raises :class:`~tilelab.models.errors.CheckpointError` naming
-the file and the key.
+the file and the key. Every number the engine uses must lie in its range
+(:mod:`~tilelab.models.config_check`): JSON's ``Infinity``, ``NaN`` and out-of-range
+values are refused here, with the value and the range, instead of loading and then
+producing NaN logits or one constant token.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .config_check import RULES, field_problem
 from .errors import CheckpointError
 
 __all__ = ["Qwen3Config", "parse_config", "read_config", "DTYPES"]
@@ -53,6 +57,19 @@ class Qwen3Config:
     max_position_embeddings: int
     tie_word_embeddings: bool
     dtype: str
+
+    def __post_init__(self) -> None:
+        """Every field in its range, however the config was made (``parse_config``
+        checks the same and names the file)."""
+        for name in RULES:
+            problem = field_problem(name, getattr(self, name))
+            if problem is not None:
+                raise CheckpointError(f"Qwen3Config: {problem}", key=name)
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise CheckpointError(f"Qwen3Config: num_attention_heads "
+                                  f"({self.num_attention_heads}) is not a multiple of "
+                                  f"num_key_value_heads ({self.num_key_value_heads})",
+                                  key="num_key_value_heads")
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """The Hugging Face tensor names of the model and the shape each must have
@@ -122,6 +139,8 @@ def read_config(path: str | Path) -> Qwen3Config:
                               path=path) from None
     except UnicodeDecodeError as e:
         raise CheckpointError(f"not UTF-8 text ({e.reason})", path=path) from None
+    except (ValueError, RecursionError) as e:  # an int past Python's digit limit; nesting
+        raise CheckpointError(f"unreadable JSON ({e})", path=path) from None
     return parse_config(raw, path=path)
 
 
@@ -140,8 +159,8 @@ def parse_config(raw: Any, *, path: str | Path = "config.json") -> Qwen3Config:
                               path=path)
     _check_architecture(raw, path)
     cfg = _Reader(raw, path)
-    hidden, heads = cfg.positive_int("hidden_size"), cfg.positive_int("num_attention_heads")
-    kv_heads = cfg.positive_int("num_key_value_heads", default=heads)
+    hidden, heads = cfg.field("hidden_size"), cfg.field("num_attention_heads")
+    kv_heads = cfg.field("num_key_value_heads", default=heads)
     if heads % kv_heads:
         raise CheckpointError(f"num_attention_heads ({heads}) is not a multiple of "
                               f"num_key_value_heads ({kv_heads})", path=path,
@@ -151,14 +170,14 @@ def parse_config(raw: Any, *, path: str | Path = "config.json") -> Qwen3Config:
                               f"of num_attention_heads ({heads})", path=path, key="head_dim")
     _check_unsupported(raw, path)
     return Qwen3Config(
-        vocab_size=cfg.positive_int("vocab_size"), hidden_size=hidden,
-        intermediate_size=cfg.positive_int("intermediate_size"),
-        num_hidden_layers=cfg.positive_int("num_hidden_layers"),
+        vocab_size=cfg.field("vocab_size"), hidden_size=hidden,
+        intermediate_size=cfg.field("intermediate_size"),
+        num_hidden_layers=cfg.field("num_hidden_layers"),
         num_attention_heads=heads, num_key_value_heads=kv_heads,
-        head_dim=cfg.positive_int("head_dim", default=hidden // heads),
-        rms_norm_eps=cfg.positive_float("rms_norm_eps"),
+        head_dim=cfg.field("head_dim", default=hidden // heads),
+        rms_norm_eps=cfg.field("rms_norm_eps"),
         rope_theta=_rope_theta(raw, cfg, path),
-        max_position_embeddings=cfg.positive_int("max_position_embeddings"),
+        max_position_embeddings=cfg.field("max_position_embeddings"),
         tie_word_embeddings=cfg.boolean("tie_word_embeddings"),
         dtype=_dtype(raw, path))
 
@@ -179,19 +198,15 @@ class _Reader:
         raise CheckpointError(f"missing key {key!r}", path=self.path, key=key,
                               hint="a Qwen3 config.json written by transformers has it")
 
-    def positive_int(self, key: str, default: int | None = None) -> int:
-        value = self._get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise CheckpointError(f"{key} must be a positive integer, not {value!r}",
-                                  path=self.path, key=key)
-        return value
-
-    def positive_float(self, key: str, value: Any = None) -> float:
-        value = self._get(key, None) if value is None else value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise CheckpointError(f"{key} must be a positive number, not {value!r}",
-                                  path=self.path, key=key)
-        return float(value)
+    def field(self, key: str, default: Any = None, *, value: Any = None,
+              name: str | None = None) -> Any:
+        """The value of the numeric field ``key`` (or ``value``, read elsewhere, printed
+        as ``name``), checked against its range (:mod:`~tilelab.models.config_check`)."""
+        value = self._get(key, default) if value is None else value
+        problem = field_problem(key, value, key=name)
+        if problem is not None:
+            raise CheckpointError(problem, path=self.path, key=name or key)
+        return float(value) if RULES[key].kind == "number" else value
 
     def boolean(self, key: str) -> bool:
         value = self._get(key, None)
@@ -241,7 +256,7 @@ def _rope_theta(raw: dict, cfg: _Reader, path) -> float:
             if kind != "default":
                 raise CheckpointError(f"rope_scaling is {scaling!r}: only the default RoPE "
                                       "is supported", path=path, key="rope_scaling")
-        return cfg.positive_float("rope_theta")
+        return cfg.field("rope_theta")
     if not isinstance(params, dict):
         raise CheckpointError(f"rope_parameters must be an object, not {params!r}", path=path,
                               key="rope_parameters")
@@ -249,7 +264,7 @@ def _rope_theta(raw: dict, cfg: _Reader, path) -> float:
         raise CheckpointError(f"rope_parameters.rope_type is {params['rope_type']!r}: only "
                               "'default' RoPE is supported", path=path, key="rope_parameters")
     theta = params.get("rope_theta", raw.get("rope_theta", _DEFAULTS["rope_theta"]))
-    return cfg.positive_float("rope_parameters.rope_theta", theta)
+    return cfg.field("rope_theta", value=theta, name="rope_parameters.rope_theta")
 
 
 def _dtype(raw: dict, path) -> str:

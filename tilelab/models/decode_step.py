@@ -30,7 +30,8 @@ attention kernels, ``o_gemv_residual`` (``h' = h + W_o @ attn``), ``rms_norm`` o
 ``h'``, ``gate_up_silu_gemv`` and ``down_gemv`` (8 in the one-pass form).
 
 Every form then runs ``final_add_rms_norm``, ``lm_head_partial`` (logits and per-block
-max/index), ``pick_token`` (argmax, or the Gumbel-max sample) and ``advance``; the
+max/index, or a flag for NaN/infinite logits), ``pick_token`` (argmax, or the Gumbel-max
+sample, and the flag into ``cache.nonfinite``) and ``advance``; the
 embedding of ``tokens[pos]`` (``embed``) opens the step: ``5 + 6 * layers`` launches
 fused with one-pass attention, ``5 + 7 * layers`` fused and split.
 
@@ -365,7 +366,7 @@ class DecodeStep:
         add("qk_norm_rope_kv", i, _async(
             qk_norm_rope_cache_kernel, self.q_rot.partition((1, gp, d)),
             kc.partition((1, s, d)), vc.partition((1, s, d)), q3, k2, v2, lw.q_norm,
-            lw.k_norm, self.weights.cos, self.weights.sin, cache.pos,
+            lw.k_norm, cache.cos, cache.sin, cache.pos,
             float(c.rms_norm_eps), d))
         gc = max(_MMA_ROWS, gp)
         scale = LOG2E / math.sqrt(d)
@@ -425,7 +426,8 @@ class DecodeStep:
             cache.pos, head.bk, head.latency or 0, int(self.sample)))
         chunk = min(cfg.pick_chunk, pow2_at_least(self.head_blocks))
         add("pick_token", None, _async(pick_token_kernel, cache.tokens.partition(
-            cache.capacity), self.pval, self.pidx, cache.pos, chunk))
+            cache.capacity), cache.nonfinite.partition(cache.capacity), self.pval,
+            self.pidx, cache.pos, chunk))
         add("advance", None, _async(advance_kernel, cache.pos.partition(1)))
 
     # ---- running ----------------------------------------------------------------------

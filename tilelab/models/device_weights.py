@@ -4,7 +4,9 @@ Each layer's q, k and v projections are stored as one ``(Nq + 2 Nkv, hidden)`` m
 (one GEMV reads them in a single pass at decode) and gate and up as one
 ``(2, intermediate, hidden)`` tensor (one GEMV computes ``silu(gate) * up``). Slices
 of these are the separate weights prefill multiplies with. Everything is in one
-compute dtype (bfloat16 unless asked otherwise); the RoPE cos/sin tables are float32.
+compute dtype (bfloat16 unless asked otherwise). The RoPE tables are not weights: they
+belong to the positions of a KV cache (:class:`~tilelab.models.kv_cache.KVCache`),
+whose length the engine chooses, not to ``max_position_embeddings``.
 
 Example:
     >>> from tilelab.models.checkpoint import load_checkpoint        # doctest: +SKIP
@@ -20,7 +22,6 @@ from typing import Any, Callable
 import numpy as np
 
 import tilelab as tl
-from tilelab.kernels.rope import rope_tables
 
 __all__ = ["LayerWeights", "DeviceWeights", "COMPUTE_DTYPES"]
 
@@ -74,8 +75,6 @@ class DeviceWeights:
     final_norm: tl.Tensor
     lm_head: tl.Tensor
     layers: list[LayerWeights]
-    cos: tl.Tensor
-    sin: tl.Tensor
 
     @property
     def tied(self) -> bool:
@@ -122,11 +121,8 @@ class DeviceWeights:
         emb = put.one(embedding, (config.vocab_size, config.hidden_size), "embedding")
         head = emb if lm_head is None else put.one(
             lm_head, (config.vocab_size, config.hidden_size), "lm_head")
-        cos, sin = rope_tables(config.max_position_embeddings, config.head_dim,
-                               base=float(config.rope_theta), device=emb.device)
         return cls(config, dtype, emb.device, emb,
-                   put.one(final_norm, (config.hidden_size,), "final_norm"), head, layers,
-                   cos, sin)
+                   put.one(final_norm, (config.hidden_size,), "final_norm"), head, layers)
 
 
 class _Uploader:

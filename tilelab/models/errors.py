@@ -1,7 +1,9 @@
 """Typed errors of tilelab.models.
 
-Both derive from :class:`tilelab.errors.TilelabError` (so ``except tl.TilelabError``
-catches them) and from :class:`ValueError` (they are about bad input, not bugs).
+All derive from :class:`tilelab.errors.TilelabError` (so ``except tl.TilelabError``
+catches them). :class:`CheckpointError` and :class:`GenerateInputError` are also
+:class:`ValueError` (bad input); :class:`NonFiniteLogitsError` is a
+:class:`FloatingPointError` (the model computed NaN or infinity).
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 
 from tilelab.errors import TilelabError
 
-__all__ = ["CheckpointError", "GenerateInputError"]
+__all__ = ["CheckpointError", "GenerateInputError", "NonFiniteLogitsError"]
 
 
 class CheckpointError(TilelabError, ValueError):
@@ -45,3 +47,26 @@ class GenerateInputError(TilelabError, ValueError):
         --ids: 'x' is not an integer
         hint: write the ids as 1,2,3
     """
+
+
+class NonFiniteLogitsError(TilelabError, FloatingPointError):
+    """The logits a token is picked from hold NaN or infinity, so no token is right
+    (an argmax or a sample of them is noise): raised where the tokens are read, never
+    a silent token.
+
+    Attributes:
+        position: the cache position whose logits were not finite.
+        token_index: the index in the sequence of the token they were to pick
+            (``position + 1``).
+
+    Example:
+        >>> e = NonFiniteLogitsError("the logits at position 6 are not finite",
+        ...                          position=6)
+        >>> e.token_index, isinstance(e, FloatingPointError)
+        (7, True)
+    """
+
+    def __init__(self, message: str, *, position: int, hint: str | None = None):
+        self.position = position
+        self.token_index = position + 1
+        super().__init__(message, hint=hint)

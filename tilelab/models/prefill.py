@@ -68,7 +68,7 @@ def _attention(weights: Any, cache: Any, i: int, lw: Any, n: tl.Tensor, h: tl.Te
     q = rms_norm(matmul(n, wq.T).reshape(t, hq, d), lw.q_norm, eps=c.rms_norm_eps)
     k = rms_norm(matmul(n, wk.T).reshape(t, hk, d), lw.k_norm, eps=c.rms_norm_eps)
     v = matmul(n, wv.T).reshape(t, hk, d)
-    q, k = rope(q, k, weights.cos, weights.sin)
+    q, k = rope(q, k, cache.cos, cache.sin)
     kc, vc = cache.layer(i)
     bt = min(pow2_at_least(t), max(1, 4096 // pow2_at_least(d)))
     kv_fill_kernel(kc[:, :t].partition((1, bt, d)), k)

@@ -15,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Sequence
 
@@ -24,7 +25,7 @@ from tilelab.errors import TilelabError
 from tilelab.models.decode_step import DecodeStep, StepConfig
 from tilelab.models.device_weights import COMPUTE_DTYPES, DeviceWeights
 from tilelab.models.errors import GenerateInputError
-from tilelab.models.kv_cache import KVCache
+from tilelab.models.kv_cache import MAX_CAPACITY, KVCache
 from tilelab.models.prefill import prefill, prefill_logits
 from tilelab.models.step_cost import CostRow, step_cost
 
@@ -53,6 +54,22 @@ def _check_supported(c: Any) -> None:
             hint="Qwen3 models use head_dim 128")
 
 
+def _check_temperature(temperature: Any) -> None:
+    """0 (greedy) or a positive number whose reciprocal is finite in float32 (the
+    sampling kernel multiplies the logits by it)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
+            or not 0 <= temperature < math.inf:
+        raise GenerateInputError(f"temperature must be a number >= 0 (finite; 0 is "
+                                 f"greedy), got {temperature!r}")
+    with np.errstate(over="ignore"):
+        inv = np.float32(1.0 / float(temperature)) if temperature > 0 else np.float32(1)
+    if not np.isfinite(inv):
+        raise GenerateInputError(f"temperature {temperature!r} is too small: "
+                                 "1/temperature is not finite in float32, the type the "
+                                 "sampling kernel scales the logits in",
+                                 hint="use temperature=0 for greedy decoding")
+
+
 class Qwen3:
     """A Qwen3 model on one device (see the module docstring).
 
@@ -72,8 +89,9 @@ class Qwen3:
         _check_supported(c)
         cap = c.max_position_embeddings
         want = DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens)
-        if want < 2:
-            raise GenerateInputError(f"Qwen3: max_tokens must be >= 2, got {max_tokens!r}",
+        if not 2 <= want <= MAX_CAPACITY:
+            raise GenerateInputError(f"Qwen3: max_tokens must be from 2 to {MAX_CAPACITY}, "
+                                     f"got {max_tokens!r}",
                                      hint="it is the KV cache's size: prompt plus new "
                                           "tokens")
         self.weights, self.config, self.tokenizer = weights, c, tokenizer
@@ -139,7 +157,12 @@ class Qwen3:
         """
         ids = self._ids(ids)
         self._fits(len(ids), 0)
-        return prefill_logits(self.weights, prefill(self.weights, self.cache, ids))
+        out = prefill_logits(self.weights, prefill(self.weights, self.cache, ids))
+        if not np.isfinite(out).all():
+            # the prefill left NaN or infinity in the cache's keys and values, which a
+            # later decode would read (0 * NaN): zero them
+            self.cache.discard()
+        return out
 
     def _fits(self, prompt: int, new: int) -> None:
         if prompt + new > self.max_tokens:
@@ -155,7 +178,9 @@ class Qwen3:
         is 0, else sampled from softmax(logits / temperature) on the device (Gumbel-max
         with a hash of ``seed``, the position and the token index: the same seed gives
         the same tokens). ``graph=False`` issues the step's launches one by one instead
-        of replaying the recorded graph (same tokens).
+        of replaying the recorded graph (same tokens). A token whose logits held NaN or
+        infinity (a NaN weight, an overflow) is never returned:
+        :class:`~tilelab.models.errors.NonFiniteLogitsError` names its position.
 
         Example:
             >>> model.generate([1, 2, 3], max_new_tokens=2)              # doctest: +SKIP
@@ -166,9 +191,7 @@ class Qwen3:
                 or max_new_tokens < 1:
             raise GenerateInputError(f"max_new_tokens must be a positive int, got "
                                      f"{max_new_tokens!r}")
-        if not isinstance(temperature, numbers.Real) or not temperature >= 0:
-            raise GenerateInputError(f"temperature must be a number >= 0, got "
-                                     f"{temperature!r}")
+        _check_temperature(temperature)
         self._fits(len(ids), int(max_new_tokens))
         step = self.begin(ids, temperature=temperature, seed=seed)
         fut = None
@@ -192,11 +215,12 @@ class Qwen3:
             [17, 254]
         """
         ids = self._ids(ids)
+        _check_temperature(temperature)
         self._fits(len(ids), 1)
         step = self._step(temperature > 0)
         cache = self.cache
         cache.set_sequence(ids)
-        cache.set_sampling(float(temperature) if temperature > 0 else 1.0, int(seed))
+        cache.set_sampling(float(temperature), int(seed))
         hidden = prefill(self.weights, cache, ids)
         step.normed.copy_(hidden[len(ids) - 1])
         fut = step.run_head()

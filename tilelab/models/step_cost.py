@@ -200,7 +200,7 @@ def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
     blocks = -(-v // head_rows)
     add("lm_head_partial", _w("lm_head_partial", 2 * v * h, (v * h + h) * s + 12,
                               v * 4 + 8 * blocks))
-    add("pick_token", _w("pick_token", 2 * blocks, 8 * blocks + 4, 4))
+    add("pick_token", _w("pick_token", 2 * blocks, 8 * blocks + 4, 8))   # token, flag
     add("advance", _w("advance", 1, 4, 4))
     return [CostRow(kind, n, w) for kind, (n, w) in rows.items()]
 
