@@ -1,4 +1,4 @@
-"""Test-wide setup: a private compile cache, the GPU marker skip, torch where CI
+"""Test-wide setup: a private compile cache and cache key, the GPU marker skip, torch where CI
 requires it, and ``kernel_file`` (a kernel file the ``tilelab`` command is tested on)."""
 import os
 import tempfile
@@ -6,18 +6,24 @@ import textwrap
 
 import pytest
 
-# Keep the user's ~/.cache/tilelab out of the tests (and start from a cold cache).
+# Keep the user's ~/.cache/tilelab out of the tests (and start from a cold cache), and
+# the user's cache key (~/.config/tilelab/cache.key) too: the tests sign with their own.
 _OWN_CACHE = None
 if "TILELAB_CACHE_DIR" not in os.environ:
     _OWN_CACHE = os.environ["TILELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelab-test-cache-")
+_OWN_KEY = None
+if "TILELAB_CACHE_KEY" not in os.environ:
+    _OWN_KEY = tempfile.mkdtemp(prefix="tilelab-test-key-")
+    os.environ["TILELAB_CACHE_KEY"] = os.path.join(_OWN_KEY, "cache.key")
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Remove the private compile cache made above (a cache the caller named stays)."""
-    if _OWN_CACHE is not None:
-        import shutil
+    """Remove the private compile cache and key made above (ones the caller named stay)."""
+    import shutil
 
-        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+    for own in (_OWN_CACHE, _OWN_KEY):
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)
 
 
 def pytest_sessionstart(session):

@@ -206,7 +206,7 @@ def _remember(cache: Any, name: str, art: Any, log: _InputLog) -> None:
     """Make shortcut ``name`` to the entry of ``art``, on every input this run read."""
     import dataclasses
 
-    from tilelab.compiler.cache import fingerprints
+    from tilelab.compiler.input_fingerprints import fingerprints
 
     inputs = fingerprints(sorted(log.files()), sorted(log.resolved_programs()),
                           skip=(os.path.abspath(cache.root),))
@@ -235,7 +235,20 @@ def _report(art: Any, emit: Sequence[str]) -> int:
 def cmd_compile(ns: argparse.Namespace) -> int:
     """``tilelab compile``: from a shortcut when the same command ran before and nothing
     it read changed since (no import of the file, the compiler or cuTile), else load the
-    file and compile (a cache hit or a build), then make the shortcut."""
+    file and compile (a cache hit or a build), then make the shortcut. A tilelab error
+    (a kernel the checker refuses when the file is loaded, a compile error, a cache key
+    that is not private) is printed as ``error: file:line:col: ...`` with its hint, and
+    the command exits with 1."""
+    from tilelab.errors import TilelabError
+
+    try:
+        return _compile_command(ns)
+    except TilelabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+def _compile_command(ns: argparse.Namespace) -> int:
     target = ns.target
     if "::" not in target:
         raise SystemExit("tilelab compile: name the kernel as FILE.py::KERNEL")
@@ -255,16 +268,14 @@ def cmd_compile(ns: argparse.Namespace) -> int:
         art = _compile_file(ns, path, kname)
     finally:
         _LOG.stop()
-    if art is None:
-        return 1
     if log is not None and art.cache_entry is not None:
         _remember(cache, name, art, log)
     return _report(art, emit)
 
 
 def _compile_file(ns: argparse.Namespace, path: str, kname: str) -> Any:
-    """Load the file and compile its kernel: the Artifacts, or None after printing the
-    compile error."""
+    """Load the file and compile its kernel: the Artifacts. A tilelab error (the
+    checker refusing a kernel as the file defines it, a compile error) propagates."""
     import tilelab as tl
 
     mod = _load_module(path)
@@ -274,18 +285,21 @@ def _compile_file(ns: argparse.Namespace, path: str, kname: str) -> Any:
         raise SystemExit(f"tilelab compile: {path} has no @tl.kernel named {kname!r}"
                          f" (kernels there: {', '.join(found) or 'none'})")
     args = _example_args(mod, kname, ns.args)
-    try:
-        art = k.compile(*args, arch=ns.arch, cache=not ns.no_cache, force=ns.force)
-    except tl.TilelabError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return None
-    return art
+    return k.compile(*args, arch=ns.arch, cache=not ns.no_cache, force=ns.force)
 
 
 def cmd_cache(ns: argparse.Namespace) -> int:
+    """``tilelab cache info``: the cache's size, the key file that signs its entries,
+    the entries refused since it was cleared and, if so, why it is not used;
+    ``tilelab cache clear``: remove its entries, shortcuts and record of refusals."""
     from tilelab.compiler.cache import DiskCache
+    from tilelab.errors import TilelabError
 
-    cache = DiskCache()
+    try:
+        cache = DiskCache()
+    except TilelabError as e:          # a TILELAB_CACHE_* value it does not take
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     if ns.action == "info":
         print(cache.stats())
     else:

@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterator
 from tilelab.errors import ConfigError
 
 __all__ = ["Setting", "SETTINGS", "setting", "get", "override", "backend", "cache_enabled",
-           "cache_dir", "cache_max_bytes", "cpu_persistent_blocks", "hot", "lab_view",
-           "launch", "theme", "tileiras", "require_browser", "require_torch",
+           "cache_dir", "cache_key", "cache_max_bytes", "cpu_persistent_blocks", "hot",
+           "lab_view", "launch", "theme", "tileiras", "require_browser", "require_torch",
            "screenshot_dir", "chromium", "hypothesis_scale"]
 
 _TRUE = ("1", "true", "yes", "on")
@@ -106,6 +106,12 @@ SETTINGS: dict[str, Setting] = {s.key: s for s in (
     Setting("cache_dir", "TILELAB_CACHE_DIR", None, "a directory path",
             "Where the disk cache lives (default: $XDG_CACHE_HOME/tilelab, else "
             "~/.cache/tilelab).", _path),
+    Setting("cache_key", "TILELAB_CACHE_KEY", None, "a file path",
+            "The secret key that signs the disk cache's entries: 32 random bytes, made "
+            "on first use with mode 0600 (default: $XDG_CONFIG_HOME/tilelab/cache.key, "
+            "else ~/.config/tilelab/cache.key). It must be a private file of yours "
+            "outside the cache directory; an entry it does not sign is never loaded.",
+            _path),
     Setting("cache_max_bytes", "TILELAB_CACHE_MAX_BYTES", None, "a positive integer",
             "Size above which the disk cache evicts its least recently used kernels "
             "(default 1 GiB).", _positive_int),
@@ -273,6 +279,18 @@ def cache_dir() -> Path | None:
         '/tmp/tl-cache'
     """
     return get("cache_dir")
+
+
+def cache_key() -> Path | None:
+    """``TILELAB_CACHE_KEY``: the cache's key file, or None for the default place (see
+    :func:`tilelab.compiler.cache_trust.default_key_path`).
+
+    Example:
+        >>> with override(cache_key="/tmp/tl/cache.key"):
+        ...     str(cache_key())
+        '/tmp/tl/cache.key'
+    """
+    return get("cache_key")
 
 
 def cache_max_bytes() -> int | None:

@@ -263,7 +263,7 @@ KEY = "ab" * 32
 @pytest.fixture
 def shortcut(tmp_path):
     """A cache with one entry, and an input file the shortcut to it depends on."""
-    from tilelab.compiler.cache import fingerprints
+    from tilelab.compiler.input_fingerprints import fingerprints
 
     cache = DiskCache(tmp_path / "cache")
     assert cache.store(KEY, {"cubin": b"\x7fELF"}, {"symbol": "add"})
@@ -334,7 +334,7 @@ def test_shortcuts_are_bounded_and_cleared(shortcut, monkeypatch):
 
 
 def test_fingerprints_by_content_outside_the_interpreter_by_stat_inside(tmp_path):
-    from tilelab.compiler.cache import fingerprint, fingerprints, unchanged
+    from tilelab.compiler.input_fingerprints import fingerprint, fingerprints, unchanged
 
     mine = tmp_path / "mine.py"
     mine.write_text("y = 1\n")

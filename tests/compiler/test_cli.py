@@ -1,8 +1,10 @@
 """The tilelab command: compile, emit, and the messages for bad input."""
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +190,104 @@ def test_no_shortcut_without_the_cache(monkeypatch):
     assert _shortcut_cache(ns) is None
     monkeypatch.setenv("TILELAB_CACHE", "0")
     assert _shortcut_cache(build_parser().parse_args(["compile", "k.py::add"])) is None
+
+
+def test_a_kernel_the_checker_refuses_is_one_located_error(tmp_path):
+    """The checker refuses the kernel while the file is loaded: the command prints the
+    error at its line and column with the hint, and no traceback."""
+    f = tmp_path / "writes_input.py"
+    f.write_text(textwrap.dedent('''
+        import tilelab as tl
+        import cuda.tile as ct
+
+        @tl.kernel
+        def k(z: tl.Out, x: tl.In):
+            ct.store(x, index=(0,), tile=ct.zeros((16,), ct.float32))
+
+        X = tl.spec(4096, "float32")
+        TILELAB_EXAMPLES = {"k": (X.partition(256), X)}
+        '''))
+    r = tilelab("compile", f"{f}::k", "--arch", "sm_90")
+    assert r.returncode == 1 and r.stdout == ""
+    first = r.stderr.splitlines()[0]
+    assert first.startswith(f"error: {f}:7:5: ct.store() writes to 'x', which is tl.In")
+    assert "\nhint: declare an output parameter" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_cache_key_others_can_read_is_one_error(kernel_file, tmp_path):
+    key = tmp_path / "conf" / "cache.key"
+    env = dict(os.environ, TILELAB_CACHE_KEY=str(key), TILELAB_CACHE_DIR=str(tmp_path / "c"))
+    assert compile_probe(f"{kernel_file}::add", env=env)[1] == "full"
+    key.chmod(0o644)
+    for extra in ((), ("--force",)):      # the shortcut's path and the compiler's
+        r = subprocess.run([sys.executable, "-m", "tilelab", "compile", f"{kernel_file}::add",
+                            *extra], capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert r.stderr.startswith(f"error: tilelab cache key {key} can be read or written "
+                                   "by others (mode 0644)")
+        assert f"hint: chmod 600 {key}" in r.stderr and "Traceback" not in r.stderr
+
+
+_SITE_PROBE = ("import os, site\n"
+               "site.PREFIXES.append(os.environ['EXTRA_SITE_PREFIX'])\n" + _PROBE)
+
+
+def test_an_installed_module_edited_in_place_is_seen(tmp_path):
+    """A kernel file under site-packages (fingerprinted by its metadata, not hashed)
+    edited in place to the same size with its modification time put back: the warm
+    command sees the change (the change time cannot be put back) and compiles anew."""
+    import site
+
+    prefix = tmp_path / "prefix"
+    site_dir = Path(site.getsitepackages([str(prefix)])[0])
+    site_dir.mkdir(parents=True)
+    module = site_dir / "installed_kernels.py"
+    module.write_text(_INSTALLED_ADD)
+    env = dict(os.environ, EXTRA_SITE_PREFIX=str(prefix), PYTHONDONTWRITEBYTECODE="1")
+
+    def probe(*args: str) -> tuple[str, str]:
+        r = subprocess.run([sys.executable, "-c", _SITE_PROBE, "compile",
+                            f"{module}::add", "--emit", "tileir", *args],
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        out, _, how = r.stdout.rpartition("PATH=")
+        return out, how.strip()
+
+    out, how = probe()
+    assert how == "full" and "addf" in out
+    out, how = probe()
+    assert how == "shortcut" and "addf" in out
+    record = _shortcut_naming(module)
+    assert record["inputs"][str(module)].startswith("stat:")   # metadata, not content
+    before = os.stat(module)
+    module.write_text(_INSTALLED_ADD.replace("tl.load_like(x, z) + tl.load_like(y, z)",
+                                             "tl.load_like(x, z) * tl.load_like(y, z)"))
+    os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(module)
+    # what the fingerprint of an installed file used to be cannot tell the two apart
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == \
+        (before.st_size, before.st_mtime_ns, before.st_ino)
+    out, how = probe()
+    assert how == "full" and "mulf" in out and "addf" not in out
+    assert probe()[1] == "shortcut"
+
+
+_INSTALLED_ADD = textwrap.dedent('''
+    import tilelab as tl
+
+    @tl.kernel
+    def add(z: tl.Out, x: tl.In, y: tl.In):
+        z.store(tl.load_like(x, z) + tl.load_like(y, z))
+
+    X = tl.spec(4096, "float32")
+    TILELAB_EXAMPLES = {"add": (X.partition(256), X, X)}
+    ''')
+
+
+def _shortcut_naming(path: Path) -> dict:
+    """The one shortcut record of the test cache whose inputs include ``path``."""
+    folder = Path(os.environ["TILELAB_CACHE_DIR"]) / "shortcuts-v1"
+    records = [json.loads(p.read_text()) for p in folder.glob("*.json")]
+    [record] = [r for r in records if str(path) in r["inputs"]]
+    return record

@@ -13,8 +13,11 @@ machine the safe async launch went from 1.3-1.6x a bare ``cuda.core.launch`` to
 1.01x). Like Triton's launcher stubs, the module is
 compiled at first GPU use with the system C compiler (``$CC``, else ``cc``) and the
 Python headers, into ``<cache dir>/native/`` keyed by its source, the Python ABI and
-the compiler; later processes load it in a millisecond. Without a compiler or headers
-launches go through cuda-bindings as before, and :func:`status` says why.
+the compiler, and signed with the user's cache key (``<key>.mac`` beside it): later
+processes load it in a millisecond, and only if the key signed it (a module the key did
+not sign is rebuilt, never loaded: docs/safety.md, "Caches: the trust model"). Without a
+compiler or headers, or in a cache directory others can write, launches go through
+cuda-bindings as before, and :func:`status` says why.
 
 ``TILELAB_LAUNCH`` picks the path: ``native`` (the default: this module when it
 builds), ``driver`` (cuda-bindings' ``cuLaunchKernel``) or ``cuda.core``;
@@ -77,9 +80,14 @@ def build(out_dir: Path | None = None) -> Path:
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     key = hashlib.sha256(source + suffix.encode() + cc.encode() + include.encode()
                          ).hexdigest()[:16]
-    target_dir = (out_dir or _cache_root()) / key
+    root = out_dir or _cache_root()
+    target_dir = root / key
     target = target_dir / f"{_MODULE}{suffix}"
-    if target.exists():
+    # a module found in the cache is loaded only if this user's cache key signed it
+    # (docs/safety.md, "Caches: the trust model")
+    secret = _signing_key(root)
+    tag = root / f"{key}.mac"
+    if target.exists() and _signed(target, tag, secret):
         return target
     target_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=suffix, dir=target_dir)
@@ -90,10 +98,47 @@ def build(out_dir: Path | None = None) -> Path:
         if done.returncode != 0:
             raise OSError(f"{' '.join(cmd)} failed:\n{(done.stderr or done.stdout)[-2000:]}")
         os.replace(tmp, target)   # atomic: a concurrent process sees all of it or none
+        _sign(target, tag, secret)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+def _signing_key(root: Path) -> bytes:
+    """The cache key that signs modules under ``root``; OSError (launches then go
+    through cuda-bindings) when ``root`` is not the user's own or no key can be made."""
+    from tilelab.compiler.cache import signing_key
+
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    secret = signing_key(root)
+    if secret is None:
+        raise OSError(f"{root} cannot be trusted to hold a native module (see the "
+                      "warning about the tilelab cache)")
+    return secret
+
+
+def _digest(path: Path) -> dict:
+    return {"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def _signed(path: Path, tag: Path, secret: bytes) -> bool:
+    """Whether ``tag`` holds this user's MAC of the module at ``path``."""
+    from tilelab.compiler.cache_trust import verify
+
+    try:
+        return verify(secret, "native-module", _digest(path), tag.read_text().strip())
+    except OSError:
+        return False
+
+
+def _sign(path: Path, tag: Path, secret: bytes) -> None:
+    from tilelab.compiler.cache_trust import mac
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{tag.name}-", dir=tag.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(mac(secret, "native-module", _digest(path)))
+    os.replace(tmp, tag)
 
 
 def _import(path: Path) -> ModuleType:
