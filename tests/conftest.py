@@ -7,12 +7,14 @@ import textwrap
 import pytest
 
 # Keep the user's ~/.cache/tilelab out of the tests (and start from a cold cache), and
-# the user's cache key (~/.config/tilelab/cache.key) too: the tests sign with their own.
+# the user's cache key (~/.config/tilelab/cache.key) too: a private cache is signed with
+# a private key. A cache the caller named keeps the key the caller uses (their own, or
+# TILELAB_CACHE_KEY), so that a warm cache kept between runs stays warm.
 _OWN_CACHE = None
 if "TILELAB_CACHE_DIR" not in os.environ:
     _OWN_CACHE = os.environ["TILELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelab-test-cache-")
 _OWN_KEY = None
-if "TILELAB_CACHE_KEY" not in os.environ:
+if _OWN_CACHE is not None and "TILELAB_CACHE_KEY" not in os.environ:
     _OWN_KEY = tempfile.mkdtemp(prefix="tilelab-test-key-")
     os.environ["TILELAB_CACHE_KEY"] = os.path.join(_OWN_KEY, "cache.key")
 
