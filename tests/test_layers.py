@@ -4,7 +4,8 @@ Every import in every module of tilelab/ counts, the lazy ones inside functions 
 (``import`` and ``from ... import`` statements, relative ones resolved, and
 ``importlib.import_module("tilelab....")`` calls). From the bottom:
 
-- base: ``errors``, ``config``, ``dlpack_abi``, ``grid`` (leaf modules every layer may use)
+- base: ``errors``, ``config``, ``dlpack_abi``, ``grid``, ``limits`` (leaf modules every
+  layer may use)
 - ``interp`` (the runtime's CPU backend) and ``compiler`` (capture, safety, lowering,
   export, cache): one level, independent of each other (compiling needs no runtime,
   interpreting needs no compiler)
@@ -26,7 +27,7 @@ PACKAGE = ROOT / "tilelab"
 #: levels from the bottom; each level holds groups, and a group is one layer (its
 #: members may import each other); groups of one level may not import each other
 LEVELS: list[list[set[str]]] = [
-    [{"errors", "config", "dlpack_abi", "grid"}],
+    [{"errors", "config", "dlpack_abi", "grid", "limits"}],
     [{"interp"}, {"compiler"}],
     [{"runtime"}],
     [{"perf", "tilelab"}],

@@ -16,7 +16,10 @@ from tilelab.compiler.cache import DiskCache, default_cache
 from tilelab.compiler.export import check_arch, compile_lowered
 from tilelab.compiler.lower import LoweredKernel, LoweringPlan, lower_kernel
 from tilelab.compiler.safety import KernelAnalysis, analyze_kernel, recheck
+from tilelab.compiler.signature import PartitionSpec
 from tilelab.compiler.specialize import Specialization, specialize
+from tilelab.compiler.tileir_check import check_partition_tiles
+from tilelab.limits import MAX_TILE_ELEMENTS, tile_elements
 
 __all__ = ["KernelOptions", "KernelDefinition"]
 
@@ -85,8 +88,15 @@ class KernelDefinition:
         return self.analysis.source.fingerprint
 
     def specialize(self, args: Sequence[Any]) -> Specialization:
-        return specialize(self.analysis, args, kernel_name=self.name,
+        """The specialization for ``args``; a partition whose tiles pass Tile IR's element
+        limit is refused here, where compiling and the CPU backend both start, with the
+        same located message (:func:`~tilelab.compiler.tileir_check.check_partition_tiles`)."""
+        spec = specialize(self.analysis, args, kernel_name=self.name,
                           check_bounds=self.options.check_bounds)
+        if any(isinstance(s, PartitionSpec) and
+               tile_elements(s.tile_shape) > MAX_TILE_ELEMENTS for _n, _k, s in spec.specs):
+            check_partition_tiles(self.lowered(spec.plan), spec)
+        return spec
 
     def ensure_checked(self) -> None:
         """Check the kernel again if anything its check resolved changed since, or a

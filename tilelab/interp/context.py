@@ -15,10 +15,12 @@ from types import CodeType, FrameType
 from typing import Any, Callable, TextIO
 
 from tilelab.errors import CompileError, LaunchError, SourceLocation
+from tilelab.limits import MAX_TILE_ELEMENTS, tile_elements, tile_limit_hint, tile_limit_message
 
 __all__ = ["LaunchState", "current", "active", "enter", "register_tile_globals",
            "register_location_map", "user_frame", "current_location", "location_of_frame",
-           "compile_error", "launch_error", "unsupported", "KernelNameError"]
+           "compile_error", "launch_error", "unsupported", "check_tile_shape",
+           "caller_locations", "KernelNameError"]
 
 
 class KernelNameError(CompileError, NameError):
@@ -184,6 +186,38 @@ def current_location() -> SourceLocation | None:
 def compile_error(message: str, hint: str | None = None) -> CompileError:
     """A CompileError for what cuTile rejects when it compiles, at the calling kernel line."""
     return CompileError(message, location=current_location(), hint=hint)
+
+
+def check_tile_shape(shape: tuple[int, ...]) -> None:
+    """Refuse a tile past Tile IR's element limit (:data:`tilelab.limits.MAX_TILE_ELEMENTS`)
+    at the kernel line that makes it, with the compiler's message: the GPU toolchain
+    refuses such a kernel for every target, so the interpreter must not run it."""
+    if tile_elements(shape) > MAX_TILE_ELEMENTS:
+        state = active()
+        name = state.kernel_name if state is not None else "<kernel>"
+        message = tile_limit_message(name, shape)
+        chain = caller_locations()
+        if chain:   # made in a helper: the calls that led there, as the compiler says them
+            message += " (called from " + ", ".join(map(str, chain)) + ")"
+        raise compile_error(message, hint=tile_limit_hint())
+
+
+def caller_locations() -> list[SourceLocation]:
+    """Where the tile function running now was called from, outward to the kernel's own
+    line: the lines of the user's code on the stack above the innermost one."""
+    state = active()
+    frame = user_frame(sys._getframe(1))
+    out: list[SourceLocation] = []
+    if state is None or frame is None:
+        return out
+    known = state.tile_globals
+    frame = frame.f_back
+    while frame is not None:
+        if id(frame.f_globals) in known and \
+                not frame.f_code.co_filename.startswith("<tilelab-device "):
+            out.append(location_of_frame(frame))
+        frame = frame.f_back
+    return out
 
 
 def launch_error(message: str, hint: str | None = None) -> LaunchError:

@@ -20,9 +20,9 @@ from tilelab.interp.context import active, compile_error, launch_error
 from tilelab.interp.dtypes import INT32, check_implicit_cast
 from tilelab.interp.elementwise import const_array
 from tilelab.interp.memory_args import (as_array, as_flag, assign, axis_order, check_hints,
-                                        check_memory_semantics, padding_fill,
-                                        padding_mode_value, stored_values, tile_index,
-                                        view_values)
+                                        check_index_types, check_memory_semantics,
+                                        padding_fill, padding_mode_value, stored_values,
+                                        tile_index, view_values)
 from tilelab.interp.rounding import convert
 from tilelab.interp.shapes import constant_int, constant_shape, normalize_axis
 from tilelab.interp.tile import Tile
@@ -129,9 +129,10 @@ def load(array, /, index, shape, *, order="C", padding_mode=PaddingMode.UNDETERM
     """The tile at ``index`` of ``array``'s tile space of ``shape``."""
     op = "ct.load"
     arr = as_array(array, op)
+    check_index_types(index, "load")
     idx = tile_index(index, arr.ndim, op)
     sh = constant_shape(shape, "shape", allow_single_int=True, expected_rank=arr.ndim,
-                        allow_0d=True)
+                        allow_0d=True, function="load")
     perm = axis_order(order, arr.ndim, op)
     mode = padding_mode_value(padding_mode)
     check_hints(latency, allow_tma)
@@ -146,6 +147,7 @@ def store(array, /, index, tile, *, order="C", check_bounds=True, latency=None,
     """Store ``tile`` at ``index`` of ``array``'s tile space (shape taken from the tile)."""
     op = "ct.store"
     arr = as_array(array, op)
+    check_index_types(index, "store")
     idx = tile_index(index, arr.ndim, op)
     values, shape = stored_values(tile, arr.dtype,
                                   "Stored tile is incompatible with array's dtype")
@@ -167,7 +169,7 @@ def num_tiles(array, /, axis, shape, order="C") -> Tile:
     arr = as_array(array, op)
     ax = normalize_axis(constant_int(axis, "axis"), arr.ndim)
     sh = constant_shape(shape, "shape", allow_single_int=True, expected_rank=arr.ndim,
-                        allow_0d=True)
+                        allow_0d=True, function="num_tiles")
     full = sh if sh else (1,) * arr.ndim
     perm = axis_order(order, arr.ndim, op)
     n = -(-arr._data.shape[perm[ax]] // full[ax])

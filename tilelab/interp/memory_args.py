@@ -12,12 +12,13 @@ import numpy as np
 from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
 from tilelab.interp.arrays import Array, TiledView, index_value
 from tilelab.interp.context import compile_error, launch_error
-from tilelab.interp.dtypes import TileDType, check_implicit_cast
+from tilelab.interp.dtypes import TileDType, check_implicit_cast, loose_dtype
 from tilelab.interp.elementwise import const_array, operand
 from tilelab.interp.rounding import convert
 from tilelab.interp.shapes import constant_int_tuple, normalize_axis
+from tilelab.interp.tile import Tile
 
-__all__ = ["as_array", "tile_index", "axis_order", "padding_mode_value", "as_flag",
+__all__ = ["as_array", "check_index_types", "tile_index", "axis_order", "padding_mode_value", "as_flag",
            "check_hints", "check_memory_semantics", "padding_fill", "stored_values", "assign",
            "broadcastable", "view_values"]
 
@@ -30,11 +31,33 @@ def as_array(x: Any, op: str) -> Array:
     return x
 
 
+def check_index_types(index: Any, function: str) -> None:
+    """Refuse a tile index that is not signed integer scalars, as cuTile words it for the
+    ``index`` argument of ``ct.<function>`` (``load``, ``store``): naming the item and its
+    type, ``Tile[float32,()]`` for a float (a Python float is a float32 constant)."""
+    items, single = (index, False) if isinstance(index, tuple) else ((index,), True)
+    for i, x in enumerate(items):
+        if isinstance(x, Tile):
+            dt, shape = x.dtype, x.shape
+        elif isinstance(x, (bool, int, float)):
+            dt, shape = loose_dtype(x), ()
+        else:   # not a scalar at all: tile_index says what it is
+            continue
+        if shape == () and dt.kind == "i":
+            continue
+        what = "given value" if single else f"item #{i}"
+        ty = f"Tile[{dt},({','.join(map(str, shape))})]"
+        raise compile_error(f'Invalid argument "index" of {function}(): Expected a tuple of '
+                            "signed integers or a single signed integer scalar, but "
+                            f"{what} has type {ty}")
+
+
 def tile_index(index: Any, ndim: int, op: str, what: str = "array") -> list[int]:
     """A tile index (tuple of signed integer scalars, or one for 1-D) as Python ints."""
     items = index if isinstance(index, tuple) else (index,)
     if len(items) != ndim:
-        raise compile_error(f"{op}: Index size {len(items)} does not match the {what} rank "
+        where = "" if op in ("ct.load", "ct.store") else f"{op}: "   # (as cuTile says it)
+        raise compile_error(f"{where}Index size {len(items)} does not match the {what} rank "
                             f"{ndim}")
     return [index_value(i, f"{op} index") for i in items]
 

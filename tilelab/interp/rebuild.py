@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import cuda.tile as real_ct
 from tilelab.interp._cutile import is_tile_function_wrapper
+from tilelab.interp.device_checks import device_check, with_device_check
 from tilelab.interp.misc import BUILTINS
 from tilelab.interp.namespace import IMPLEMENTATIONS, SUBSTITUTES, module as ct_module
 
@@ -235,7 +236,8 @@ class Rebuilder:
         if defaults:
             defaults = tuple(self.substitute(d) for d in defaults)
         new = types.FunctionType(fn.__code__, g, fn.__name__, defaults, cells)
-        self._functions[id(fn)] = new
+        check = device_check(fn)   # (tilelab's device helpers: see interp.device_checks)
+        self._functions[id(fn)] = new if check is None else with_device_check(new, check)
         self._keep.append(fn)
         deps = self._deps
         deps.append(("attr", fn, "__code__", fn.__code__))
@@ -264,7 +266,7 @@ class Rebuilder:
             deps.append(("global", original, name, value))
             if value is not _MISSING:
                 g[name] = self.substitute(value)
-        return new
+        return self._functions[id(fn)]
 
     def dispatch(self, stub: Any, args: tuple, kwargs: dict) -> Any:
         """Run a cuTile stub called from code the rebuild did not reach."""

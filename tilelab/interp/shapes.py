@@ -1,7 +1,8 @@
 """Shape ops and tile factories: reshape, permute, cat, extract/insert, full, arange, ...
 
-Shapes, axes and orders must be compile-time constants (Python ints) and every tile
-dimension must be a power of two, as in cuTile; violations raise CompileError with the
+Shapes, axes and orders must be compile-time constants (Python ints), every tile
+dimension must be a power of two, as in cuTile, and a tile holds at most Tile IR's
+:data:`~tilelab.limits.MAX_TILE_ELEMENTS`; violations raise CompileError with the
 compiler's wording.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.interp.context import compile_error, launch_error, unsupported
+from tilelab.interp.context import check_tile_shape, compile_error, launch_error, unsupported
 from tilelab.interp.dtypes import BOOL, INT32, TileDType, as_dtype, loose_dtype
 from tilelab.interp.casts import astype, bitcast
 from tilelab.interp.elementwise import add, const_array, make, mul, operand
@@ -78,19 +79,26 @@ def constant_int_tuple(x: Any, what: str, allow_single_int: bool = False) -> tup
 
 def constant_shape(x: Any, what: str = "shape", *, allow_single_int: bool = False,
                    expected_rank: int | None = None, allow_0d: bool = False,
-                   allow_non_pow2: bool = False) -> tuple[int, ...]:
-    """A constant tile shape: positive powers of two, optionally of a given rank."""
+                   allow_non_pow2: bool = False, function: str | None = None
+                   ) -> tuple[int, ...]:
+    """A constant tile shape: positive powers of two, optionally of a given rank, of at
+    most Tile IR's element limit (``allow_non_pow2``: steps, not a tile: any positive
+    ints). ``function``: the cuTile function whose argument ``what`` this is; its
+    dimension errors then begin as cuTile's do, ``Invalid argument "shape" of load(): ``."""
     shape = constant_int_tuple(x, what, allow_single_int=allow_single_int)
     if (expected_rank is not None and len(shape) != expected_rank
             and not (allow_0d and len(shape) == 0)):
         raise compile_error(f"Expected {what} length to be {expected_rank}, got {len(shape)}")
+    where = "" if function is None else f'Invalid argument "{what}" of {function}(): '
     for i, d in enumerate(shape):
         if d <= 0:
-            raise compile_error(f"Dimension #{i} of {what} {shape} is not positive")
+            raise compile_error(f"{where}Dimension #{i} of {what} {shape} is not positive")
         if not allow_non_pow2 and d & (d - 1):
-            raise compile_error(f"Dimension #{i} of {what} {shape} is not a power of two",
-                                hint="tile dimensions must be powers of two; pad with "
-                                     "partial tiles instead")
+            raise compile_error(f"{where}Dimension #{i} of {what} {shape} is not a power of "
+                                "two", hint="tile dimensions must be powers of two; pad "
+                                            "with partial tiles instead")
+    if not allow_non_pow2:
+        check_tile_shape(shape)   # before a tile of that shape is allocated
     return shape
 
 
@@ -125,7 +133,7 @@ def reshape(x: Any, /, shape: Any) -> Tile:
 def broadcast_to(x: Any, /, shape: Any) -> Tile:
     """Broadcast to ``shape`` following NumPy's rule."""
     t = to_tile(x)
-    target = constant_shape(shape, "shape")
+    target = constant_shape(shape, "shape", function="broadcast_to")
     src = t.shape
     pairs = zip(reversed(src), reversed(target))
     ok = len(src) <= len(target) and all(s in (d, 1) for s, d in pairs)
@@ -263,7 +271,7 @@ def extract(x: Any, /, index: Any, shape: Any) -> Tile:
     """The subtile at grid position ``index`` of a partition of ``x`` into ``shape``."""
     t = to_tile(x)
     sh = constant_shape(shape, "shape", allow_single_int=True, expected_rank=t.ndim,
-                        allow_0d=True)
+                        allow_0d=True, function="extract")
     full_shape = sh if sh else (1,) * t.ndim
     idx = _subtile_index(t, full_shape, index, "result")
     sl = tuple(slice(i * s, (i + 1) * s) for i, s in zip(idx, full_shape))
@@ -303,7 +311,7 @@ def _numeric_dtype(dtype: Any) -> TileDType:
 
 def full(shape: Any, fill_value: Any, dtype: Any) -> Tile:
     """A tile of ``shape`` filled with ``fill_value`` converted to ``dtype``."""
-    sh = constant_shape(shape, "shape", allow_single_int=True)
+    sh = constant_shape(shape, "shape", allow_single_int=True, function="full")
     dt = _numeric_dtype(dtype)
     v, d = operand(fill_value, "fill_value")
     if d is None:
@@ -316,12 +324,14 @@ def full(shape: Any, fill_value: Any, dtype: Any) -> Tile:
 
 def zeros(shape: Any, dtype: Any) -> Tile:
     """A tile of zeros."""
-    return full(constant_shape(shape, "shape", allow_single_int=True), 0, dtype)
+    return full(constant_shape(shape, "shape", allow_single_int=True, function="zeros"), 0,
+                dtype)
 
 
 def ones(shape: Any, dtype: Any) -> Tile:
     """A tile of ones."""
-    return full(constant_shape(shape, "shape", allow_single_int=True), 1, dtype)
+    return full(constant_shape(shape, "shape", allow_single_int=True, function="ones"), 1,
+                dtype)
 
 
 def arange(size: Any, /, *, dtype: Any, start: Any = 0, step: Any = 1) -> Tile:

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.interp.context import compile_error
+from tilelab.interp.context import check_tile_shape, compile_error
 from tilelab.interp.dtypes import TileDType
+from tilelab.limits import MAX_TILE_ELEMENTS
 
 __all__ = ["Tile", "format_tile", "format_printf"]
 
@@ -41,6 +42,8 @@ class Tile:
 
     def __init__(self, values: np.ndarray, dtype: TileDType, const: bool = False,
                  valid: np.ndarray | None = None):
+        if values.size > MAX_TILE_ELEMENTS:   # any op's result (cat, mma, broadcasts...)
+            check_tile_shape(values.shape)
         self._v = values
         self._dt = dtype
         # True when the value is a compile-time constant in cuTile (built only from

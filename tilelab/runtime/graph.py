@@ -5,7 +5,12 @@ block instead of running them; on exit the graph is built (a CUDA graph on the G
 a replay list on the CPU backend). ``g.replay()`` runs it and returns a ``tl.Future``
 that holds the borrows of every launch in the graph. The graph keeps its tensors
 alive; allocating inside the block is an error (the allocation would happen once, not
-at every replay).
+at every replay). A CUDA graph holds the addresses it was built with, so a replay after
+one of its tensors was freed (``t.free()``) is refused on both backends with the same
+:class:`~tilelab.errors.LaunchError`, naming the tensor and who freed it. A copy between
+overlapping views becomes the chunked steps of
+:func:`~tilelab.runtime.memory.copy_plan` (one memcpy node is undefined for overlap),
+through a staging buffer the graph owns when the views lie close.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from typing import Any
 from tilelab.errors import LaunchError
 from tilelab.runtime import capture
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site
+from tilelab.runtime.memory import FREE_EPOCH, Storage, copy_plan
 
 __all__ = ["Graph", "graph"]
 
@@ -63,6 +69,9 @@ class _Entry:
     args: list
     grid: tuple
     claims: list
+    #: (what, tensor) of each array argument, for the freed-memory check of a replay
+    tensors: list
+    site: str
 
 
 @dataclass
@@ -70,6 +79,22 @@ class _Copy:
     dst: Any
     src: Any
     claims: list
+    tensors: list
+    site: str
+
+
+def _array_arguments(launcher: Any, args: list) -> list[tuple[str, Any]]:
+    """(description, tensor) of each tensor or partition argument of a recorded launch."""
+    from tilelab.runtime.partition import Partition
+    from tilelab.runtime.tensor import Tensor
+
+    name = launcher.definition.name
+    out = []
+    for p, a in zip(launcher.definition.analysis.params, args):
+        t = a.tensor if isinstance(a, Partition) else a if isinstance(a, Tensor) else None
+        if t is not None:
+            out.append((f"argument {p.name!r} of {name}()", t))
+    return out
 
 
 class Graph:
@@ -93,6 +118,10 @@ class Graph:
         self._site = call_site()
         self._closed = False
         self._merged: list | None = None
+        #: the staging buffer of the built graph's overlapping copies (None: none)
+        self._stage: Storage | None = None
+        #: Storage.free()'s epoch when no storage of the graph was found freed
+        self._alive_epoch = -1
 
     # ---- recording -----------------------------------------------------------
     def __enter__(self) -> "Graph":
@@ -119,7 +148,8 @@ class Graph:
     def record(self, launcher: Any, plan: Any, args: list, grid: tuple, claims: list) -> None:
         """Called by a launch made inside the block."""
         self._set_device(plan.device, f"{launcher.definition.name}()")
-        self.entries.append(_Entry(launcher, plan, list(args), grid, claims))
+        self.entries.append(_Entry(launcher, plan, list(args), grid, claims,
+                                   _array_arguments(launcher, args), call_site()))
 
     def record_copy(self, dst: Any, src: Any) -> None:
         """Called by ``Tensor.copy_`` inside the block."""
@@ -136,7 +166,8 @@ class Graph:
         slo, shi = src.byte_range()
         claims = [(dst.storage.space, lo, hi, True, "copy destination"),
                   (src.storage.space, slo, shi, False, "copy source")]
-        self.entries.append(_Copy(dst, src, claims))
+        tensors = [("the destination of a copy", dst), ("the source of a copy", src)]
+        self.entries.append(_Copy(dst, src, claims, tensors, call_site()))
 
     # ---- building and replaying -------------------------------------------------
     def dependencies(self) -> list[list[int]]:
@@ -185,8 +216,18 @@ class Graph:
         gd = GraphDefinition()
         nodes, programmatic, early = [], [], []
         pdl = config.pdl()
-        for e, deps in zip(self.entries, self.dependencies()):
+        plans = {i: copy_plan(e.dst.data_ptr, e.src.data_ptr, e.dst.nbytes)
+                 for i, e in enumerate(self.entries) if isinstance(e, _Copy)}
+        stage_bytes = max((c.stage_bytes for c in plans.values()), default=0)
+        if stage_bytes:   # (after the capture: allocating is allowed here)
+            from tilelab.runtime.device import gpu
+
+            device = next(self.entries[i].dst.device for i in plans)
+            self._stage = Storage.allocate(stage_bytes, device, "a graph's staging buffer")
+            gpu().stream.sync()   # allocated (stream-ordered) before any replay's stream uses it
+        for i, (e, deps) in enumerate(zip(self.entries, self.dependencies())):
             parent = nodes[deps[0]] if deps else gd
+            first = None   # the entry's first node, where its edges end (a copy's chain)
             if isinstance(e, _Entry):
                 words = e.launcher.words(e.plan, e.args)
                 node = parent.launch(LaunchConfig(grid=e.grid, block=(1, 1, 1)),
@@ -202,15 +243,30 @@ class Graph:
                     programmatic.append((nodes[deps[0]].handle, node.handle))
                 early.append(starts_early)
             else:
-                node = parent.memcpy(e.dst.data_ptr, e.src.data_ptr, e.dst.nbytes)
+                first, node = self._copy_nodes(parent, plans[i])
                 early.append(False)
             if len(deps) > 1:
-                node.pred = {nodes[i] for i in deps}
+                (node if first is None else first).pred = {nodes[j] for j in deps}
             nodes.append(node)
         #: what became of programmatic dependent launch in this graph, in words
         self.pdl = make_programmatic(gd.handle, programmatic) if pdl else "off (TILELAB_PDL=0)"
         self._cuda_graph = gd.instantiate()
         self._definition = gd
+
+    def _copy_nodes(self, parent: Any, plan: Any) -> tuple[Any, Any]:
+        """The memcpy nodes of one recorded copy, chained in the plan's order after
+        ``parent`` (the graph or the node it waits for): (its first node, its last)."""
+        stage = self._stage.ptr if plan.stage_bytes else 0
+        pairs = []
+        for dst, src, n in plan.steps:
+            pairs += [(stage, src, n), (dst, stage, n)] if plan.stage_bytes else [(dst, src, n)]
+        if not pairs:   # nothing to copy (onto itself, or empty): an empty node keeps the edges
+            empty = parent.join()
+            return empty, empty
+        first = node = parent.memcpy(*pairs[0])
+        for dst, src, n in pairs[1:]:
+            node = node.memcpy(dst, src, n)
+        return first, node
 
     def _claims(self) -> list:
         """The borrows of one replay: every claim of every entry, merged per range."""
@@ -226,29 +282,61 @@ class Graph:
             self._merged = [tuple(m) for m in merged.values()]
         return self._merged
 
+    def check_alive(self) -> None:
+        """Raise LaunchError if memory of a recorded launch or copy was freed since it
+        was recorded: the built CUDA graph still holds the old addresses (memory that
+        may now belong to another allocation), and a CPU replay would read freed memory.
+
+        Called by :meth:`replay` under the ledger's lock, which ``Storage.free`` takes
+        too; a scan runs only when something was freed since the last one found all
+        alive (``FREE_EPOCH``), so a replay of a graph of live tensors costs a compare.
+        """
+        if self._alive_epoch == FREE_EPOCH[0]:
+            return
+        for e in self.entries:
+            for what, t in e.tensors:
+                st = t.storage
+                if st.freed:
+                    raise LaunchError(
+                        f"graph replay: {what} (recorded at {e.site}) was freed with "
+                        f".free() by {st.freed_by} after the graph was recorded; a replay "
+                        "cannot use freed memory",
+                        hint="free the tensors of a graph only after its last replay, or "
+                             "record a new graph with live tensors")
+        self._alive_epoch = FREE_EPOCH[0]
+
     def replay(self, stream: Any = None):
-        """Run the recorded work once more; returns a ``tl.Future`` holding its borrows."""
+        """Run the recorded work once more; returns a ``tl.Future`` holding its borrows.
+
+        Raises LaunchError if a tensor of the graph was freed since it was recorded
+        (:meth:`check_alive`), on both backends alike."""
         from tilelab.runtime.future import Future
 
         if not self._closed:
             raise LaunchError("replay() inside its own 'with tl.graph()' block",
                               hint="replay after the block has ended")
         claims = self._claims()
+        name = f"graph of {len(self.entries)} launches"
         if self.device == "gpu":
             from tilelab.runtime.streams import resolve_stream, stream_key
 
             s = resolve_stream(stream)
             key = stream_key(s)
-            LEDGER.check_launch("graph replay", claims, key)
-            self._cuda_graph.launch(s)
-            rec = LaunchRecord(f"graph of {len(self.entries)} launches", call_site(), key,
-                               None, self, s)   # the graph holds its tensors
-            LEDGER.add(rec, claims)
+            # under the lock a free takes: no tensor is freed between the check and the
+            # registration of the borrows that make a later free a BorrowError
+            with LEDGER._lock:
+                self.check_alive()
+                LEDGER.check_launch("graph replay", claims, key)
+                self._cuda_graph.launch(s)
+                rec = LaunchRecord(name, call_site(), key, None, self, s)   # holds tensors
+                LEDGER.add(rec, claims)
             return Future(rec)
         # the replay's borrows are held while it runs (another thread's conflicting
         # access raises BorrowError), then until its future is observed
-        rec = LaunchRecord(f"graph of {len(self.entries)} launches", call_site(), "cpu")
-        LEDGER.begin(rec, claims, self)
+        rec = LaunchRecord(name, call_site(), "cpu")
+        with LEDGER._lock:
+            self.check_alive()
+            LEDGER.begin(rec, claims, self)
         keep = False
         try:
             for e in self.entries:

@@ -537,7 +537,7 @@ class Ledger:
             for st in storages:
                 if st._freed:
                     raise LaunchError(f"launch of {rec.kernel!r}: an argument's memory was "
-                                      "freed (by another thread) before it could run",
+                                      f"freed (by {st.freed_by}) before it could run",
                                       hint="free memory only after the launches using it")
             rec.info.stream = RUNNING
             rec.borrows = claims

@@ -7,9 +7,15 @@ should. Owned GPU memory comes from cuda.core's stream-ordered allocator on tile
 stream, never from managed memory. Borrowed memory keeps its producer alive.
 
 Copies that touch the host are synchronous: when they return, the data is in place.
+A device-to-device copy between overlapping ranges (two views of one buffer) goes
+through a staging buffer in the order :func:`copy_plan` gives: one ``cuMemcpy`` is
+undefined for overlapping ranges, and the host copy (``memmove``) is overlap-safe, so
+both backends give what copying the source's values first would give.
 """
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,8 +24,8 @@ from tilelab.runtime import capture
 from tilelab.runtime import device as _dev
 from tilelab.runtime.ledger import LEDGER
 
-__all__ = ["HOST_SPACE", "HOST_ALIGN", "Storage", "copy_bytes", "copy_bytes_async",
-           "memset_zero"]
+__all__ = ["HOST_SPACE", "HOST_ALIGN", "STAGE_BYTES", "Storage", "CopyPlan", "copy_plan",
+           "run_copy_plan", "copy_bytes", "copy_bytes_async", "memset_zero"]
 
 #: the memory space of host (CPU) memory
 HOST_SPACE: tuple = ("cpu",)
@@ -29,6 +35,18 @@ HOST_ALIGN = 64
 
 #: bumped by every Storage.free(): a prepared launch made before a free re-validates
 FREE_EPOCH = [0]
+
+
+_THREAD = threading.local()
+
+
+def _thread_token() -> object:
+    """An object unique to the calling thread (a thread id may be reused once its thread
+    ends; a token held by a freed storage never is)."""
+    token = getattr(_THREAD, "token", None)
+    if token is None:
+        token = _THREAD.token = object()
+    return token
 
 
 def _cuda_space(device_id: int = 0) -> tuple:
@@ -71,7 +89,7 @@ class Storage:
     """
 
     __slots__ = ("ptr", "nbytes", "space", "device", "readonly", "borrowed", "copied_from",
-                 "stream", "_buffer", "_host", "_owner", "_freed", "__weakref__")
+                 "stream", "_buffer", "_host", "_owner", "_freed", "_freed_by", "__weakref__")
 
     def __init__(self, ptr: int, nbytes: int, device: str, *, buffer: Any = None,
                  host: np.ndarray | None = None, owner: Any = None, readonly: bool = False,
@@ -88,6 +106,7 @@ class Storage:
         self._host = host          # numpy uint8 array (owned host memory)
         self._owner = owner        # foreign producer (borrowed memory)
         self._freed = False
+        self._freed_by: object | None = None   # the token of the thread that freed it
 
     # ---- construction -----------------------------------------------------------
     @classmethod
@@ -147,6 +166,19 @@ class Storage:
         """
         return self._freed
 
+    @property
+    def freed_by(self) -> str | None:
+        """Who called :meth:`free`, for error messages: ``"this thread"`` (the calling
+        thread), ``"another thread"``, or None while the memory is alive.
+
+        Example:
+            >>> s = Storage.allocate(8, "cpu"); s.free(); s.freed_by
+            'this thread'
+        """
+        if not self._freed:
+            return None
+        return "this thread" if self._freed_by is _thread_token() else "another thread"
+
     def check_alive(self, what: str = "this tensor") -> None:
         """Raise ValueError if the storage was freed (use after free).
 
@@ -180,6 +212,7 @@ class Storage:
                               write=True,
                               what=f"freeing {self.nbytes} bytes of {self.device} memory")
             self._freed = True
+            self._freed_by = _thread_token()
             FREE_EPOCH[0] += 1  # prepared launches re-check their tensors after any free
         buf, self._buffer = self._buffer, None
         self._host = None
@@ -216,12 +249,93 @@ class Storage:
         return f"<tl.Storage {self.nbytes} bytes on {self.device} at {self.ptr:#x} ({kind}{state})>"
 
 
+#: the most bytes an overlapping device copy stages at a time (its staging buffer's size)
+STAGE_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """How to copy bytes between two ranges with copies that are each defined.
+
+    ``steps`` are ``(dst, src, nbytes)`` (absolute addresses), to run in order. With
+    ``stage_bytes`` 0 each step is one copy whose two ranges are disjoint; otherwise each
+    step goes through a staging buffer of that many bytes (source to stage, then stage
+    to destination) before the next step starts.
+
+    Example:
+        >>> copy_plan(0, 100, 50)
+        CopyPlan(steps=((0, 100, 50),), stage_bytes=0)
+    """
+
+    steps: tuple[tuple[int, int, int], ...]
+    stage_bytes: int = 0
+
+
+def copy_plan(dst: int, src: int, nbytes: int, stage: int = STAGE_BYTES) -> CopyPlan:
+    """The steps that copy ``nbytes`` from ``src`` to ``dst`` when the two ranges may
+    overlap (two views of one buffer), leaving at ``dst`` the values ``src`` held before.
+
+    Why: ``cuMemcpy`` (and a graph's memcpy node) is undefined for overlapping ranges.
+    Disjoint ranges are one copy; identical ones none. Otherwise the copy runs in chunks
+    in the direction that reads every source chunk before any write reaches it
+    (ascending when ``dst`` lies below ``src``, descending above): chunks as long as the
+    distance between the ranges are then disjoint from their own destination and copied
+    directly, when that distance is at least ``stage`` bytes; closer ranges go through a
+    staging buffer of at most ``stage`` bytes, chunk by chunk.
+
+    Example:
+        >>> copy_plan(0, 4, 12, stage=8)    # dst below src: ascending, staged
+        CopyPlan(steps=((0, 4, 8), (8, 12, 4)), stage_bytes=8)
+        >>> copy_plan(40, 0, 100, stage=8)  # 40 bytes apart: direct, descending
+        CopyPlan(steps=((120, 80, 20), (80, 40, 40), (40, 0, 40)), stage_bytes=0)
+    """
+    nbytes = int(nbytes)
+    if nbytes <= 0 or dst == src:
+        return CopyPlan(())
+    gap = abs(dst - src)
+    if gap >= nbytes:
+        return CopyPlan(((dst, src, nbytes),))
+    staged = gap < stage
+    chunk = min(nbytes, stage) if staged else gap
+    offsets = range(0, nbytes, chunk)
+    if dst > src:
+        offsets = reversed(offsets)
+    steps = tuple((dst + o, src + o, min(chunk, nbytes - o)) for o in offsets)
+    return CopyPlan(steps, chunk if staged else 0)
+
+
+def run_copy_plan(plan: CopyPlan, memcpy: Any, stage_ptr: int = 0) -> None:
+    """Run ``plan`` with ``memcpy(dst, src, nbytes)`` (one defined copy of disjoint ranges,
+    run in order); ``stage_ptr`` is a buffer of ``plan.stage_bytes`` bytes when it has
+    them.
+
+    Example:
+        >>> import ctypes, numpy as np
+        >>> a = np.arange(8, dtype=np.uint8); base = a.ctypes.data
+        >>> stage = np.empty(4, np.uint8)
+        >>> run_copy_plan(copy_plan(base + 2, base, 6, stage=4),
+        ...               lambda d, s, n: ctypes.memmove(d, s, n), stage.ctypes.data)
+        >>> a
+        array([0, 1, 0, 1, 2, 3, 4, 5], dtype=uint8)
+    """
+    if plan.stage_bytes and not stage_ptr:
+        raise ValueError("this copy plan needs a staging buffer")
+    for dst, src, n in plan.steps:
+        if plan.stage_bytes:
+            memcpy(stage_ptr, src, n)
+            memcpy(dst, stage_ptr, n)
+        else:
+            memcpy(dst, src, n)
+
+
 def copy_bytes(dst_ptr: int, dst_device: str, src_ptr: int, src_device: str,
                nbytes: int) -> None:
-    """Copy ``nbytes`` between two addresses on 'cpu'/'cuda:0', synchronously.
+    """Copy ``nbytes`` between two addresses on 'cpu'/'cuda:0', synchronously; the two
+    ranges may overlap (the result is then what copying the source first would give).
 
-    Host-to-host is a numpy copy; any copy that touches the GPU goes through the CUDA
-    driver on tilelab's stream (every CUresult checked) and waits for completion.
+    Host-to-host is a ``memmove``; any copy that touches the GPU goes through the CUDA
+    driver on tilelab's stream (every CUresult checked) and waits for completion, a
+    device-to-device one by the steps of :func:`copy_plan`.
 
     Example:
         >>> import numpy as np
@@ -247,24 +361,62 @@ def copy_bytes(dst_ptr: int, dst_device: str, src_ptr: int, src_device: str,
         _dev.check_cuda(driver.cuMemcpyHtoDAsync(dst_ptr, src_ptr, nbytes, s),
                         "cuMemcpyHtoDAsync")
     else:
-        _dev.check_cuda(driver.cuMemcpyAsync(dst_ptr, src_ptr, nbytes, s), "cuMemcpyAsync")
+        _copy_device(dst_ptr, src_ptr, nbytes, g)
     _dev.check_cuda(driver.cuStreamSynchronize(s), "cuStreamSynchronize")
+
+
+def _copy_device(dst_ptr: int, src_ptr: int, nbytes: int, g: Any) -> None:
+    """Enqueue a device-to-device copy on tilelab's stream by :func:`copy_plan`'s steps,
+    with a staging buffer (stream-ordered, freed after the steps) when they need one."""
+    from cuda.bindings import driver
+
+    s = g.stream_handle
+
+    def memcpy(d: int, src: int, n: int) -> None:
+        _dev.check_cuda(driver.cuMemcpyAsync(d, src, n, s), "cuMemcpyAsync")
+
+    plan = copy_plan(dst_ptr, src_ptr, nbytes)
+    if not plan.stage_bytes:
+        run_copy_plan(plan, memcpy)
+        return
+    try:
+        stage = g.device.allocate(plan.stage_bytes, stream=g.stream)
+    except Exception as e:
+        from tilelab.errors import LaunchError
+
+        raise LaunchError(f"copying between overlapping views needs a {plan.stage_bytes}-"
+                          f"byte staging buffer, and allocating it failed: {e}",
+                          hint="free tensors you no longer need (t.free())") from e
+    try:
+        run_copy_plan(plan, memcpy, int(stage.handle))
+    finally:
+        stage.close(g.stream)   # stream-ordered: after the steps
 
 
 def copy_bytes_async(dst_ptr: int, src_ptr: int, nbytes: int, stream: Any) -> None:
     """Enqueue a device-to-device copy on ``stream`` (anything with ``__cuda_stream__``:
     a cuda.core Stream or GraphBuilder, a torch stream) without waiting; graph capture
-    records it.
+    records it. Ranges that overlap by more than a staging chunk would need a staging
+    buffer that outlives this call: they are refused (ValueError; use
+    :func:`copy_bytes`), never copied by one undefined ``cuMemcpyAsync``.
 
     Example:
         >>> copy_bytes_async(dst, src, 1024, tl_gpu.stream)    # doctest: +SKIP
     """
-    if nbytes <= 0:
+    plan = copy_plan(dst_ptr, src_ptr, nbytes)
+    if plan.stage_bytes:
+        raise ValueError(f"copy_bytes_async: the byte ranges at {dst_ptr:#x} and "
+                         f"{src_ptr:#x} ({nbytes} bytes) overlap; copy with copy_bytes")
+    if not plan.steps:
         return
     from cuda.bindings import driver
 
     handle = stream.__cuda_stream__()[1] if stream is not None else _dev.gpu().stream_handle
-    _dev.check_cuda(driver.cuMemcpyAsync(dst_ptr, src_ptr, nbytes, handle), "cuMemcpyAsync")
+
+    def memcpy(d: int, src: int, n: int) -> None:
+        _dev.check_cuda(driver.cuMemcpyAsync(d, src, n, handle), "cuMemcpyAsync")
+
+    run_copy_plan(plan, memcpy)
 
 
 def memset_zero(ptr: int, device: str, nbytes: int) -> None:

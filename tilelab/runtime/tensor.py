@@ -315,7 +315,9 @@ class Tensor:
         """Write ``src`` (a tensor, array or scalar, broadcast and cast) into this tensor.
 
         Synchronous. Raises BorrowError while a pending launch uses this memory (or
-        writes ``src``'s).
+        writes ``src``'s). A source that overlaps this tensor in memory (another view of
+        the same buffer) is copied as if it were read first, on both backends (on the
+        GPU by the steps of :func:`~tilelab.runtime.memory.copy_plan`).
 
         Example:
             >>> import tilelab.runtime.tensor as T
