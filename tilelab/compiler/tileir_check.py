@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from tilelab.errors import CompileError, SourceLocation
+from tilelab.limits import (MAX_TILE_ELEMENTS, partition_limit_message, tile_elements,
+                            tile_limit_hint, tile_limit_message)
 
 __all__ = ["MAX_TILE_ELEMENTS", "NON_MEMORY_OPS", "READ_OPS", "WRITE_OPS", "REFUSED_OPS",
            "KNOWN_OPS", "waits_before_memory", "reads_before_wait", "triggers_after_wait",
@@ -49,10 +51,6 @@ __all__ = ["MAX_TILE_ELEMENTS", "NON_MEMORY_OPS", "READ_OPS", "WRITE_OPS", "REFU
            "check_tileir", "op_names", "arg_slots", "bytecode_tile_shapes",
            "check_partition_tiles", "check_bytecode_tiles"]
 
-#: Tile IR's limit on the elements of one tile (``maxTileNumElements`` in the cuda-tile
-#: dialect, include/cuda_tile/Dialect/CudaTile/IR/Types.h; the bytecode reader refuses
-#: larger tiles with "tile would exceed the maximum of 16777216 elements")
-MAX_TILE_ELEMENTS = 1 << 24
 
 #: ops that write memory; only ``store_view_tko`` through a partition is accepted
 WRITE_OPS = frozenset({"store_view_tko", "store_ptr_tko", "atomic_rmw_tko", "atomic_cas_tko",
@@ -1108,16 +1106,7 @@ _HINT = ("the kernel passed tilelab's safety checker, so this is a bug in tilela
 # tile sizes
 
 
-def _elements(shape: Iterable[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
-
-def _limit_hint() -> str:
-    return (f"Tile IR tiles hold at most {MAX_TILE_ELEMENTS} elements (2**24); use smaller "
-            "tiles and loop over the rest (e.g. a ct.Constant block size and a for loop)")
+# (the limit and its messages live in tilelab.limits: the CPU interpreter enforces them too)
 
 
 def check_partition_tiles(lowered, spec) -> None:
@@ -1141,14 +1130,11 @@ def check_partition_tiles(lowered, spec) -> None:
     for name, _kind, s in spec.specs:
         if not isinstance(s, PartitionSpec):
             continue
-        n = _elements(s.tile_shape)
-        if n <= MAX_TILE_ELEMENTS:
+        if tile_elements(s.tile_shape) <= MAX_TILE_ELEMENTS:
             continue
-        raise CompileError(
-            f"partition {name!r} of kernel {lowered.name!r} has tiles of shape "
-            f"{tuple(s.tile_shape)}, {n} elements: more than Tile IR's limit of "
-            f"{MAX_TILE_ELEMENTS} elements per tile",
-            location=_partition_location(lowered, name), hint=_limit_hint())
+        raise CompileError(partition_limit_message(name, lowered.name, s.tile_shape),
+                           location=_partition_location(lowered, name),
+                           hint=tile_limit_hint())
 
 
 def _partition_location(lowered, name: str) -> SourceLocation | None:
@@ -1263,7 +1249,7 @@ def check_bytecode_tiles(bytecode: bytes, kernel_name: str, *, disassemble=None,
     """
     shapes = bytecode_tile_shapes(bytecode)
     big = [(tid, kind, dims, off) for tid, kind, dims, off in shapes
-           if _elements(dims) > MAX_TILE_ELEMENTS]
+           if tile_elements(dims) > MAX_TILE_ELEMENTS]
     if not big:
         return
     first = big[0][2]
@@ -1273,11 +1259,10 @@ def check_bytecode_tiles(bytecode: bytes, kernel_name: str, *, disassemble=None,
             where, chain = _locate_big(bytecode, shapes, big, disassemble, mapper)
         except Exception:  # noqa: BLE001 - locating is best effort; the error stands
             where, chain = None, []
-    msg = (f"kernel {kernel_name!r} makes a tile of shape {first}, {_elements(first)} "
-           f"elements: more than Tile IR's limit of {MAX_TILE_ELEMENTS} elements per tile")
+    msg = tile_limit_message(kernel_name, first)
     if chain:
         msg += " (called from " + ", ".join(chain) + ")"
-    raise CompileError(msg, location=where, hint=_limit_hint())
+    raise CompileError(msg, location=where, hint=tile_limit_hint())
 
 
 def _locate_big(bytecode, shapes, big, disassemble, mapper):
