@@ -737,11 +737,13 @@ def c3_class_instantiation(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z))
 
 
-@refused("c3_view_bound_store", 3, "view-op", "x.tiled_view()")
+# a tiled view of an input may be made (reads through it are bounds-checked); its bound
+# store method, taken as a value, can never be called
+@refused("c3_view_bound_store", 3, "call-local", "call through 'put'")
 def c3_view_bound_store(z: tl.Out, x: tl.In):
     t = tl.load_like(x, z)
-    put = x.tiled_view((64,)).store  # AT: c3_view_bound_store @ x.tiled_view
-    put((0,), t)
+    put = x.tiled_view((64,)).store
+    put((0,), t)  # AT: c3_view_bound_store
     z.store(t)
 
 
@@ -1947,9 +1949,10 @@ def c8_assume_divisible_by(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z))
 
 
-@refused("c8_tiled_view_load", 8, "view-op", "x.tiled_view((64,)).load()")
+@refused("c8_tiled_view_load", 8, "unchecked-read",
+         "x.tiled_view((64,)).load(..., check_bounds=False)")
 def c8_tiled_view_load(z: tl.Out, x: tl.In):
-    z.store(x.tiled_view((64,)).load((0,), check_bounds=False))  # AT: c8_tiled_view_load @ x.tiled_view
+    z.store(x.tiled_view((64,)).load((0,), check_bounds=False))  # AT: c8_tiled_view_load @ check_bounds
 
 
 @refused("c8_slice_then_load", 8, "view-op", "x.slice()")
@@ -2639,10 +2642,11 @@ def o_reduce_func_local(z: tl.Out, x: tl.In):
     z.store(t + ct.reduce(t, axis=0, func=f, identity=0.0))  # AT: o_reduce_func_local @ f,
 
 
-@refused("o_reduce_func_lambda", "other", "statement", "lambdas are not allowed")
+# a lambda combiner is checked with the kernel: one that writes is refused as a write
+@refused("o_reduce_func_lambda", "other", "write-input", "ct.atomic_add()")
 def o_reduce_func_lambda(z: tl.Out, x: tl.In):
     t = tl.load_like(x, z)
-    z.store(ct.reduce(t, axis=0, func=lambda a, b: a + b, identity=0.0))  # AT: o_reduce_func_lambda @ lambda
+    z.store(ct.reduce(t, axis=0, func=lambda a, b: a + ct.atomic_add(x, (0,), b), identity=0.0))  # AT: o_reduce_func_lambda @ ct.atomic_add
 
 
 @refused("o_reduce_func_partial", "other", "func-argument", "got a partial object")
@@ -2685,7 +2689,8 @@ def o_fstring_store(z: tl.Out, x: tl.In):
     z.store(t)
 
 
-@refused("o_assert_message_store", "other", "write-input", "ct.atomic_add()")
+@refused("o_assert_message_store", "other", "assert-form", "ct.atomic_add(",
+         "not a string literal")
 def o_assert_message_store(z: tl.Out, x: tl.In):
     t = tl.load_like(x, z)
     assert True, ct.atomic_add(x, ct.arange(64, dtype=ct.int32), t)  # AT: o_assert_message_store @ ct.atomic_add
@@ -2795,9 +2800,15 @@ def o_partition_store_kwargs(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z), **where)  # AT: o_partition_store_kwargs @ **where
 
 
-@refused("o_partition_store_tile_keyword", "other", "partition-store", "tile= cannot be chosen")
+@refused("o_partition_store_tile_keyword", "other", "partition-store", "the tile twice")
 def o_partition_store_tile_keyword(z: tl.Out, x: tl.In):
-    z.store(tile=tl.load_like(x, z))  # AT: o_partition_store_tile_keyword @ tile=
+    z.store(tl.load_like(x, z), tile=tl.load_like(x, z))  # AT: o_partition_store_tile_keyword @ tile=
+
+
+@refused("o_partition_store_hint_call", "other", "hint-value", "latency=",
+         "not a constant hint")
+def o_partition_store_hint_call(z: tl.Out, x: tl.In):
+    z.store(tl.load_like(x, z), latency=ct.bid(0))  # AT: o_partition_store_hint_call @ ct.bid
 
 
 @refused("o_load_like_kwargs", "other", "load-like-form", "tl.load_like takes an array")
@@ -3418,7 +3429,7 @@ def o_array_store_method(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z))
 
 
-@refused("o_view_chain", "other", "view-op", ".tiled_view() makes or reads a view")
+@refused("o_view_chain", "other", "view-op", "x.slice() makes or reads a view")
 def o_view_chain(z: tl.Out, x: tl.In):
     v = x.slice(0, 0, 64).tiled_view((64,))  # AT: o_view_chain @ x.slice
     z.store(tl.load_like(x, z))

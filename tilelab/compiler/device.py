@@ -180,7 +180,7 @@ def grid_dependency_prologue():
 # ---- the sub-tile store: p.store(tile, offset=(o0, o1, ...)) ---------------------------
 
 
-def sub_tile_store(array, tile_index, tile_shape, tile, offset):
+def sub_tile_store(array, tile_index, tile_shape, tile, offset, latency=None, allow_tma=None):
     """Store ``tile`` (shape ``s``) as sub-tile number ``offset`` of the partition tile
     ``tile_index`` (shape ``tile_shape``, ``T``) of ``array``, or write nothing.
 
@@ -189,7 +189,8 @@ def sub_tile_store(array, tile_index, tile_shape, tile, offset):
     s[d])`` (so the written elements lie inside the block's own tile, whatever the
     offset's value) and the sub-tile starts inside the array (cuTile leaves a tile
     entirely outside its array undefined; a partial one is masked). ``s`` must divide
-    ``T`` on every axis, checked when cuTile compiles the kernel.
+    ``T`` on every axis, checked when cuTile compiles the kernel. ``latency`` and
+    ``allow_tma`` are the store's performance hints, passed on to ``ct.store``.
 
     Example (what ``k_cache.store(row, offset=(0, pos, 0))`` lowers to; the arguments
     are this block's tile index and the partition's tile-shape constants)::
@@ -212,5 +213,5 @@ def sub_tile_store(array, tile_index, tile_shape, tile, offset):
         i = tile_index[d] * per + offset[d]
         ok = ok & (offset[d] >= 0) & (offset[d] < per) & (i * s[d] < array.shape[d])
         index = index + (i,)
-    if ok:
-        ct.store(array, index=index, tile=tile)  # the only write: guarded by ok
+    if ok:  # the only write, guarded by ok:
+        ct.store(array, index=index, tile=tile, latency=latency, allow_tma=allow_tma)

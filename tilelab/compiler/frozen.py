@@ -37,7 +37,8 @@ from tilelab.compiler.capture import CapturedSource
 from tilelab.compiler.safety.calls import unwrap_ct_function
 from tilelab.compiler.safety.program import follow
 
-__all__ = ["FROZEN_FILES", "build_kernel_function", "frozen_text", "reserved",
+__all__ = ["FROZEN_FILES", "ASSERT_NAME", "build_kernel_function", "frozen_text",
+           "assert_text", "reserved",
            "pristine_cutile", "frozen_device", "device_text",
            "user_location", "user_facing"]
 
@@ -103,18 +104,23 @@ def _restricted_builtins() -> dict:
     return found
 
 
+#: the reserved name of cuTile's ``ct.assert_``, which a kernel's ``assert`` becomes
+ASSERT_NAME = "__tla"
+
+
 def reserved() -> dict[str, Any]:
     """The reserved names generated code uses; user code may not bind or read them."""
     from tilelab.compiler.safety.optable import PRISTINE_BUILTINS
 
     return {"__tl_ct": pristine_cutile(), "__tl_dev": frozen_device(),
-            "__tl_range": PRISTINE_BUILTINS["range"]}
+            "__tl_range": PRISTINE_BUILTINS["range"],
+            ASSERT_NAME: pristine_cutile().assert_}
 
 
 def frozen_text(src: CapturedSource) -> str:
     """A helper's captured text as a module: padded to its lines, decorators blanked."""
     func = src.tree
-    lines = list(src.lines)
+    lines = assert_text(list(src.lines), src.first_line, func)
     first = src.first_line
     def_idx = func.lineno - first
     for i in range(def_idx):  # decorators (the only allowed one adds no code)
@@ -222,12 +228,52 @@ class _Freezer:
 def _without_defaults(func: ast.FunctionDef) -> ast.Module:
     """A module of the checked ``def`` (file positions kept), without decorators (the
     only one allowed adds no code) and without default expressions (the frozen copy is
-    given the checked values instead)."""
+    given the checked values instead), its asserts made cuTile's (:class:`_Asserts`)."""
     tree = copy.deepcopy(func)
     tree.decorator_list = []
     tree.args.defaults = []
     tree.args.kw_defaults = [None] * len(tree.args.kwonlyargs)
+    tree = _Asserts().visit(tree)
     return ast.Module(body=[tree], type_ignores=[])
+
+
+class _Asserts(ast.NodeTransformer):
+    """``assert cond, "message"`` -> ``__tla( cond, "message")`` at the same positions
+    (:func:`assert_text`): the frozen function runs what cuTile compiles from the
+    frozen text."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.Expr:
+        func = ast.Name(id=ASSERT_NAME, ctx=ast.Load())
+        args = [node.test] + ([node.msg] if node.msg is not None else [])
+        call = ast.Call(func=func, args=args, keywords=[])
+        ast.copy_location(func, node)
+        func.end_lineno = node.lineno
+        func.end_col_offset = node.col_offset + len(ASSERT_NAME)
+        ast.copy_location(call, node)
+        return ast.copy_location(ast.Expr(value=call), node)
+
+
+def assert_text(lines: list[str], first_line: int, tree: ast.AST) -> list[str]:
+    """``lines`` (line ``first_line`` first) with each ``assert cond, "message"`` of
+    ``tree`` written as ``__tla( cond, "message")``: cuTile compiles no ``assert``
+    statement, and ``__tla`` (a reserved name, :func:`reserved`) is its ``ct.assert_``.
+    The 6 letters of the keyword become the 6 characters ``__tla(`` and a ``)`` closes
+    the statement, so every other character keeps its line and column."""
+    out = list(lines)
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Assert)),
+                       key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        i, j = node.lineno - first_line, node.end_lineno - first_line
+        end = _char_col(out[j], node.end_col_offset)
+        out[j] = out[j][:end] + ")" + out[j][end:]
+        col = _char_col(out[i], node.col_offset)
+        if out[i][col:col + 6] != "assert":  # pragma: no cover - the node starts there
+            raise AssertionError(f"no assert at line {node.lineno}")
+        out[i] = out[i][:col] + ASSERT_NAME + "(" + out[i][col + 6:]
+    return out
+
+
+def _char_col(line: str, byte_col: int) -> int:
+    return len(line.encode()[:byte_col].decode(errors="ignore"))
 
 
 def build_kernel_function(lowered: Any, program: Any, kernel_fn: types.FunctionType
@@ -266,6 +312,7 @@ def user_facing(text: str, user_file: str | None = None) -> str:
         'bad shape in ct.store(z, ...) of (z.tile_shape[0],)'
     """
     text = text.replace("__tl_ct.", "ct.").replace("__tl_dev.", "tl.device.")
+    text = text.replace(f"{ASSERT_NAME}(", "ct.assert_(")
     text = text.replace("__tl_range", "range").replace("__tl_group_m", "group_m")
     text = _TILE_PARAM.sub(lambda m: f"{m.group(1)}.tile_shape[{m.group(2)}]", text)
 

@@ -96,12 +96,13 @@ class Raw(ParamKind):
     writable = True
 
 
-def load_like(x, p, *, at=None):
+def load_like(x, p, *, at=None, latency=None, allow_tma=None, padding_mode=None):
     """Load the tile of ``x`` that sits where partition ``p``'s tile sits.
 
     Inside a kernel ``tl.load_like(x, p)`` is ``ct.load(x, index=<p's tile index>,
     shape=p.tile_shape, padding_mode=ZERO)``; with a persistent schedule pass the tile
-    minted by the loop: ``tl.load_like(x, p, at=t)``.
+    minted by the loop: ``tl.load_like(x, p, at=t)``. ``latency=``, ``allow_tma=`` and
+    ``padding_mode=`` (constants) are passed on to ``ct.load``.
 
     Example:
         >>> import tilelab as tl

@@ -228,6 +228,8 @@ class _Lowerer:
             if have < want:  # keep the line count: pad inside the closing bracket
                 last = out.pop()
                 out += [_Piece("\n" * (want - have), es, False), last]
+            elif have > want:  # arguments taken out of order: drop generated blank lines
+                out = _drop_newlines(out, have - want)
             pieces += out
             cur = ee
         if cur < end:
@@ -306,6 +308,29 @@ class _Lowerer:
         """Keyword arguments of a safe tile load (see tilelab.compiler.safety.bounds)."""
         return load_keywords(self.ct, self.plan.check_bounds)
 
+    def load_tail(self, site: Site, anchor: int) -> list[_Piece]:
+        """``, shape=<tile shape>`` and the keywords of a safe tile load: the bounds
+        keywords, with the user's ``padding_mode=`` in place of zero padding, and the
+        user's other hints. Under ``check_bounds=False`` the launch proves every lane in
+        bounds, so no padding applies and none is emitted (tileiras refuses a padding
+        value on a load marked in bounds)."""
+        hints = dict(site.hints)
+        pad = hints.pop("padding_mode", None)
+        out = [self.gen(f", shape={self.tshape(site.partition)}", anchor)]
+        if pad is None or not self.plan.check_bounds:
+            out.append(self.gen(self.padding(), anchor))
+        else:
+            out += [self.gen(", padding_mode=", anchor), *self.render(*self.span(pad))]
+        return out + self.hint_pieces(tuple(hints.items()), anchor)
+
+    def hint_pieces(self, hints, anchor: int) -> list[_Piece]:
+        """``, name=<value>`` of each hint, the value's text verbatim (a constant the
+        checker accepted, :mod:`tilelab.compiler.safety.hints`)."""
+        out: list[_Piece] = []
+        for name, value in hints:
+            out += [self.gen(f", {name}=", anchor), *self.render(*self.span(value))]
+        return out
+
     def head(self, call: ast.Call, value_start: int) -> tuple[int, list[_Piece]]:
         """(offset after the call's '(', verbatim text from there to the first argument).
 
@@ -314,6 +339,9 @@ class _Lowerer:
         fe = self.span(call.func)[1]
         open_paren = self.orig.index("(", fe) + 1
         gap = self.orig[open_paren:value_start]
+        if gap.strip():  # keywords before the value (tile=x, at=t, ...): their lines
+            n = gap.count("\n")
+            return open_paren, ([self.gen("\n" * n, open_paren)] if n else [])
         return open_paren, ([_Piece(gap, open_paren, True)] if gap else [])
 
     def tail(self, value_end: int, call_end: int) -> list[_Piece]:
@@ -343,21 +371,19 @@ class _Lowerer:
                         self.gen(f", tile={ct}.broadcast_to(", s), *gap,
                         *self.render(vs, ve),
                         self.gen(f", {self.tshape(p)}){self.cb()}", ve),
-                        *self.tail(ve, e)]
+                        *self.hint_pieces(site.hints, ve), *self.tail(ve, e)]
             self.store_spans.append((s, e, p))
         elif site.kind == "load":
-            def fn(site=site, s=s):
+            def fn(site=site, s=s, e=e):
                 return [self.gen(f"{ct}.load({p}, index=", s), *self.index(p, site.at, s),
-                        self.gen(f", shape={self.tshape(p)}{self.padding()}", s),
-                        self.gen(")", s)]
+                        *self.load_tail(site, s), self.gen(")", e - 1)]
         elif site.kind == "load_like":
             def fn(site=site, s=s, e=e):
                 vs, ve = self.span(site.value)
                 head, gap = self.head(site.node, vs)
                 return [self.gen(f"{ct}.load(", s), *gap, *self.render(vs, ve),
                         self.gen(", index=", ve), *self.index(p, site.at, ve),
-                        self.gen(f", shape={self.tshape(p)}{self.padding()}", ve),
-                        *self.tail(ve, e)]
+                        *self.load_tail(site, ve), *self.tail(ve, e)]
         elif site.kind == "tile_shape":
             def fn(s=s):
                 return [self.gen(self.tshape(p), s)]
@@ -415,7 +441,8 @@ class _Lowerer:
         return [self.gen(f"{dev}.sub_tile_store({p}, ", s), *self.index(p, site.at, s),
                 self.gen(f", {self.tshape(p)}, ", s), *gap, *self.render(vs, ve),
                 self.gen(", (", ve), *newlines(ve, os_), *body,
-                self.gen(f"{comma}))", oe), *newlines(oe, e)]
+                self.gen(f"{comma})", oe), *self.hint_pieces(site.hints, oe),
+                self.gen(")", oe), *newlines(oe, e)]
 
     def signature_edits(self) -> list[str]:
         func = self.src.tree
@@ -473,9 +500,24 @@ class _Lowerer:
         self.add(s, s, lambda s=s, text=text: [self.gen(text, s)])
         return True
 
+    def assert_edits(self) -> None:
+        """``assert cond, "message"`` -> ``__tla( cond, "message")``, cuTile's
+        ``ct.assert_`` under a reserved name (cuTile compiles no ``assert`` statement):
+        the keyword's 6 letters become ``__tla(`` and a ``)`` closes the statement, so
+        the condition and the message keep their columns (the checker allows only a
+        string literal as the message, rule ``assert-form``)."""
+        from tilelab.compiler.frozen import ASSERT_NAME
+
+        for node in ast.walk(self.src.tree):
+            if isinstance(node, ast.Assert):
+                s, e = self.span(node)
+                self.add(s, s + 6, lambda s=s: [self.gen(f"{ASSERT_NAME}(", s)])
+                self.add(e, e, lambda e=e: [self.gen(")", e - 1)])
+
     def lower(self) -> LoweredKernel:
         extra = self.signature_edits()
         pdl = self.prologue_edit()
+        self.assert_edits()
         for site in self.a.sites:
             self.site_edit(site)
         pieces = self.render(0, len(self.orig))
@@ -522,6 +564,22 @@ class _Lowerer:
             elif site.kind == "load_like" and isinstance(site.value, ast.Name):
                 out.add(site.value.id)
         return frozenset(out)
+
+
+def _drop_newlines(pieces: list[_Piece], n: int) -> list[_Piece]:
+    """``pieces`` with ``n`` newlines fewer, taken from generated pieces that hold only
+    newlines (last first): a rewrite whose arguments come in another order than the
+    source's must not add lines."""
+    out = list(pieces)
+    for i in range(len(out) - 1, -1, -1):
+        p = out[i]
+        if n and not p.verbatim and p.text and not p.text.strip("\n"):
+            k = min(n, len(p.text))
+            out[i] = _Piece(p.text[k:], p.orig, False)
+            n -= k
+    if n:  # pragma: no cover - generated text never holds more lines than it replaces
+        raise AssertionError("a rewrite added lines to the kernel")
+    return out
 
 
 def _code(text: str) -> str:

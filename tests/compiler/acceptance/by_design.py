@@ -71,14 +71,7 @@ def softmax_check_bound(output: tl.Out, input, N: ct.Constant[int],
     output.store(ct.reshape(row, (1, TILE_SIZE)))
 
 
-@refused("lambda_combiner", "statement", "define helpers with 'def' at module level")
-def scan_lambda(x, y: tl.Out, T: ct.Constant[int], N: ct.Constant[int]):
-    px, _ = y.tile_index
-    tile = ct.load(x, index=(px, 0), shape=(T, N))
-    y.store(ct.scan(tile, axis=1, func=lambda a, b: a + b, identity=0))
-
-
-@refused("nested_def_combiner", "statement", "define helpers with 'def' at module level")
+@refused("nested_def_combiner", "statement", "write the combiner as a module-level def")
 def scan_nested_def(x, y: tl.Out, T: ct.Constant[int], N: ct.Constant[int]):
     def f(a, b):
         return a + b
@@ -115,16 +108,13 @@ def softmax_grid_stride(output: tl.Out, input, N_ROWS: int, TILE_SIZE: ct.Consta
         output.store(row, at=row_idx)
 
 
-@refused("lock_with_atomics", "write-partition", "unsafe=True",
-         gap="the hint says only 'write counts.store(tile)', which cannot express a "
-             "cross-block accumulation; the unsafe=True + tl.Raw way is not named")
+@refused("lock_with_atomics", "write-partition", "reduce the partials in a second launch")
 def partial_sums_with_lock(counts: tl.Out, x, T: ct.Constant[int]):
     (i,) = counts.tile_index
     ct.atomic_add(counts, (0,), ct.sum(ct.load(x, index=(i,), shape=(T,))))
 
 
-@refused("keyword_only_parameter", "param-form", "positional",
-         gap="the refusal has no hint at all (err.hint is None)")
+@refused("keyword_only_parameter", "param-form", "make it a positional parameter")
 def keyword_only_tile(x, y: tl.Out, *, T: ct.Constant[int]):
     (i,) = y.tile_index
     y.store(ct.load(x, index=(i,), shape=(T,)))

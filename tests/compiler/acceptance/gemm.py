@@ -14,7 +14,7 @@ import numpy as np
 
 import tilelab as tl
 
-from .registry import Refusal, Run, accept, out, tensor
+from .registry import Run, accept, out, tensor
 
 ConstInt = ct.Constant[int]
 
@@ -216,14 +216,6 @@ def matmul_bias_act(c: tl.Out, a, b, bias, K: int, BK: ct.Constant[int],
 
 # ---- batched matmul (TileGym _bmm_kernel) --------------------------------------------
 
-#: the tile passed by keyword, as ct.store takes it, reads as a choice of destination
-STORE_TILE_KEYWORD_REFUSAL = Refusal(
-    when="define", error=tl.SafetyError, rule="partition-store",
-    message="C.store() takes only the tile (and offset= of a sub-tile inside this block's "
-            "own tile): the destination of every safe store is fixed by the partition, so "
-            "tile= cannot be chosen (in kernel 'bmm_kernel')")
-
-
 def _bmm_inputs(shape, rng):
     q, m, n, k = shape
     return {"a": rng.standard_normal((q, m, k)).astype(np.float16),
@@ -239,7 +231,7 @@ def _bmm_run(d):
 
 @accept("bmm_3d_grid", shapes=[(3, 64, 64, 64), (2, 40, 33, 50)], inputs=_bmm_inputs,
         run=_bmm_run, reference=lambda d: [np.matmul(d["a"].astype(np.float64), d["b"])],
-        tol=(1e-2, 2e-2), refused=STORE_TILE_KEYWORD_REFUSAL,
+        tol=(1e-2, 2e-2),
         origin="TileGym",
         ports="TileGym _bmm_kernel: 3-D tiles, `sum` as a variable, ct.mma(..., acc=sum), "
               "ct.store(C, index=..., tile=t) -> C.store(tile=t)")

@@ -15,7 +15,7 @@ import numpy as np
 
 import tilelab as tl
 
-from .registry import Refusal, Run, accept, out, pow2, tensor
+from .registry import Run, accept, out, pow2, tensor
 
 ConstInt = ct.Constant[int]
 PAD_ZERO = ct.PaddingMode.ZERO
@@ -45,14 +45,6 @@ def _ln_ref(d, shift=0.0):
 
 # ---- RMSNorm, static persistent (TileGym rms_norm_kernel_static_persistent) ----------
 
-#: performance hints on a partition store change nothing about where it writes
-STORE_HINT_REFUSAL = Refusal(
-    when="define", error=tl.SafetyError, rule="partition-store",
-    message="Y.store() takes only the tile (and offset= of a sub-tile inside this block's "
-            "own tile): the destination of every safe store is fixed by the partition, so "
-            "allow_tma= cannot be chosen (in kernel 'rms_norm_kernel_static_persistent')")
-
-
 def _rms_persistent_run(d):
     m, n = d["x"].shape
     y = out((m, n), "float32")
@@ -61,7 +53,7 @@ def _rms_persistent_run(d):
 
 
 @accept("rms_norm_static_persistent", shapes=[(16, 64), (13, 100)], inputs=_rows,
-        run=_rms_persistent_run, reference=_rms_ref, refused=STORE_HINT_REFUSAL,
+        run=_rms_persistent_run, reference=_rms_ref,
         origin="TileGym",
         ports="TileGym rms_norm static persistent: ct.bid/num_blocks loop -> p.tiles(), "
               "the store's allow_tma=False, latency=3 hints kept")
@@ -250,9 +242,6 @@ def _ln_persistent_ref(d):
 
 @accept("layer_norm_persistent_subscripts", shapes=[(16, 64), (11, 40)], inputs=_rows,
         run=_ln_persistent_run, reference=_ln_persistent_ref, tol=(2e-2, 5e-2),
-        unchanged=False,
-        workaround="the stores drop TileGym's allow_tma=False hint (p.store takes no hints, "
-                   "see rms_norm_static_persistent)",
         origin="TileGym",
         ports="TileGym persistent layer norm: mean[:, None], w[None, :], E[x^2] - E[x]^2, "
               "Mean and Rstd stored `if TRAINING:`")
@@ -285,8 +274,8 @@ def persistent_layer_norm_fwd_kernel(
         var = avg_square - mean * mean
         rstd = ct.rsqrt(var + EPS)
         if TRAINING:
-            Mean.store(ct.reshape(mean, (BLOCK_N, 1)), at=t)
-            Rstd.store(ct.reshape(rstd, (BLOCK_N, 1)), at=t)
+            Mean.store(ct.reshape(mean, (BLOCK_N, 1)), at=t, allow_tma=False)
+            Rstd.store(ct.reshape(rstd, (BLOCK_N, 1)), at=t, allow_tma=False)
         if BLOCK_N != 1:
             mean = mean[:, None]
             rstd = rstd[:, None]
@@ -295,7 +284,7 @@ def persistent_layer_norm_fwd_kernel(
         b_broadcasted = b[None, :]
         y = x_hat * w_broadcasted + b_broadcasted
         y = ct.astype(y, ct.bfloat16)
-        Y.store(y, at=t)
+        Y.store(y, at=t, allow_tma=False)
 
 
 # ---- fused residual add + RMSNorm with two outputs ------------------------------------

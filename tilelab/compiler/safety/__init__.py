@@ -4,9 +4,10 @@ helper it reaches (DESIGN §2).
 Modules, one job each: :mod:`kinds` (parameter and op kinds), :mod:`rules` (rule ids,
 messages' advice), :mod:`optable` (cuda.tile's public API, classified, and the other
 allowlists), :mod:`scope` (name resolution), :mod:`snapshot` (what the check resolved),
-:mod:`structure`, :mod:`partitions`, :mod:`calls`, :mod:`bounds`, :mod:`waits` and
-:mod:`defaults` (the rules), :mod:`checker` (one function), :mod:`program` (helpers,
-captured once) and :mod:`analysis` (the entry points).
+:mod:`structure`, :mod:`partitions`, :mod:`hints`, :mod:`calls`, :mod:`combiners`,
+:mod:`views`, :mod:`bounds`, :mod:`waits` and :mod:`defaults` (the rules),
+:mod:`checker` (one function), :mod:`program` (helpers, captured once) and
+:mod:`analysis` (the entry points).
 """
 from tilelab.compiler.safety.analysis import (KernelAnalysis, ParamInfo, analyze_kernel,
                                               recheck)

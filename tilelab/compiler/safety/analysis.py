@@ -94,11 +94,21 @@ def _params(fn: types.FunctionType, src: CapturedSource, unsafe: bool,
     a = src.tree.args
     for bad, what in ((a.vararg, "*args"), (a.kwarg, "**kwargs")):
         if bad is not None:
-            raise_rule("param-form", f"kernel parameters cannot be {what}",
-                       location=src.location(bad), context=context)
+            raise_rule("param-form", f"kernel parameters cannot be {what}: the checker "
+                                     "and the launch need every parameter by name and "
+                                     "kind",
+                       location=src.location(bad), context=context,
+                       hint="list each parameter by name, with its annotation")
     if a.kwonlyargs:
-        raise_rule("param-form", "kernel parameters cannot be keyword-only",
-                   location=src.location(a.kwonlyargs[0]), context=context)
+        kw = a.kwonlyargs[0]
+        ann = f": {ast.unparse(kw.annotation)}" if kw.annotation is not None else ""
+        raise_rule("param-form", f"kernel parameters cannot be keyword-only ({kw.arg!r} "
+                                 "follows '*'): a launch passes every argument by "
+                                 "position, as cuTile's does",
+                   location=src.location(kw), context=context,
+                   hint=f"make it a positional parameter: remove the '*' (write "
+                        f"'{kw.arg}{ann}' among the others) and pass its value in its "
+                        "place at launch")
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception:  # unresolvable string annotations: fall back to raw ones

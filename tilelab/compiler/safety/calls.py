@@ -16,12 +16,14 @@ from typing import Any
 
 from tilelab.compiler import language
 from tilelab.compiler.safety import bounds
+from tilelab.compiler.safety.combiners import check_combiner
 from tilelab.compiler.safety.kinds import OpKind, ParamKind
 from tilelab.compiler.safety.optable import (BUILTIN_CALLS, CT_OPS, DYNAMIC_BUILTINS,
                                              FUNC_ARGUMENT_OPS, RAW_METHODS, READ_METHODS,
                                              TILE_METHODS, VIEW_METHODS, WRITE_METHODS,
                                              builtin_name, is_allowed_value)
 from tilelab.compiler.safety.scope import UNRESOLVED
+from tilelab.compiler.safety.views import check_input_view
 from tilelab.errors import SafetyError
 
 __all__ = ["CallRules", "ct_names", "unwrap_ct_function"]
@@ -285,27 +287,9 @@ class CallRules:
             self.check_func_argument(call, name, FUNC_ARGUMENT_OPS[name])
 
     def check_func_argument(self, call: ast.Call, op: str, position: int) -> None:
-        arg = next((k.value for k in call.keywords if k.arg == "func"), None)
-        if arg is None and len(call.args) > position:
-            arg = call.args[position]
-        if arg is None:
-            return
-        names = self.chain(arg)
-        if names is None or names[0] in self.bound:
-            self.fail("func-argument", arg, f"the function given to ct.{op} must be a "
-                                            "helper named at module level, got "
-                                            f"{self.text(arg)!r}")
-        self.func_arguments.add(id(arg))
-        target = self.resolve(arg)
-        if target is UNRESOLVED:
-            self.unresolved(arg)
-            return
-        fn = unwrap_ct_function(target)
-        if not isinstance(fn, types.FunctionType) or id(target) in ct_names() or \
-                (fn.__module__ or "").startswith("cuda.tile"):
-            self.fail("func-argument", arg, f"the function given to ct.{op} must be a "
-                                            f"plain Python helper, got {_describe(target)}")
-        self.check_helper_call(None, fn, node=arg)
+        """The combining function of ``ct.reduce`` / ``ct.scan``
+        (:mod:`tilelab.compiler.safety.combiners`)."""
+        check_combiner(self, call, op, position)
 
     def check_method(self, call: ast.Call, f: ast.Attribute) -> None:
         """A method of a value the kernel computed (a tile, an array, a view)."""
@@ -316,12 +300,16 @@ class CallRules:
         if m in WRITE_METHODS:
             self.check_write(call, f.value, what)
             return
+        if not self.unsafe and check_input_view(self, call, f):
+            return  # a tiled view of an input, read bounds-checked (safety.views)
         if m in VIEW_METHODS or m in READ_METHODS or m in RAW_METHODS:
             if not self.unsafe:
                 rule = "view-op" if m in VIEW_METHODS or m == "load" else "raw-op"
+                also = (" (a tiled view of a tl.In array, read with tv.load(index), is "
+                        "bounds-checked and allowed)" if rule == "view-op" else "")
                 self.fail(rule, call, f"{self.text(f)}() makes or reads a view whose "
                                       "bounds the checker cannot prove, or raw memory; "
-                                      "only @tl.kernel(unsafe=True) kernels may")
+                                      f"only @tl.kernel(unsafe=True) kernels may{also}")
             return
         self.fail("method-unknown", call,
                   f"method {what} is not allowed in a kernel: tiles offer "

@@ -80,6 +80,8 @@ class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules, Defa
         self.deferred: list[tuple[str, ast.AST]] = []
         self.persistent_loops: dict[ast.For, str] = {}
         self.func_arguments: set[int] = set()
+        #: ids of the lambdas accepted as combining functions of ct.reduce / ct.scan
+        self.accepted_lambdas: set[int] = set()
         self.roots = {}
         #: the default values the check accepted (set by :meth:`run`)
         self.defaults = Defaults(None, None)
@@ -98,5 +100,6 @@ class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules, Defa
         if self.partitions:
             self.check_partition_uses()
         self.check_references()
+        self.check_lambdas_placed()
         self.check_before_wait()
         self.defaults = self.check_defaults()

@@ -8,6 +8,7 @@ classifies it (DESIGN §2).
 from __future__ import annotations
 
 import builtins
+import operator
 import sys
 import types
 from typing import Any
@@ -15,7 +16,8 @@ from typing import Any
 from tilelab.compiler.safety.kinds import OpKind
 
 __all__ = ["CT_OPS", "TILE_METHODS", "VIEW_METHODS", "WRITE_METHODS", "RAW_METHODS",
-           "READ_METHODS", "BUILTIN_CALLS", "FUNC_ARGUMENT_OPS", "classify_ct",
+           "READ_METHODS", "BUILTIN_CALLS", "FUNC_ARGUMENT_OPS", "CT_COMBINERS",
+           "PY_COMBINERS", "py_combiner_name", "classify_ct",
            "is_allowed_value", "is_cutile_annotation", "builtin_name"]
 
 R, C, W, V, X, VAL, H, O = (OpKind.READ, OpKind.COMPUTE, OpKind.WRITE, OpKind.VIEW,
@@ -66,6 +68,11 @@ CT_OPS.pop("gather_scatter_placeholder")
 #: ops whose ``func`` argument is a function the op calls (checked as a helper)
 FUNC_ARGUMENT_OPS = {"reduce": 2, "scan": 2}
 
+#: cuTile ops a ``ct.reduce`` / ``ct.scan`` may take as its combining function: the
+#: associative binary ops of two tiles (compute only)
+CT_COMBINERS = frozenset({"add", "mul", "maximum", "minimum", "bitwise_and", "bitwise_or",
+                          "bitwise_xor"})
+
 #: methods of tiles (ct.Tile): compute only
 TILE_METHODS = frozenset({"astype", "extract", "insert", "item", "permute", "reshape",
                           "transpose"})
@@ -104,6 +111,38 @@ def classify_ct(name: str) -> OpKind | None:
 #: builtins module is not a builtin to the checker)
 PRISTINE_BUILTINS: dict[str, Any] = {n: getattr(builtins, n) for n in dir(builtins)
                                      if not n.startswith("_") or n == "__import__"}
+
+
+def _native(obj: Any, module: str, name: str) -> Any:
+    """``obj`` when it is the C function ``module.name`` (a builtin function reports
+    the module and name it was defined with, which Python code cannot fake), else None:
+    ``operator.add`` rebound before tilelab was imported is no combiner either."""
+    ok = (type(obj) is types.BuiltinFunctionType and getattr(obj, "__module__", None) == module
+          and getattr(obj, "__name__", None) == name)
+    return obj if ok else None
+
+
+#: the combining functions of Python's own that cuTile compiles in a ``ct.reduce`` /
+#: ``ct.scan`` (its tests pass ``operator.add``), taken when tilelab is imported: a
+#: combiner is recognized by the identity of the object, never by its name, so a
+#: rebound ``operator.add`` is not one of them
+PY_COMBINERS: dict[str, Any] = {
+    label: f for label, f in (
+        *((f"operator.{n}", _native(getattr(operator, n, None), "_operator", n))
+          for n in ("add", "mul", "and_", "or_", "xor")),
+        *((n, _native(PRISTINE_BUILTINS.get(n), "builtins", n)) for n in ("max", "min")))
+    if f is not None}
+
+
+def py_combiner_name(obj: Any) -> str | None:
+    """The name of ``obj`` when it is one of :data:`PY_COMBINERS` (by identity).
+
+    Example:
+        >>> import operator
+        >>> py_combiner_name(operator.add), py_combiner_name(operator.sub)
+        ('operator.add', None)
+    """
+    return next((n for n, f in PY_COMBINERS.items() if f is obj), None)
 
 
 def builtin_name(obj: Any) -> str | None:

@@ -1,11 +1,14 @@
 """Partition rules: a block writes exactly its own tile of each tl.Out / tl.InOut.
 
-A partition parameter is used only as ``p.store(tile)`` (or ``p.store(sub_tile,
-offset=(o0, ...))``, a sub-tile of the own tile or nothing), ``p.load()`` (InOut),
-``p.tile_shape``, ``p.tile_index``, ``p.shape``/``ndim``/``dtype``, in
-``tl.load_like(x, p)`` or, in persistent kernels, ``for t in p.tiles()`` with
+A partition parameter is used only as ``p.store(tile)`` (or ``p.store(tile=tile)``, or
+``p.store(sub_tile, offset=(o0, ...))``, a sub-tile of the own tile or nothing),
+``p.load()`` (InOut), ``p.tile_shape``, ``p.tile_index``, ``p.shape``/``ndim``/``dtype``,
+in ``tl.load_like(x, p)`` or, in persistent kernels, ``for t in p.tiles()`` with
 ``at=t`` and ``p.tile_index_of(t)``. Anything else (renaming it, passing it on, taking a
 method as a value) would let code the checker cannot see choose the destination.
+Stores and loads may carry constant performance hints (``latency=``, ``allow_tma=``,
+``padding_mode=``, :mod:`tilelab.compiler.safety.hints`), which do not change what
+they touch.
 Each accepted construct becomes a :class:`Site` the lowering rewrites.
 """
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from tilelab.compiler.safety.hints import LOAD_HINTS, STORE_HINTS, hint_keywords
 from tilelab.compiler.safety.kinds import OpKind, ParamKind
 from tilelab.compiler.safety.optable import CT_OPS
 
@@ -44,6 +48,9 @@ class Site:
     #: (constant parameter, taken when truthy) of each enclosing ``if C:`` / ``if not C:``
     #: on a ct.Constant parameter: the launch knows whether the site runs at all
     guards: tuple[tuple[str, bool], ...] = field(default=(), compare=False)
+    #: (keyword, value) of the performance hints passed on to ct.store / ct.load
+    #: (:mod:`tilelab.compiler.safety.hints`)
+    hints: tuple[tuple[str, ast.expr], ...] = field(default=(), compare=False)
 
 
 class PartitionRules:
@@ -200,25 +207,46 @@ class PartitionRules:
                   f"offers {', '.join(PARTITION_ATTRS)}")
 
     def check_store(self, p: str, call: ast.Call) -> None:
-        extra_kw = [k for k in call.keywords if k.arg not in ("at", "offset")]
-        if len(call.args) != 1 or extra_kw or any(isinstance(a, ast.Starred)
-                                                  for a in call.args):
-            bad = extra_kw[0] if extra_kw else (call.args[1] if len(call.args) > 1
-                                                else call)
-            what = f"{bad.arg}=" if isinstance(bad, ast.keyword) and bad.arg else "an index"
-            self.fail("partition-store", bad,
-                      f"{p}.store() takes only the tile (and offset= of a sub-tile "
-                      f"inside this block's own tile): the destination of every safe "
-                      f"store is fixed by the partition, so {what} cannot be chosen",
-                      hint=f"write {p}.store(tile) or {p}.store(sub_tile, offset=(o0, "
-                           "...)); to choose destinations yourself, use "
-                           "@tl.kernel(unsafe=True) with a tl.Raw parameter")
+        value = self.store_value(p, call)
+        hints = hint_keywords(self, call, STORE_HINTS, f"{p}.store()")
         at = next((k.value for k in call.keywords if k.arg == "at"), None)
         if at is not None:
             self.minted_at(call, at, f"{p}.store")
         offset = next((k.value for k in call.keywords if k.arg == "offset"), None)
         elts = self.store_offset(p, offset) if offset is not None else None
-        self.sites.append(Site("store", p, call, value=call.args[0], at=at, offset=elts))
+        self.sites.append(Site("store", p, call, value=value, at=at, offset=elts,
+                               hints=hints))
+
+    def store_value(self, p: str, call: ast.Call) -> ast.expr:
+        """The stored tile of ``p.store(...)``: its one positional argument or ``tile=``
+        (as ``ct.store`` names it), after refusing every keyword that is not ``tile``,
+        ``offset``, ``at`` or a store hint."""
+        allowed = ("tile", "at", "offset") + STORE_HINTS
+        extra_kw = [k for k in call.keywords if k.arg not in allowed]
+        tile_kw = next((k for k in call.keywords if k.arg == "tile"), None)
+        star = next((a for a in call.args if isinstance(a, ast.Starred)), None)
+        if len(call.args) > 1 or extra_kw or star is not None:
+            bad = extra_kw[0] if extra_kw else call if star is not None else call.args[1]
+            what = (f"{bad.arg}=" if isinstance(bad, ast.keyword) and bad.arg else
+                    "**kwargs" if isinstance(bad, ast.keyword) else
+                    "*args" if star is not None else "an index")
+            self.fail("partition-store", bad,
+                      f"{p}.store() takes the tile (positionally or as tile=), offset= of "
+                      "a sub-tile inside this block's own tile, at=t in a persistent "
+                      f"kernel and the hints {'= and '.join(STORE_HINTS)}=: the "
+                      "destination of every safe store is fixed by the partition, so "
+                      f"{what} cannot be chosen",
+                      hint=f"write {p}.store(tile) or {p}.store(sub_tile, offset=(o0, "
+                           "...)); to choose destinations yourself, use "
+                           "@tl.kernel(unsafe=True) with a tl.Raw parameter")
+        if call.args and tile_kw is not None:
+            self.fail("partition-store", tile_kw,
+                      f"{p}.store() is given the tile twice, as its argument and as tile=",
+                      hint=f"write {p}.store(tile) or {p}.store(tile=tile)")
+        if not call.args and tile_kw is None:
+            self.fail("partition-store", call, f"{p}.store() has no tile to store",
+                      hint=f"write {p}.store(tile) or {p}.store(tile=tile)")
+        return call.args[0] if call.args else tile_kw.value
 
     def store_offset(self, p: str, offset: ast.expr) -> tuple[ast.expr, ...]:
         """The elements of ``offset=``: a tuple literal of one expression per axis (its
@@ -248,16 +276,19 @@ class PartitionRules:
                       f"{p} is tl.Out (write-only): a kernel may not read its outputs",
                       hint=f"declare it '{p}: tl.InOut' to read this block's tile with "
                            f"{p}.load()")
-        extra = [k for k in call.keywords if k.arg != "at"]
+        extra = [k for k in call.keywords if k.arg not in ("at",) + LOAD_HINTS]
         if call.args or extra:
             self.fail("partition-load", call, f"{p}.load() reads this block's own tile "
-                                              "and takes no index",
+                                              "and takes no index (only at=t in a "
+                                              "persistent kernel and the hints "
+                                              f"{'=, '.join(LOAD_HINTS)}=)",
                       hint=f"write {p}.load(); tl.In parameters can be read anywhere with "
                            "ct.load")
+        hints = hint_keywords(self, call, LOAD_HINTS, f"{p}.load()")
         at = next((k.value for k in call.keywords if k.arg == "at"), None)
         if at is not None:
             self.minted_at(call, at, f"{p}.load")
-        self.sites.append(Site("load", p, call, at=at))
+        self.sites.append(Site("load", p, call, at=at, hints=hints))
 
     def check_partition_argument(self, name: ast.Name, call: ast.Call) -> None:
         p, kind = name.id, self.kinds[name.id]
@@ -280,7 +311,7 @@ class PartitionRules:
             self.fail("write-partition", call,
                       f"{callee}() writes partition {p!r} directly; a safe kernel writes a "
                       f"partition only with {p}.store(tile), whose destination the "
-                      "partition fixes", hint=f"write {p}.store(tile)")
+                      "partition fixes", hint=write_partition_hint(op, p))
         if kind_of == OpKind.READ:
             if kind == ParamKind.OUT:
                 self.fail("partition-read-out", call,
@@ -301,11 +332,15 @@ class PartitionRules:
                        "kernel")
 
     def check_load_like(self, call: ast.Call) -> None:
-        extra = [k for k in call.keywords if k.arg != "at"]
+        extra = [k for k in call.keywords if k.arg not in ("at",) + LOAD_HINTS]
         if len(call.args) != 2 or extra or any(isinstance(a, ast.Starred) for a in call.args):
             self.fail("load-like-form", call,
                       "tl.load_like takes an array and a partition: tl.load_like(x, p) "
-                      "(and at=t in persistent kernels)")
+                      "(and at=t in persistent kernels, and the hints "
+                      f"{'=, '.join(LOAD_HINTS)}=)",
+                      hint="write tl.load_like(x, p), with x an array parameter and p a "
+                           "partition parameter of the kernel")
+        hints = hint_keywords(self, call, LOAD_HINTS, "tl.load_like()")
         part = call.args[1]
         src = call.args[0]
         if not (isinstance(src, ast.Name) and src.id in self.kinds
@@ -326,7 +361,7 @@ class PartitionRules:
         if any(s.node is call for s in self.sites):
             return
         self.sites.append(Site("load_like", part.id, call, value=call.args[0], at=at,
-                               guards=self.constant_guards(call)))
+                               guards=self.constant_guards(call), hints=hints))
 
     def constant_guards(self, node: ast.AST) -> tuple[tuple[str, bool], ...]:
         """The ``if C:`` tests on unrebound ct.Constant parameters around ``node``."""
@@ -342,3 +377,22 @@ class PartitionRules:
                     out.append((test.id, taken))
             child, cur = cur, self.parents.get(cur)
         return tuple(out)
+
+
+def write_partition_hint(op: str, p: str) -> str:
+    """How to write what a cuTile write op ``ct.<op>`` into partition ``p`` meant, safely:
+    the own tile with ``p.store``, or, for what ``p.store`` cannot express (elements at
+    computed places, accumulation across blocks), the two-launch and opt-out ways."""
+    raw = "@tl.kernel(unsafe=True) with a tl.Raw parameter"
+    if op.startswith("atomic_"):
+        return (f"an atomic accumulates across blocks, which {p}.store(tile) cannot: have "
+                f"each block write its partial result into its own tile of a partials "
+                f"tensor ({p}.store(partial)) and reduce the partials in a second launch; "
+                f"or use {raw} for the atomics (and run it on the CPU interpreter to look "
+                "for races)")
+    if op == "store":
+        return (f"write {p}.store(tile): the partition fixes the destination; a tile "
+                f"smaller than the partition's goes inside the own tile with "
+                f"{p}.store(sub_tile, offset=(o0, ...))")
+    return (f"write {p}.store(tile) with the block's whole tile; to write elements at "
+            f"places the kernel computes, use {raw}")

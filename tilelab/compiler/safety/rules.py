@@ -38,6 +38,10 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "define kernels in a .py file, a Jupyter/IPython cell or a %%tile cell"),
     Rule("reserved-name", "names beginning with '__tl' belong to the code tilelab "
          "generates", "rename the variable"),
+    Rule("assert-form", "'assert cond, message' runs as cuTile's ct.assert_(cond, "
+         "message), whose message is a constant string (and which evaluates it always, "
+         "not only on failure)", "write the message as a string literal: "
+         "assert cond, \"what went wrong\""),
     Rule("private-attribute", "attributes beginning with '_' reach interpreter and "
          "runtime internals", "use the public attributes (shape, dtype, ndim, ...)"),
     Rule("assign-target", "kernels assign only names: item or attribute assignment "
@@ -68,8 +72,12 @@ RULES: dict[str, Rule] = {r.id: r for r in (
          "use the cuTile function form, e.g. ct.reshape(t, shape)"),
     Rule("call-star", "the checker must see every argument of a cuTile op (a hidden "
          "check_bounds=False or destination)", "write the arguments out"),
-    Rule("func-argument", "functions handed to ct.reduce / ct.scan are checked as "
-         "helpers", _HELPERS),
+    Rule("func-argument", "the combining function of ct.reduce / ct.scan is checked code: "
+         "a module-level helper (checked like any helper), a lambda written in the call "
+         "(checked with the function it is written in), or one of cuTile's combiners "
+         "(operator.add, mul, and_, or_, xor; max, min; ct.add, mul, maximum, minimum, "
+         "bitwise_and, bitwise_or, bitwise_xor), recognized by identity",
+         "write the combiner as a module-level def, or as a lambda in the call"),
     Rule("helper-lambda", "helpers are checked from their source, one 'def' at a time",
          "define the helper with 'def'"),
     Rule("helper-source", "a helper whose source cannot be read cannot be checked",
@@ -105,8 +113,10 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("raw-param", "tl.Raw parameters exist only in unsafe kernels",
          "decorate with @tl.kernel(unsafe=True) to opt out locally, or use "
          "tl.Out/tl.InOut partitions"),
-    Rule("param-form", "kernel parameters are plain positional parameters, and a "
-         "function's defaults are those its 'def' gives"),
+    Rule("param-form", "kernel parameters are plain positional parameters (a launch "
+         "passes every argument by position), and a function's defaults are those its "
+         "'def' gives", "write every parameter as a positional one, e.g. "
+         "def k(x, y: tl.Out, T: ct.Constant[int])"),
     # -- bounds --------------------------------------------------------------------
     Rule("unchecked-read", "a read without bounds checks in a safe kernel must be one "
          "the launch proves in bounds", "keep check_bounds on (the default), read the "
@@ -118,7 +128,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("partition-reassigned", "a partition parameter keeps meaning the partition",
          "bind new values to another name"),
     Rule("partition-attribute", "a partition offers store, load, tiles, tile_shape, "
-         "tile_index, tile_index_of, shape, ndim and dtype"),
+         "tile_index, tile_index_of, shape, ndim and dtype",
+         "write p.store(tile), p.load() (tl.InOut) or tl.load_like(x, p), and use "
+         "p.tile_index, p.tile_shape or p.shape for positions"),
     Rule("partition-method-value", "partition methods are called directly: a method "
          "taken as a value could be called where the checker cannot see"),
     Rule("partition-store", "the destination of every safe store is fixed by the "
@@ -139,8 +151,14 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("partition-to-op", "partitions are used only through their own methods",
          "use p.shape, p.tile_shape or p.tile_index"),
     Rule("load-like-form", "tl.load_like(x, p) takes an array parameter and a partition "
-         "parameter (and at=t in persistent kernels), so the launch can prove each "
-         "block's tile meets the array"),
+         "parameter (and at=t in persistent kernels, and constant hints), so the launch "
+         "can prove each block's tile meets the array"),
+    Rule("hint-value", "the performance hints of p.store, p.load() and tl.load_like "
+         "(latency=, allow_tma=, padding_mode=) are constants the checker sees: they "
+         "change how a tile moves, never which elements, and carry nothing else",
+         "write the hint as a literal (latency=3, allow_tma=False, "
+         "padding_mode=ct.PaddingMode.ZERO), a ct.Constant parameter or a module-level "
+         "constant"),
     Rule("tiles-loop", "'for t in p.tiles()' hands each tile to exactly one block: it is "
          "a plain, unnested for loop over one name, with no arguments"),
     Rule("tile-reassigned", "the tile variable minted by p.tiles() keeps naming the "
