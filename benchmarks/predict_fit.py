@@ -1,4 +1,5 @@
-"""The CPU prediction model (``tilelab.perf.predict``) against GPU measurements, and its
+"""The CPU prediction model (``tilelab.perf.predict``; its constants in
+``tilelab.perf.predict_model``) against GPU measurements, and its
 constants fitted to them.
 
 For each case — the tour's kernels (vector add, GEMM, row softmax, persistent GEMM, at a
@@ -14,7 +15,7 @@ the current constants, and the measured time; :func:`tilelab.perf.predict_fit.
 fit_constants` then fits the model's constants (launch floor, efficiencies, tile MMA
 law, block latency). The JSON holds the
 environment, every case, the fit and the errors before and after; the script prints the
-``CONSTANTS`` lines to paste into ``tilelab/perf/predict.py``. The fit holds the
+``CONSTANTS`` lines to paste into ``tilelab/perf/predict_model.py``. The fit holds the
 constants of :data:`HOLD` at their assumptions.
 
 Bytes: compulsory bytes (``tilelab.perf.counting``) for the tour cases, the interpreter's
@@ -205,7 +206,7 @@ def launch_shape(case: Case, args: Sequence[Any], trace: Any,
         (4, 96.0, 'fp32', 128, None)
     """
     from tilelab.lab.figures.roofline_plot import gemm_shape_of, infer_precision
-    from tilelab.perf.predict import GemmShape, LaunchShape
+    from tilelab.perf.predict_model import GemmShape, LaunchShape
 
     prec = case.work.precision if case.work is not None else infer_precision(trace)
     nbytes = float(case.work.bytes) if case.work is not None else float(trace.bytes)
@@ -350,7 +351,7 @@ def _source(out: Path, env: dict, n: int, dry_run: bool) -> str:
 
 
 def _fit(rows: list[dict], shapes: list[Any], spec: Any, source: str) -> Any:
-    from tilelab.perf.predict import predict_launch
+    from tilelab.perf import predict
     from tilelab.perf.predict_fit import FitRow, fit_constants
 
     fit_rows = [FitRow(r["name"], s, r["measured_s"], spec)
@@ -360,8 +361,8 @@ def _fit(rows: list[dict], shapes: list[Any], spec: Any, source: str) -> Any:
     fit = fit_constants(fit_rows, source=source, hold=HOLD)
     for r, s in zip(rows, shapes):
         if s is not None:
-            r["model_before"] = predict_launch(s, spec).summary()
-            r["model_after"] = predict_launch(s, spec, constants=fit.constants).summary()
+            r["model_before"] = predict(s, spec).summary()
+            r["model_after"] = predict(s, spec, constants=fit.constants).summary()
     return fit
 
 
@@ -473,7 +474,7 @@ def report(data: dict) -> str:
                  f"these launches: {', '.join(fit['unconstrained']) or 'none'}")
     lines += [f"  note: {n}" for n in fit["notes"]]
     head = ("# DRY RUN: fitted to the CPU interpreter's host time; do not paste these"
-            if data["dry_run"] else "# paste into CONSTANTS in tilelab/perf/predict.py:")
+            if data["dry_run"] else "# paste into CONSTANTS in tilelab/perf/predict_model.py:")
     return "\n".join(lines + [head, fit["constant_lines"]])
 
 

@@ -129,3 +129,16 @@ def test_doctests():
 
     result = doctest.testmod(demo, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 8
+
+
+def test_summary_csv_gives_the_parts_of_the_one_prediction(cpu_demo):
+    """Each predicted row's time is tilelab.perf.predict's total, with its parts: the
+    kernel body and the launch floor apart, the roofline bound, and the verdict."""
+    _, out, text, _ = cpu_demo
+    for name, r in rows_of(out).items():
+        total, body, floor, bound = (float(r[k]) for k in (
+            "predicted_seconds", "kernel_seconds", "launch_seconds", "bound_seconds"))
+        assert float(r["seconds"]) == total == pytest.approx(body + floor)
+        assert bound <= body and r["verdict"].split(":")[0] in (
+            "launch-bound", "memory-bound", "compute-bound", "latency-bound")
+        assert f"{name:<17}predicted: {r['verdict']}" in text

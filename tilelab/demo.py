@@ -7,8 +7,11 @@ same four kernels — at real sizes on a GPU, at small sizes on the CPU interpre
 checks every result against a float64 numpy reference, counts FLOPs with the interpreter
 (a sample of blocks on the GPU path), times them (measured with ``tl.bench`` on a GPU;
 predicted for an H200 from the counts on the CPU), and writes ``summary.csv`` and
-``roofline.png`` (the tour against B200, RTX 5090 and H200, plus the GPU's measured
-ceilings when there is one) to ``out_dir``.
+``roofline.png`` (the tour under the ceilings of the GPU its times are for, plus the
+GPU's measured ceilings when there is one) to ``out_dir``. Every predicted number comes
+from :func:`tilelab.perf.predict`: ``summary.csv`` gives its parts (roofline bound, kernel
+body, launch floor, total) and its verdict, for measured rows too (what the model
+predicts for the GPU that ran them).
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["run_demo", "demo_cases", "TourCase", "TourResult", "tour_cases", "run_tour",
-           "write_summary", "print_summary", "SUMMARY_FIELDS", "ref_add", "ref_mm",
-           "ref_softmax"]
+           "write_summary", "print_summary", "print_verdicts", "SUMMARY_FIELDS", "ref_add",
+           "ref_mm", "ref_softmax"]
 
 
 def demo_cases():
@@ -197,6 +200,7 @@ class TourResult:
     blocks_counted: int
     blocks: int
     point: Any = field(default=None, repr=False)
+    prediction: Any = field(default=None, repr=False)
 
     @property
     def gb_per_s(self) -> float | None:
@@ -229,9 +233,15 @@ class TourResult:
             >>> tuple(r.row()) == SUMMARY_FIELDS, r.row()["timing"]
             (True, 'predicted')
         """
+        pr = self.prediction
         return {"kernel": self.kernel, "problem": self.problem, "ran_on": self.ran_on,
                 "device": self.device, "timing": "measured" if self.measured else "predicted",
-                "seconds": self.seconds, "gb_per_s": self.gb_per_s,
+                "seconds": self.seconds,
+                "predicted_seconds": pr.total_s if pr else None,
+                "kernel_seconds": pr.kernel_s if pr else None,
+                "launch_seconds": pr.launch_s if pr else None,
+                "bound_seconds": pr.bound_s if pr else None,
+                "verdict": pr.verdict if pr else "", "gb_per_s": self.gb_per_s,
                 "tflop_per_s": self.tflop_per_s, "precision": self.precision,
                 "bound": self.bound, "fraction_of_ceiling": self.fraction,
                 "flops": self.flops, "bytes": self.bytes, "traffic_bytes": self.traffic_bytes,
@@ -240,9 +250,11 @@ class TourResult:
 
 
 #: columns of summary.csv
-SUMMARY_FIELDS = ("kernel", "problem", "ran_on", "device", "timing", "seconds", "gb_per_s",
-                  "tflop_per_s", "precision", "bound", "fraction_of_ceiling", "flops", "bytes",
-                  "traffic_bytes", "blocks_counted", "blocks", "max_rel_err", "check")
+SUMMARY_FIELDS = ("kernel", "problem", "ran_on", "device", "timing", "seconds",
+                  "predicted_seconds", "kernel_seconds", "launch_seconds", "bound_seconds",
+                  "verdict", "gb_per_s", "tflop_per_s", "precision", "bound",
+                  "fraction_of_ceiling", "flops", "bytes", "traffic_bytes", "blocks_counted",
+                  "blocks", "max_rel_err", "check")
 
 
 def _rel_err(out: np.ndarray, ref: np.ndarray) -> float:
@@ -262,8 +274,11 @@ def _check(case: TourCase, inputs: tuple, output: Any) -> float:
 
 
 def _run_case(case: TourCase, device: str, predict_on: str, sample_blocks: int) -> TourResult:
+    from types import SimpleNamespace
+
     import tilelab as tl
-    from tilelab.lab.figures.roofline_plot import point_from_trace
+    from tilelab.lab.figures.roofline_plot import gemm_shape_of, point_from_trace
+    from tilelab.perf import predict
     from tilelab.perf.specs import lookup_gpu, spec_for_device
 
     args, inputs, output = case.build(device)
@@ -281,18 +296,34 @@ def _run_case(case: TourCase, device: str, predict_on: str, sample_blocks: int) 
         point = point_from_trace(trace, name=case.name, seconds=r.median, device=r.device,
                                  work=case.work)
         spec = spec_for_device(r.device)
-        _free(args)
     else:
         trace = tl.interpret(case.kernel, *args)   # runs the kernel and counts every block
         err = _check(case, inputs, output)
-        point = point_from_trace(trace, name=case.name, predict_on=predict_on, work=case.work)
         spec = lookup_gpu(predict_on)
+        point = None
+    # the one prediction, for the GPU the time is for (measured rows: what the model says)
+    launch = SimpleNamespace(args=args, kernel=case.kernel)
+    pred = None if spec is None else predict(
+        trace, spec, name=case.name, precision=case.work.precision,
+        dram_bytes=float(case.work.bytes), blocks=_grid_blocks(args),
+        gemm=gemm_shape_of(launch, trace))
+    point = point or pred.point()
+    if device == "gpu":
+        _free(args)
     fraction = point.fraction_of_ceiling(spec) if spec is not None else None
     bound = point.bound_on(spec) if spec is not None else "?"
     return TourResult(case.name, case.problem, device, point.device or "?", point.measured,
                       point.seconds, point.flops, point.bytes, float(trace.bytes),
                       point.precision, bound, fraction, err, err <= case.tolerance,
-                      len(trace.execution_order), trace.num_blocks, point)
+                      len(trace.execution_order), trace.num_blocks, point, pred)
+
+
+def _grid_blocks(args: tuple) -> int | None:
+    """The block count of a launch with a partitioned output (None: not known)."""
+    from tilelab.runtime.partition import Partition
+
+    part = next((a for a in args if isinstance(a, Partition)), None)
+    return None if part is None else int(part.num_blocks())
 
 
 def _free(args: tuple) -> None:
@@ -380,14 +411,32 @@ def print_summary(results: list[TourResult]) -> None:
               f"{'ok' if r.ok else 'FAILED'} ({r.rel_err:.1e})")
 
 
+def print_verdicts(results: list[TourResult]) -> None:
+    """Print what each time is made of (tilelab.perf.predict's verdict): for predicted rows
+    their time, for measured rows what the model predicts for that GPU.
+
+    Example:
+        >>> print_verdicts([])
+    """
+    rows = [r for r in results if r.prediction is not None]
+    if not rows:
+        return
+    print("  what the times are (tilelab.perf.predict: predicted = launch floor + kernel "
+          "body; docs/rooflines.md):")
+    for r in rows:
+        how = "predicted" if not r.measured else \
+            f"the model for this GPU says {r.prediction.total_s * 1e6:.4g} µs"
+        print(f"    {r.kernel:<17}{how}: {r.prediction.verdict}")
+
+
 def _roofline_png(results: list[TourResult], path: Path, current: Any) -> str:
     try:
         from tilelab.lab.figures.roofline_plot import roofline_figure, save_png
     except ImportError as e:  # the lab extras are optional
         return f"roofline.png skipped (install tilelab[lab]: {e})"
     points = [r.point for r in results if r.point is not None]
-    fig = roofline_figure(points, gpus=("b200", "rtx5090", "h200"), current=current,
-                          theme="light", title="tilelab demo: the tour on the roofline")
+    fig = roofline_figure(points, current=current, theme="light",
+                          title="tilelab demo: the tour on the roofline")
     save_png(fig, path)
     return f"roofline written to {path}"
 
@@ -468,10 +517,7 @@ def run_demo(arch: str | None = None, out_dir: str = "tilelab-demo", *,
     results = run_tour(device)
     current = _measured_ceilings(device)
     print_summary(results)
-    if device != "gpu":
-        print("  (predicted times come from the model of tilelab.perf.predict: launch floor, "
-              "waves, padding, tile reuse, constants fitted to an H200 run; the roofline "
-              "bound is drawn above each point)")
+    print_verdicts(results)
     csv_path = write_summary(results, out / "summary.csv")
     print(f"  summary written to {csv_path}")
     print(f"  {_roofline_png(results, out / 'roofline.png', current)}")

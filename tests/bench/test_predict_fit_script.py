@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks import predict_fit as pf
 from benchmarks.common import RESULTS
-from tilelab.perf.predict import CONSTANTS
+from tilelab.perf.predict_model import CONSTANTS
 from tilelab.perf.predict_fit import load_fit
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -139,7 +139,7 @@ def test_refit_of_the_committed_h200_run_needs_no_gpu(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "the model of the run, with its constants: median ×1.56, worst ×237" in printed
     assert "eff_cuda held at its start value" in printed
-    assert "# paste into CONSTANTS in tilelab/perf/predict.py:" in printed
+    assert "# paste into CONSTANTS in tilelab/perf/predict_model.py:" in printed
     data = json.loads(out.read_text())
     fit = data["fit"]
     assert data["fit_at_run"]["before"]["max_abs_log"] > 5 and len(fit["rows"]) == 39

@@ -90,7 +90,8 @@ def test_gemm_traffic_fails_on_compulsory_bytes_and_on_full_edge_tiles():
 def test_roofline_fails_on_a_memory_bound_guess():
     guess = {g: 3 * 4096 * 4096 * 2 / bw for g, bw in (("h200", 4.8e12), ("b200", 8e12))}
     r = grade("roofline", guess)
-    assert not r.passed and r.message.startswith("h200: you predicted 20.97 µs, the model says 139 µs")
+    assert not r.passed and r.message.startswith(
+        "h200: you predicted 20.97 µs, the roofline bound is 139 µs")
     assert "max(FLOPs / peak, bytes / bandwidth)" in r.hint
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import tilelab.perf.predict as predict_module
+import tilelab.perf.predict_model as predict_module
 from tilelab.compiler.device import grouped_tile_index
-from tilelab.perf.predict import (CONSTANTS, DEFAULT_TILE_K, GemmShape, LaunchShape,
-                                  blocks_per_sm, gemm_dram_bytes, predict_launch,
-                                  tile_efficiency)
+from tilelab.perf import predict
+from tilelab.perf.predict_model import (CONSTANTS, DEFAULT_TILE_K, GemmShape, LaunchShape,
+                                        blocks_per_sm, gemm_dram_bytes, tile_efficiency)
 from tilelab.perf.specs import lookup_gpu
 
 H200 = lookup_gpu("h200")
@@ -26,27 +26,27 @@ def shape(blocks, flops=1e9, executed=None, dram=1e8, **kw):
 
 
 def test_tiny_grids_are_dominated_by_the_launch_floor():
-    p = predict_launch(shape(1, flops=1e3, dram=1e4), "h200")
-    assert p.limiter == "launch floor"
-    assert p.seconds == pytest.approx(CONSTANTS["launch_floor"].value, rel=0.2)
-    assert p.seconds > 100 * p.bound_seconds          # the roofline bound says nothing here
+    p = predict(shape(1, flops=1e3, dram=1e4), "h200")
+    assert p.limited_by == "launch floor"
+    assert p.total_s == pytest.approx(CONSTANTS["launch_floor"].value, rel=0.2)
+    assert p.total_s > 100 * p.bound_s          # the roofline bound says nothing here
 
 
 def test_the_model_is_never_faster_than_the_roofline_bound():
     for blocks in (1, SMS, 10 * SMS + 7):
         for dram in (1e4, 1e9):
-            p = predict_launch(shape(blocks, dram=dram), "h200")
-            assert p.seconds >= p.bound_seconds
+            p = predict(shape(blocks, dram=dram), "h200")
+            assert p.kernel_s >= p.bound_s and p.total_s == p.launch_s + p.kernel_s
 
 
 def test_last_wave_effect():
-    full = predict_launch(shape(SMS), "h200")
-    one_more = predict_launch(shape(SMS + 1), "h200")       # same work, one more block
-    assert (full.waves, one_more.waves) == (1, 2)
-    assert one_more.idle_sms_last_wave == SMS - 1
-    assert one_more.seconds > 1.8 * full.seconds - CONSTANTS["launch_floor"].value
-    many = predict_launch(shape(40 * SMS + 1), "h200")      # a long tail matters less
-    assert many.wave_efficiency > 0.97
+    full = predict(shape(SMS), "h200")
+    one_more = predict(shape(SMS + 1), "h200")       # same work, one more block
+    assert (full.terms.waves, one_more.terms.waves) == (1, 2)
+    assert one_more.terms.idle_sms_last_wave == SMS - 1
+    assert one_more.total_s > 1.8 * full.total_s - CONSTANTS["launch_floor"].value
+    many = predict(shape(40 * SMS + 1), "h200")      # a long tail matters less
+    assert many.terms.wave_use > 0.97
 
 
 def test_blocks_per_sm_from_resources():
@@ -54,20 +54,20 @@ def test_blocks_per_sm_from_resources():
     assert blocks_per_sm("sm_90", 256, 32, 100 * 1024)[0] == 2   # 228 KiB / 100 KiB
     bps, why = blocks_per_sm("sm_90", None, None, None)
     assert bps == 1 and "unknown" in why
-    small = predict_launch(shape(2 * SMS, threads=128, registers=64), "h200")
-    big = predict_launch(shape(2 * SMS, threads=128, registers=255), "h200")
-    assert small.blocks_per_sm > big.blocks_per_sm
-    assert small.waves == 1 and big.waves == 1
+    small = predict(shape(2 * SMS, threads=128, registers=64), "h200")
+    big = predict(shape(2 * SMS, threads=128, registers=255), "h200")
+    assert small.terms.blocks_per_sm > big.terms.blocks_per_sm
+    assert small.terms.waves == 1 and big.terms.waves == 1
     assert any("registers" in a or "threads" in a or "block limit" in a
                for a in small.assumptions)
 
 
 def test_padding_waste_costs_time():
-    exact = predict_launch(shape(64 * SMS, flops=1e12, dram=1e6), "h200")
-    padded = predict_launch(shape(64 * SMS, flops=1e12, executed=1.5e12, dram=1e6), "h200")
-    assert padded.lane_efficiency == pytest.approx(1 / 1.5)
-    assert padded.seconds > 1.4 * (exact.seconds - exact.launch_s)
-    assert padded.bound_seconds == exact.bound_seconds       # the bound ignores padding
+    exact = predict(shape(64 * SMS, flops=1e12, dram=1e6), "h200")
+    padded = predict(shape(64 * SMS, flops=1e12, executed=1.5e12, dram=1e6), "h200")
+    assert padded.terms.lane_efficiency == pytest.approx(1 / 1.5)
+    assert padded.total_s > 1.4 * (exact.total_s - exact.launch_s)
+    assert padded.bound_s == exact.bound_s       # the bound ignores padding
 
 
 def _gemm(order=None, n=8192, tile=128):
@@ -82,10 +82,10 @@ def test_grouped_schedule_reads_less_dram_than_row_major():
     assert grouped["bytes"] < 0.6 * row_major["bytes"]
     assert row_major["b_reads"] > grouped["b_reads"]
     # and the time follows when DRAM limits
-    t_rm = predict_launch(LaunchShape(g * g, 1e9, 1e9, 1e9, "bf16", gemm=_gemm()), "h200")
-    t_gr = predict_launch(LaunchShape(g * g, 1e9, 1e9, 1e9, "bf16", gemm=_gemm(
+    t_rm = predict(LaunchShape(g * g, 1e9, 1e9, 1e9, "bf16", gemm=_gemm()), "h200")
+    t_gr = predict(LaunchShape(g * g, 1e9, 1e9, 1e9, "bf16", gemm=_gemm(
         [grouped_tile_index(i, g, g, 8) for i in range(g * g)])), "h200")
-    assert t_gr.dram_bytes < t_rm.dram_bytes and t_gr.seconds < t_rm.seconds
+    assert t_gr.terms.dram_bytes < t_rm.terms.dram_bytes and t_gr.total_s < t_rm.total_s
 
 
 def test_what_fits_in_l2_is_read_once_and_bigger_tiles_reread_less():
@@ -97,7 +97,7 @@ def test_what_fits_in_l2_is_read_once_and_bigger_tiles_reread_less():
 
 
 def test_assumptions_are_stated_and_labelled():
-    p = predict_launch(shape(4), "h200")
+    p = predict(shape(4), "h200")
     text = " ".join(p.assumptions)
     assert "launch floor" in text and "(calibrated: fitted to benchmarks/results/" in text
     assert "CUDA-core efficiency 60% (uncalibrated assumption" in text
@@ -131,15 +131,15 @@ def test_tile_efficiency_grows_with_the_mma_and_saturates():
 
 def test_small_tiles_make_the_same_gemm_slower():
     n = 2048
-    times = [predict_launch(LaunchShape((n // t) ** 2, 2.0 * n ** 3, 2.0 * n ** 3,
+    times = [predict(LaunchShape((n // t) ** 2, 2.0 * n ** 3, 2.0 * n ** 3,
                                         6.0 * n * n, "bf16", 256, 255, None, _tiled(t)),
                             "h200") for t in (16, 32, 64, 128)]
-    assert all(a.seconds > b.seconds for a, b in zip(times, times[1:]))
-    assert times[0].seconds > 20 * times[-1].seconds
-    assert all(p.limiter == "math" for p in times)
-    assert times[0].tile_efficiency < 0.05 and "tile MMA at" in times[0].summary()
+    assert all(a.total_s > b.total_s for a, b in zip(times, times[1:]))
+    assert times[0].total_s > 20 * times[-1].total_s
+    assert all(p.limited_by == "math" for p in times)
+    assert times[0].terms.tile_efficiency < 0.05 and "tile MMA at" in times[0].summary()
     assert any("K-step latency" in a for a in times[0].assumptions)
-    unknown = predict_launch(LaunchShape(256, 1.0, 1.0, 1.0, "bf16",
+    unknown = predict(LaunchShape(256, 1.0, 1.0, 1.0, "bf16",
                                          gemm=GemmShape(n, n, n, 128, 128)), "h200")
     assert any(f"K-step not given: {DEFAULT_TILE_K} assumed" in a
                for a in unknown.assumptions)
@@ -149,30 +149,30 @@ def test_a_partial_wave_streams_at_full_bandwidth():
     """A memory-bound grid that fills only some SMs is not slowed in proportion: a share
     of the SMs saturates DRAM (dram_sm_share), only very few blocks stream slower."""
     dram = 1e9
-    full, half, few = (predict_launch(shape(b, flops=1.0, dram=dram), "h200")
+    full, half, few = (predict(shape(b, flops=1.0, dram=dram), "h200")
                        for b in (SMS, SMS // 2, 4))
-    assert full.limiter == half.limiter == few.limiter == "DRAM"
-    assert half.memory_s == pytest.approx(full.memory_s)
+    assert full.limited_by == half.limited_by == few.limited_by == "DRAM"
+    assert half.terms.dram_s == pytest.approx(full.terms.dram_s)
     share = CONSTANTS["dram_sm_share"].value
-    assert few.memory_s == pytest.approx(full.memory_s * share * SMS / 4)
+    assert few.terms.dram_s == pytest.approx(full.terms.dram_s * share * SMS / 4)
     streamed = dram / (H200.bandwidth * CONSTANTS["eff_memory"].value)
-    assert full.memory_s == pytest.approx(streamed)
-    sizes = [predict_launch(shape(b, flops=1.0, dram=dram), "h200").seconds
+    assert full.terms.dram_s == pytest.approx(streamed)
+    sizes = [predict(shape(b, flops=1.0, dram=dram), "h200").total_s
              for b in (1, 2, 8, 32, 64, SMS)]
     assert all(a >= b for a, b in zip(sizes, sizes[1:]))
 
 
 def test_many_waves_of_few_resident_blocks_wait_on_the_block_latency():
     blocks = 60 * SMS                                   # 255 registers: 1 block per SM
-    known = predict_launch(shape(blocks, flops=1e6, dram=1e7, threads=256, registers=255),
+    known = predict(shape(blocks, flops=1e6, dram=1e7, threads=256, registers=255),
                            "h200")
-    assert known.waves == 60 and known.limiter == "block latency"
-    assert known.latency_s == pytest.approx(59 * CONSTANTS["block_latency"].value)
-    dense = predict_launch(shape(blocks, flops=1e6, dram=1e7, threads=128, registers=16),
+    assert known.terms.waves == 60 and known.limited_by == "block latency"
+    assert known.terms.latency_s == pytest.approx(59 * CONSTANTS["block_latency"].value)
+    dense = predict(shape(blocks, flops=1e6, dram=1e7, threads=128, registers=16),
                            "h200")                      # 16 resident blocks: 4 waves
-    assert dense.waves == 4 and dense.seconds < known.seconds / 5
-    unknown = predict_launch(shape(blocks, flops=1e6, dram=1e7), "h200")
-    assert unknown.latency_s == 0 and unknown.limiter != "block latency"
+    assert dense.terms.waves == 4 and dense.total_s < known.total_s / 5
+    unknown = predict(shape(blocks, flops=1e6, dram=1e7), "h200")
+    assert unknown.terms.latency_s == 0 and unknown.limited_by != "block latency"
     assert any("block latency not applied" in a for a in unknown.assumptions)
 
 

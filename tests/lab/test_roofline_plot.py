@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tilelab as tl
+import tilelab.lab.figures.roofline_layout as layout_module
 import tilelab.lab.figures.roofline_plot as plot_module
 import tilelab.lab.figures.roofline_svg as svg_module
 import tilelab.lab.figures.theme as theme_module
@@ -44,7 +45,7 @@ def tour():
     measured = RooflinePoint.from_work(gemm_work(8192, 8192, 8192), seconds=1.8e-3,
                                        device="NVIDIA H200", name="gemm")
     predicted = predict(softmax(4096, 1000), "h200", name="softmax")
-    fig = roofline_figure([measured, predicted], GPUS, theme="light")
+    fig = roofline_figure([measured, predicted], GPUS, projections=True, theme="light")
     return fig, measured, predicted
 
 
@@ -83,8 +84,10 @@ def test_legend_states_dense_and_accumulator(tour):
     for want in ("H200 bf16 (fp32 acc, dense)", "B200 bf16 (fp32 acc, dense)",
                  "RTX 5090 bf16 (fp32 acc, dense)", "H200 fp32 (CUDA cores, dense)",
                  "H200 memory 4.8 TB/s", "B200 memory 8 TB/s", "measured on a GPU",
-                 "predicted (counted on the CPU; roofline bound time)",
-                 "projection onto another GPU, in its colour (roofline bound)"):
+                 "predicted: launch floor + kernel body (the table says which dominates)",
+                 "roofline bound of a predicted point: max(FLOPs / peak, bytes / "
+                 "bandwidth), where no real kernel gets",
+                 "roofline bound of the same work on another GPU, in its colour"):
         assert want in texts
     ceilings = [t for t in texts if "(" in t and "acc" in t or "CUDA cores" in t]
     assert len(ceilings) == 6 and all("dense" in t for t in ceilings)
@@ -99,7 +102,13 @@ def test_points_filled_when_measured_hollow_when_predicted(tour):
     assert m["filled"] and not p["filled"]
     assert m["color"] != p["color"] and m["marker"] != p["marker"]   # told apart
     (px,), (py,) = xy(p)
-    assert py == pytest.approx(attainable("h200", predicted.intensity, "fp32"))
+    assert py == pytest.approx(predicted.flops / predicted.total_s)     # the prediction
+    (bound,) = fig.tilelab["drawn"]["bounds"]                           # and its bound
+    assert bound["name"] == "softmax" and bound["y"] == pytest.approx(
+        attainable("h200", px, "fp32"))
+    bar = [i["kind"] for i in fig.items_of("bound:softmax")]
+    marker = [i["kind"] for i in fig.items_of("point:softmax")]
+    assert bar == ["line"] and marker and "line" not in marker        # another marker
     labels = {d["text"] for d in fig.tilelab["labels"] if d["kind"] == "point-label"}
     assert labels == {"#1 gemm", "#2 softmax"}
 
@@ -113,6 +122,44 @@ def test_projections_onto_the_other_gpus(tour):
             assert y == pytest.approx(project(point, key).attainable_flops)
             assert by_gid(fig, f"projection:{name}:{key}")["opacity"] >= 0.8   # not faint
         assert not fig.find(f"projection:{name}:h200")
+
+
+def test_one_gpu_by_default_the_one_the_times_are_for():
+    """Without ``gpus`` the figure draws the GPU each point's time is for (the H200 when
+    no point has one), and never projections unless asked."""
+    def drawn(points, **kw):
+        fig = roofline_figure(points, theme="light", **kw)
+        return fig.tilelab["gpus"], fig.tilelab["drawn"]["projections"]
+
+    assert drawn([predict(softmax(1024, 1024), "b200")]) == (["b200"], [])
+    measured = RooflinePoint.from_work(gemm_work(1024, 1024, 1024), seconds=1e-5,
+                                       device="NVIDIA H100 80GB HBM3")
+    assert drawn([measured]) == (["h100"], [])
+    assert drawn([softmax(1024, 1024)]) == (["h200"], [])
+    gpus, projections = drawn([predict(softmax(1024, 1024), "h200")], gpus=GPUS)
+    assert gpus == list(GPUS) and projections == []
+    fig = roofline_figure([predict(softmax(1024, 1024), "h200")], theme="light")
+    legend = fig.tilelab["legend"]
+    assert sum("memory" in t and "TB/s" in t for t in legend) == 1
+    assert len([lbl for lbl in fig.tilelab["labels"] if lbl["kind"] == "ridge-label"]) == 1
+
+
+def test_each_point_has_a_one_line_verdict_and_no_assumption_wall():
+    tiny = predict(elementwise(1 << 14, name="add"), "h200")
+    big = predict(elementwise(1 << 26, name="add big"), "h200", at="n=67108864")
+    measured = RooflinePoint.from_work(gemm_work(4096, 4096, 4096), seconds=2e-4,
+                                       device="NVIDIA H200", name="gemm")
+    fig = roofline_figure([tiny, big, measured], theme="light")
+    assert fig.tilelab["verdicts"] == [
+        "launch-bound: ~3.9 µs of launch, 0.043 µs of bytes",
+        "memory-bound: 176 µs of bytes, + 3.9 µs of launch (at n=67108864)",
+        "measured: 69% of H200's compute roof"]
+    shown = " ".join(i["s"] for i in fig.items_of("table-verdict"))
+    assert all(v.split(":")[0] in shown for v in fig.tilelab["verdicts"])
+    times = [i["s"] for i in fig.items_of("table-cell") if "µs" in i["s"]]
+    assert times == ["3.96 µs predicted", "180 µs predicted", "200 µs measured"]
+    assert not fig.items_of("assumption") and not fig.items_of("table-model")
+    assert fig.tilelab["predictions"][:2] == [tiny, big]     # for a view to fold
 
 
 def test_current_device_measured_ceilings():
@@ -135,7 +182,7 @@ def test_current_device_measured_ceilings():
 def test_a_point_measured_on_the_current_device_projects_onto_the_datasheets():
     cur = MeasuredCeilings(4.2e12, 6.0e14, gpu_name="NVIDIA H200")
     p = RooflinePoint.from_work(gemm_work(4096, 4096, 4096), seconds=3e-4, device="NVIDIA H200")
-    fig = roofline_figure([p], GPUS, current=cur, theme="light")
+    fig = roofline_figure([p], GPUS, current=cur, projections=True, theme="light")
     drawn = fig.tilelab["drawn"]
     assert drawn["measured"][0]["home"] == "current"
     assert {d["gpu"] for d in drawn["projections"]} == {"b200", "rtx5090", "h200"}
@@ -188,10 +235,11 @@ def test_point_from_a_real_trace():
     p = point_from_trace(trace)
     assert (p.name, p.flops, p.bytes, p.precision) == ("vector_add", n, 12 * n, "fp32")
     # the model's time, above the roofline bound (which the point keeps)
-    assert not p.measured and p.prediction.bound_seconds == pytest.approx(12 * n / 4.8e12)
-    assert p.seconds > p.prediction.bound_seconds
+    assert not p.measured and p.prediction.bound_s == pytest.approx(12 * n / 4.8e12)
+    assert p.seconds == p.prediction.total_s > p.prediction.bound_s
+    assert p.prediction.terms.blocks == 4                  # the trace's grid
     w = elementwise(n, name="add")
-    assert point_from_trace(trace, work=w, predict_on="b200").prediction.bound_seconds == \
+    assert point_from_trace(trace, work=w, predict_on="b200").prediction.bound_s == \
         pytest.approx(w.bytes / 8e12)
     m = point_from_trace(trace, seconds=1e-6, device="NVIDIA H200")
     assert m.measured and m.achieved_flops == pytest.approx(n / 1e-6)
@@ -211,11 +259,11 @@ def test_infer_precision_of_a_bf16_gemm_trace():
 
 
 def test_bad_points_are_refused():
-    with pytest.raises(TypeError, match="RooflinePoint or Work"):
+    with pytest.raises(TypeError, match="RooflinePoint, Prediction or Work"):
         roofline_figure(["gemm"], GPUS)
 
 
 def test_doctests():
-    for mod in (plot_module, svg_module, theme_module):
+    for mod in (plot_module, svg_module, layout_module, theme_module):
         result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
-        assert result.failed == 0 and result.attempted > 5
+        assert result.failed == 0 and result.attempted > 4, mod.__name__

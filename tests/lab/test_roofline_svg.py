@@ -34,7 +34,7 @@ def crowded():
                                    name="gemm slower"),
            predict(softmax(4096, 4096), "h200"), predict(elementwise(1 << 20), "h200"),
            predict(gemm(8192, 8192, 8192, name="gemm 8192"), "b200")]
-    return roofline_figure(pts, GPUS, theme="light")
+    return roofline_figure(pts, GPUS, projections=True, theme="light")
 
 
 def _overlap(a, b):
@@ -84,12 +84,15 @@ def test_every_number_has_a_unit_and_ridges_are_explained(crowded):
     assert "FLOP/B" in titles[0] and "FLOP/s" in titles[1]
 
 
-def test_model_points_show_the_bound_and_the_assumptions(crowded):
-    assert {b["name"] for b in crowded.tilelab["drawn"]["bounds"]} >= {"add big"}
-    model = " ".join(i["s"] for i in crowded.items_of("table-model"))
-    assert "launch" in model and "wave" in model and "roofline bound" in model
-    notes = " ".join(i["s"] for i in crowded.items_of("assumption"))
-    assert "uncalibrated assumption" in notes and "launch floor" in notes
+def test_predicted_points_show_their_bound_and_a_verdict_the_model_is_folded(crowded):
+    predicted = {d["name"] for d in crowded.tilelab["drawn"]["predicted"]}
+    shared = {"add tile=1024 again"}                  # same spot: one marker, one bound
+    assert {b["name"] for b in crowded.tilelab["drawn"]["bounds"]} == predicted - shared
+    verdicts = " ".join(i["s"] for i in crowded.items_of("table-verdict"))
+    assert "launch-bound: ~3.9 µs of launch" in verdicts and "of H200's" in verdicts
+    assert not crowded.items_of("assumption") and not crowded.items_of("table-model")
+    folded = [p for p in crowded.tilelab["predictions"] if p is not None]
+    assert len(folded) == 6 and all(p.assumptions for p in folded)
 
 
 def test_projections_are_not_faint(crowded):

@@ -13,7 +13,8 @@ import tilelab.perf.predict_fit as fit_module
 from pathlib import Path
 
 from tilelab.compiler.device import grouped_tile_index
-from tilelab.perf.predict import CONSTANTS, Constant, GemmShape, LaunchShape, predict_launch
+from tilelab.perf import predict
+from tilelab.perf.predict_model import CONSTANTS, Constant, GemmShape, LaunchShape
 from tilelab.perf.predict_fit import (BOUNDS, KEYS, FitError, FitRow, constant_lines,
                                       fit_constants, load_fit, rows_from_result)
 
@@ -74,7 +75,7 @@ def _rows(values=TRUE, noise=0.0, seed=0, names=None):
     for name, s in _shapes():
         if names is not None and not any(name.startswith(n) for n in names):
             continue
-        t = predict_launch(s, "h200", constants=_truth(values)).seconds
+        t = predict(s, "h200", constants=_truth(values)).total_s
         rows.append(FitRow(name, s, t * math.exp(noise * rng.standard_normal())))
     return rows
 
@@ -103,12 +104,12 @@ def test_row_predictions_are_the_models_own_with_the_fitted_constants():
     rows = _rows(noise=0.02, seed=1)
     fit = fit_constants(rows, source="s")
     for r, rep in zip(rows, fit.rows):
-        after = predict_launch(r.shape, r.gpu, constants=fit.constants)
-        before = predict_launch(r.shape, r.gpu)
+        after = predict(r.shape, r.gpu, constants=fit.constants)
+        before = predict(r.shape, r.gpu)
         assert rep["name"] == r.name and rep["measured_s"] == r.measured_s
-        assert rep["after_s"] == after.seconds and rep["before_s"] == before.seconds
-        assert rep["log_ratio_after"] == pytest.approx(math.log(after.seconds / r.measured_s))
-        assert rep["limiter_after"] == after.limiter
+        assert rep["after_s"] == after.total_s and rep["before_s"] == before.total_s
+        assert rep["log_ratio_after"] == pytest.approx(math.log(after.total_s / r.measured_s))
+        assert rep["limiter_after"] == after.limited_by
     worst = max(fit.rows, key=lambda r: abs(r["log_ratio_before"]))
     assert fit.before.worst == worst["name"]
     assert fit.before.max_abs_log == pytest.approx(abs(worst["log_ratio_before"]))
@@ -139,8 +140,8 @@ def test_start_values_are_taken_from_the_given_constants():
     start = dict(CONSTANTS, eff_cuda=Constant("CUDA-core efficiency", 0.3, "fraction", "x"))
     fit = fit_constants(_rows(names=("tiny",)), source="s", constants=start)
     assert fit.constants["eff_cuda"].value == 0.3
-    assert fit.rows[0]["before_s"] == predict_launch(_shapes()[0][1], "h200",
-                                                     constants=start).seconds
+    assert fit.rows[0]["before_s"] == predict(_shapes()[0][1], "h200",
+                                                     constants=start).total_s
 
 
 def test_held_constants_keep_their_values_and_say_why():
@@ -174,7 +175,7 @@ def test_a_refit_from_a_result_file_rebuilds_the_shapes_and_recovers_the_constan
     cases = []
     for name, s in _shapes() + [("grouped", _gemm(2048, 128, 64, order=grouped))]:
         g = s.gemm             # the file gives the K-step as the case's k_tile
-        seconds = predict_launch(s, "h200", constants=_truth()).seconds
+        seconds = predict(s, "h200", constants=_truth()).total_s
         cases.append(_case(name, s, seconds, "grouped" if name == "grouped" else None,
                            **({"k_tile": g.tile_k} if g is not None else {})))
     cases += [{"name": "late", "status": "skipped"}, {"name": "bad", "status": "error"}]
@@ -204,7 +205,7 @@ def test_the_committed_constants_predict_the_committed_h200_run():
     and a refit from them gives them back."""
     rows = rows_from_result(RESULT)
     assert len(rows) == 39
-    errors = [abs(math.log(predict_launch(r.shape, r.gpu).seconds / r.measured_s))
+    errors = [abs(math.log(predict(r.shape, r.gpu).total_s / r.measured_s))
               for r in rows]
     assert np.median(errors) < 0.1 and max(errors) < 0.47
     adds = [e for r, e in zip(rows, errors) if "vector add" in r.name]   # 4K to 64M

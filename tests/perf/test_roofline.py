@@ -156,12 +156,21 @@ def test_projection_to_a_gpu_without_the_units():
     assert project(w, "b200").seconds > 0
 
 
-def test_predict_makes_an_unmeasured_point_with_the_lower_bound():
+def test_predict_here_is_the_one_prediction_and_its_point_carries_it():
+    """``tilelab.perf.roofline.predict`` is ``tilelab.perf.predict``: a Prediction whose
+    bound is the projection and whose point's time is the predicted total."""
+    import tilelab.perf
+    from tilelab.perf.prediction import Prediction
+
+    assert predict is tilelab.perf.predict
     w = gemm(4096, 4096, 4096)
-    p = predict(w, "rtx5090")
+    pr = predict(w, "rtx5090")
+    assert isinstance(pr, Prediction) and pr.gpu == "NVIDIA GeForce RTX 5090"
+    assert pr.bound_s == project(w, "rtx5090").seconds
+    p = pr.point()
     assert not p.measured and p.device == "NVIDIA GeForce RTX 5090"
-    assert p.seconds == project(w, "rtx5090").seconds
-    assert p.fraction_of_ceiling("rtx5090") == pytest.approx(1.0)
+    assert p.seconds == pr.total_s > pr.bound_s and p.prediction is pr
+    assert p.fraction_of_ceiling("rtx5090") < 1.0
     assert "predicted for NVIDIA GeForce RTX 5090" in p.describe()
 
 
@@ -210,7 +219,7 @@ def test_series_structure_for_the_plotter():
     assert pm["on"]["h200"]["fraction_of_ceiling"] == pytest.approx(
         measured.fraction_of_ceiling("h200"))
     assert "fraction_of_ceiling" not in pm["on"]["b200"]
-    assert pm["on"]["b200"]["predicted_seconds"] == pytest.approx(project(measured, "b200").seconds)
+    assert pm["on"]["b200"]["bound_seconds"] == pytest.approx(project(measured, "b200").seconds)
     assert pp["performance"] is None and not pp["measured"]
     assert pp["on"]["h200"] == {"supported": False, "reason": pp["on"]["h200"]["reason"]}
     json.dumps(d)                                           # plain data, all the way down

@@ -82,8 +82,13 @@ class TileMagics(Magics):
                    "assignments that launch nothing run) and compile each kernel for its "
                    "TILELAB_EXAMPLES = {'name': (args, ...)} entry")
     @argument("--roofline", default=None, metavar="GPUS",
-              help="GPUs whose ceilings the roofline draws, comma separated (default "
-                   "b200,rtx5090,h200; the current GPU is added)")
+              help="GPUs whose ceilings the roofline draws, comma separated, with each "
+                   "point's bound projected onto them; 'all' is b200,rtx5090,h200 "
+                   "(default: the GPU of --arch, or the GPU the cell ran on)")
+    @argument("--predict-at", default=None, dest="predict_at", metavar="NAME=N",
+              help="predict CPU launches at a GPU-sized problem: every tensor dimension "
+                   "equal to the cell's variable NAME is N (e.g. n=2**26; several: "
+                   "n=4096,k=512); tile shapes stay the cell's")
     @argument("--save", default=None, metavar="DIR",
               help="write the artifacts (.tileir, .tileirbc, .ptx, .sass, .cubin, "
                    ".lowered.py, resources, remarks), figures (PNG), timings.csv and "
@@ -155,7 +160,8 @@ class TileMagics(Magics):
                 no_run=args.no_run, roofline=args.roofline, save=args.save,
                 force=args.force, view=args.view, unsafe=args.unsafe,
                 no_check_bounds=args.no_check_bounds, occupancy=args.occupancy,
-                num_ctas=args.num_ctas, opt_level=args.opt_level)
+                num_ctas=args.num_ctas, opt_level=args.opt_level,
+                predict_at=args.predict_at)
         except OptionError as e:
             raise UsageError(f"%%tile: {e}") from None
 

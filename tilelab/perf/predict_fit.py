@@ -1,4 +1,4 @@
-"""Fit the constants of :mod:`tilelab.perf.predict` to measured launch times.
+"""Fit the constants of :mod:`tilelab.perf.predict_model` to measured launch times.
 
 Why: the model's constants are stated assumptions until a GPU run pins them. Given
 launches whose shapes the CPU interpreter counted and whose times a GPU measured,
@@ -9,8 +9,8 @@ same), and reports every row's prediction and error before and after the fit.
 :func:`rows_from_result` rebuilds the rows from a ``benchmarks/predict_fit.py`` result
 file, so a fit can be redone without a GPU.
 
-How: each row's constant-free terms (:func:`~tilelab.perf.predict.launch_terms`) are
-computed once; :func:`~tilelab.perf.predict.model_time` then evaluates the model for many
+How: each row's constant-free terms (:func:`~tilelab.perf.predict_model.launch_terms`) are
+computed once; :func:`~tilelab.perf.predict_model.model_time` then evaluates the model for many
 constant sets at once (so the fit uses the model itself, not a copy of it). The search,
 in the log of each constant inside stated bounds, samples the box at seeded random
 points and runs a pattern search (the best coordinate move, halving the step when none
@@ -22,13 +22,14 @@ at all (the reason is kept in the notes). A fitted value at a bound is listed in
 ``at_bound`` (an efficiency above 1 is not physical, so the bound is 1).
 
 Example:
-    >>> from tilelab.perf.predict import LaunchShape, predict_launch
+    >>> from tilelab.perf import predict
+    >>> from tilelab.perf.predict_model import LaunchShape
     >>> def row(name, blocks, dram, flops=0.0, precision="fp32"):
     ...     s = LaunchShape(blocks=blocks, useful_flops=flops, executed_flops=flops,
     ...                     dram_bytes=dram, precision=precision)
     ...     true = {"launch_floor": Constant("launch floor", 3e-6, "s", "truth"),
     ...             "eff_memory": Constant("DRAM efficiency", 0.9, "fraction", "truth")}
-    ...     return FitRow(name, s, predict_launch(s, "h200", constants=true).seconds)
+    ...     return FitRow(name, s, predict(s, "h200", constants=true).total_s)
     >>> rows = [row("tiny", 1, 1e3), row("stream", 132 * 8, 4e9), row("mid", 132, 2e8)]
     >>> fit = fit_constants(rows, source="example")
     >>> round(fit.constants["launch_floor"].value * 1e6, 2), fit.fitted
@@ -47,8 +48,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from tilelab.errors import TilelabError
-from tilelab.perf.predict import (CONSTANTS, UNIT_KEYS, Constant, GemmShape, LaunchShape,
-                                  launch_terms, model_time, predict_launch, stack_terms)
+from tilelab.perf.predict_model import (CONSTANTS, UNIT_KEYS, Constant, GemmShape,
+                                        LaunchShape, launch_terms, model_time, stack_terms)
+from tilelab.perf.prediction import predict
 
 __all__ = ["FitError", "FitRow", "ErrorStats", "FitResult", "fit_constants", "BOUNDS",
            "KEYS", "MIN_SHARE", "load_fit", "constant_lines", "rows_from_result",
@@ -88,7 +90,7 @@ class FitError(TilelabError, ValueError):
 @dataclass(frozen=True)
 class FitRow:
     """One launch to fit: its name, the model's inputs (a
-    :class:`~tilelab.perf.predict.LaunchShape`), the measured median time in seconds,
+    :class:`~tilelab.perf.predict_model.LaunchShape`), the measured median time in seconds,
     and the GPU (a spec or key) it ran on.
 
     Example:
@@ -200,7 +202,7 @@ class FitResult:
                 "constant_lines": constant_lines(self.constants)}
 
     def constant_lines(self) -> str:
-        """The ``CONSTANTS`` entries to paste into :mod:`tilelab.perf.predict` (see
+        """The ``CONSTANTS`` entries to paste into :mod:`tilelab.perf.predict_model` (see
         :func:`constant_lines`)."""
         return constant_lines(self.constants)
 
@@ -322,13 +324,13 @@ def _check_rows(rows: Sequence[FitRow], hold: Mapping[str, str]) -> None:
 def _row_report(rows: Sequence[FitRow], before: dict, after: dict) -> list[dict[str, Any]]:
     out = []
     for r in rows:
-        b = predict_launch(r.shape, r.gpu, constants=before)
-        a = predict_launch(r.shape, r.gpu, constants=after)
-        out.append({"name": r.name, "measured_s": r.measured_s, "before_s": b.seconds,
-                    "after_s": a.seconds, "log_ratio_before": math.log(b.seconds /
+        b = predict(r.shape, r.gpu, constants=before)
+        a = predict(r.shape, r.gpu, constants=after)
+        out.append({"name": r.name, "measured_s": r.measured_s, "before_s": b.total_s,
+                    "after_s": a.total_s, "log_ratio_before": math.log(b.total_s /
                                                                         r.measured_s),
-                    "log_ratio_after": math.log(a.seconds / r.measured_s),
-                    "limiter_before": b.limiter, "limiter_after": a.limiter})
+                    "log_ratio_after": math.log(a.total_s / r.measured_s),
+                    "limiter_before": b.limited_by, "limiter_after": a.limited_by})
     return out
 
 
@@ -345,7 +347,7 @@ def fit_constants(rows: Sequence[FitRow], *, source: str,
                   hold: Mapping[str, str] | None = None) -> FitResult:
     """Fit the model's constants to ``rows`` by least squares on log time.
 
-    ``constants`` are the starting values (default :data:`~tilelab.perf.predict.CONSTANTS`);
+    ``constants`` are the starting values (default :data:`~tilelab.perf.predict_model.CONSTANTS`);
     a constant the rows do not constrain keeps its starting value, and ``hold`` (key ->
     why) names constants not to fit at all. ``source`` names where the measurements are
     (a result file, the GPU, the date): the fitted constants carry it. Fitted values are
@@ -396,7 +398,7 @@ def fit_constants(rows: Sequence[FitRow], *, source: str,
 
 def shape_from_dict(d: Mapping[str, Any], params: Mapping[str, Any] | None = None
                     ) -> LaunchShape:
-    """The :class:`~tilelab.perf.predict.LaunchShape` of a result file's case ``shape``
+    """The :class:`~tilelab.perf.predict_model.LaunchShape` of a result file's case ``shape``
     dict. The GEMM's tile order is rebuilt from its schedule's name (``row-major``;
     ``grouped`` and ``persistent``: grouped order with the dict's ``group_m``, else 8,
     as ``benchmarks/predict_fit.py`` launches them); its K-step is the dict's
@@ -460,7 +462,7 @@ def rows_from_result(result: "str | Path | dict[str, Any]") -> list[FitRow]:
 def load_fit(result: "str | Path | dict[str, Any]") -> dict[str, Constant]:
     """The constants of a fit result (a file :func:`FitResult.to_dict` was written to,
     under its top level or its ``"fit"`` key, or that dict), ready for
-    ``predict_launch(..., constants=load_fit(path))``.
+    ``tilelab.perf.predict(..., constants=load_fit(path))``.
 
     Example:
         >>> c = load_fit({"fit": {"constants": {"launch_floor": {"name": "launch floor",
@@ -485,7 +487,7 @@ def load_fit(result: "str | Path | dict[str, Any]") -> dict[str, Constant]:
 
 
 def constant_lines(constants: dict[str, Constant]) -> str:
-    """The ``CONSTANTS`` entries of :mod:`tilelab.perf.predict` as code to paste.
+    """The ``CONSTANTS`` entries of :mod:`tilelab.perf.predict_model` as code to paste.
 
     Example:
         >>> print(constant_lines({"launch_floor": Constant("launch floor", 3.2e-06, "s",

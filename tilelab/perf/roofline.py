@@ -7,8 +7,11 @@ arithmetic in one place, states units everywhere (FLOP/s, B/s, FLOP/B, s), and h
 plotter pure data (:meth:`Roofline.series`); drawing is the lab's job.
 
 A *projection* runs the same counted work against another GPU's ceilings:
-``seconds = max(flops / peak, bytes / bandwidth)``. It is a lower bound: no real kernel
-overlaps compute and memory perfectly or reaches either peak.
+``seconds = max(flops / peak, bytes / bandwidth)``. It is the roofline *bound*: no real
+kernel overlaps compute and memory perfectly or reaches either peak. A *prediction* of a
+launch's time (launch floor and kernel body included) is
+:func:`tilelab.perf.predict`, re-exported here as :func:`predict`: one function, one
+meaning.
 
 Example:
     >>> from tilelab.perf.counting import gemm
@@ -22,9 +25,10 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from tilelab.perf.prediction import predict
 from tilelab.perf.specs import (PRECISIONS, Density, GPUSpec, Source, UnsupportedPrecisionError,
                                 ROOFLINE_GPUS, check_precision, lookup_gpu)
 
@@ -279,8 +283,10 @@ class RooflinePoint:
     """One kernel launch on the roofline: counted work, and a time when there is one.
 
     ``measured`` is True for a time measured on ``device``; False for a prediction (or a CPU
-    run with no GPU time at all, ``seconds=None``). Coordinates: x = ``intensity`` (FLOP/B),
-    y = ``achieved_flops`` (FLOP/s).
+    run with no GPU time at all, ``seconds=None``). A predicted point carries its
+    :class:`~tilelab.perf.prediction.Prediction` (``prediction``; its ``seconds`` are the
+    predicted total, :meth:`Prediction.point <tilelab.perf.prediction.Prediction.point>`).
+    Coordinates: x = ``intensity`` (FLOP/B), y = ``achieved_flops`` (FLOP/s).
 
     Example:
         >>> p = RooflinePoint("add", flops=1e6, bytes=12e6, precision="fp32", seconds=5e-6,
@@ -297,6 +303,7 @@ class RooflinePoint:
     measured: bool = False
     device: str | None = None
     label: str | None = None
+    prediction: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_precision(self.precision)
@@ -396,14 +403,16 @@ class RooflinePoint:
             text += f", {format_flops(self.achieved_flops, PRECISIONS[self.precision].unit)}"
         if self.measured:
             return text + f" (measured on {self.device or 'this device'})"
-        return text + (f" (predicted for {self.device})" if self.device else " (counted)")
+        at = getattr(self.prediction, "at", None)
+        where = f"predicted for {self.device}" + (f" at {at}" if at else "")
+        return text + (f" ({where})" if self.device else " (counted)")
 
 
 # --------------------------------------------------------------------------- projections
 
 @dataclass(frozen=True)
 class Projection:
-    """The lower-bound time of a point's counted work on another GPU.
+    """The roofline bound of a point's counted work on a GPU (a bound, not a prediction).
 
     ``seconds = max(compute_seconds, memory_seconds)`` with compute = flops / peak and
     memory = bytes / bandwidth. It assumes perfect overlap and peak rates, so a real kernel
@@ -449,7 +458,7 @@ class Projection:
 
     @property
     def seconds(self) -> float:
-        """The lower-bound time in s.
+        """The bound time in s.
 
         Example:
             >>> project(RooflinePoint("k", 0.0, 4.8e9, "fp32"), "h200").seconds
@@ -496,7 +505,8 @@ class Projection:
 
 def project(point: Any, spec: "GPUSpec | str",
             density: "Density | str" = Density.DENSE) -> Projection:
-    """Project a point's (or a Work's) counted FLOPs and bytes onto ``spec``: a lower bound.
+    """Project a point's (or a Work's) counted FLOPs and bytes onto ``spec``: the roofline
+    bound there (:func:`predict` gives the predicted time).
 
     Raises UnsupportedPrecisionError when ``spec`` cannot run the precision at all (FP8 on
     A100, FP4 on H200).
@@ -515,22 +525,6 @@ def project(point: Any, spec: "GPUSpec | str",
         hardware_precision=used, density=density, flops=float(point.flops),
         bytes=float(point.bytes), peak=_peak(spec, point.precision, density),
         bandwidth=spec.bandwidth, measured_ceilings=spec.measured)
-
-
-def predict(work: Any, spec: "GPUSpec | str", *, name: str | None = None,
-            density: "Density | str" = Density.DENSE) -> RooflinePoint:
-    """A predicted point (``measured=False``) whose seconds are the lower bound on ``spec``.
-
-    Example:
-        >>> from tilelab.perf.counting import elementwise
-        >>> p = predict(elementwise(1 << 28, dtype="float32"), "h200")
-        >>> p.measured, format_seconds(p.seconds), p.device
-        (False, '671.1 µs', 'NVIDIA H200 SXM')
-    """
-    spec = lookup_gpu(spec)
-    pr = project(work, spec, density)
-    return RooflinePoint(name or getattr(work, "name", "kernel"), float(work.flops),
-                         float(work.bytes), work.precision, pr.seconds, False, spec.name)
 
 
 # --------------------------------------------------------------------------- the model
@@ -696,7 +690,7 @@ class Roofline:
         Per GPU: the memory ceiling, and per precision the compute ceiling, its ridge point and
         the roofline polyline (its vertices; straight segments on log-log axes, with log10
         copies), plus the precisions it cannot run and why. Per point: coordinates, label,
-        measured flag and, per GPU, the lower-bound projection (and, on the GPU it was
+        measured flag and, per GPU, the bound projection (and, on the GPU it was
         measured on, the fraction of the ceiling reached).
 
         Example:
@@ -728,7 +722,7 @@ class Roofline:
             "intensity_range": [lo, hi],
             "gpus": gpus,
             "points": [self._point_data(p) for p in self._points],
-            "note": "projected times are lower bounds: max(flops / peak, bytes / bandwidth)",
+            "note": "projections are roofline bounds: max(flops / peak, bytes / bandwidth)",
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -765,7 +759,7 @@ class Roofline:
             except UnsupportedPrecisionError as e:
                 on[g.key] = {"supported": False, "reason": e.message}
                 continue
-            entry = {"supported": True, "predicted_seconds": pr.seconds, "bound": pr.bound,
+            entry = {"supported": True, "bound_seconds": pr.seconds, "bound": pr.bound,
                      "attainable": pr.attainable_flops, "lower_bound": True}
             if home is not None and g.key == home.key:
                 entry["fraction_of_ceiling"] = p.fraction_of_ceiling(g, self.density)

@@ -50,14 +50,37 @@ def _needed(opts: TileOptions) -> set[str]:
 
 
 def _predict_on(opts: TileOptions) -> str:
-    """The roofline GPU whose arch matches ``--arch`` (CPU launches are predicted on it),
-    else the first roofline GPU."""
+    """The GPU CPU launches are predicted on: a ``--roofline`` GPU whose arch matches
+    ``--arch``, else the GPU of that arch (:func:`tilelab.perf.prediction.gpu_for_arch`)."""
+    from tilelab.perf.prediction import gpu_for_arch
     from tilelab.perf.specs import lookup_gpu
 
     for key in opts.roofline_gpus:
         if lookup_gpu(key).arch == opts.arch:
             return key
-    return opts.roofline_gpus[0] if opts.roofline_gpus else "h200"
+    return gpu_for_arch(opts.arch)
+
+
+def _predict_at(opts: TileOptions, namespace: Mapping[str, Any] | None,
+                notes: list[str]) -> Any:
+    """``--predict-at``'s sizes with the values the cell ran with (its variables), or
+    None (a note says why when a name is not an integer variable of the cell)."""
+    import numbers
+
+    from tilelab.lab.report.measure import PredictAt
+
+    if not opts.predict_at:
+        return None
+    sizes = []
+    for name, value in opts.predict_at:
+        ran = (namespace or {}).get(name)
+        if isinstance(ran, bool) or not isinstance(ran, numbers.Integral) or ran < 1:
+            notes.append(f"--predict-at {name}={value}: the cell has no positive integer "
+                         f"variable {name!r} (it sets the size the cell ran at); launches "
+                         "are predicted as they ran")
+            return None
+        sizes.append((name, int(ran), value))
+    return PredictAt(tuple(sizes))
 
 
 def _current_gpu() -> tuple[str | None, Any]:
@@ -72,11 +95,13 @@ def _current_gpu() -> tuple[str | None, Any]:
 def collect_report(rec: LaunchRecorder, cell_kernels: Mapping[str, Any], examples: Any,
                    opts: TileOptions, *, cell_name: str = "",
                    rename: Callable[[str], str] = lambda s: s, kernel_rule: str = "",
-                   backend: str = "cpu") -> CellReport:
+                   backend: str = "cpu",
+                   namespace: Mapping[str, Any] | None = None) -> CellReport:
     """Compile, count, time and draw what the cell did (see the module docstring).
 
     ``cell_kernels`` maps the names of kernels the cell defined to their ``tl.Kernel``;
     those not launched are compiled for their ``TILELAB_EXAMPLES`` entry when there is one.
+    ``namespace`` (the cell's variables) gives the sizes ``--predict-at`` names.
 
     Example:
         >>> report = collect_report(recorder, {"add": add}, {}, opts)   # doctest: +SKIP
@@ -124,6 +149,7 @@ def collect_report(rec: LaunchRecorder, cell_kernels: Mapping[str, Any], example
     groups = rec.groups()
     if groups and (views & _MEASURED_VIEWS or opts.bench):
         gpu_name, gpu_spec = (None, None)
+        predict_on = _predict_on(opts)
         if any(g.event.device == "gpu" for g in groups):
             from tilelab.runtime.device import synchronize
 
@@ -131,13 +157,20 @@ def collect_report(rec: LaunchRecorder, cell_kernels: Mapping[str, Any], example
             gpu_name, gpu_spec = _current_gpu()
             if gpu_spec is not None and gpu_spec.key not in report.roofline_gpus:
                 report.roofline_gpus = report.roofline_gpus + (gpu_spec.key,)
-        predict_on = _predict_on(opts)
+        if any(g.event.device != "gpu" for g in groups) and \
+                predict_on not in report.roofline_gpus:   # the GPU the predictions are for
+            report.roofline_gpus = (predict_on,) + report.roofline_gpus
+        at = _predict_at(opts, namespace, notes)
+        if at is not None and all(g.event.device == "gpu" for g in groups):
+            notes.append(f"--predict-at {at.label}: the launches ran on the GPU and are "
+                         "measured as they ran; it applies to launches predicted on the CPU")
         drawn: set[tuple] = set()
         for g in groups:
             kidx = index.get(g.compile_key, -1)
             art = report.kernels[kidx].artifacts if kidx >= 0 else None
             m = measure_launch(g.event, bench=opts.bench, predict_on=predict_on,
-                               gpu_name=gpu_name, resources=getattr(art, "resources", None))
+                               gpu_name=gpu_name, resources=getattr(art, "resources", None),
+                               predict_at=at)
             notes.extend(m.notes)
             report.launches.append(LaunchReport(
                 g.name, describe_launch(g.event.args, g.param_names), tuple(g.event.grid),
@@ -149,7 +182,7 @@ def collect_report(rec: LaunchRecorder, cell_kernels: Mapping[str, Any], example
         current = None
         if any(l.device == "gpu" for l in report.launches):
             current = _measured_ceilings(report)
-        _draw_roofline(report, current)
+        _draw_roofline(report, current, projections=len(opts.roofline_gpus) > 1)
     report.notes[:] = list(dict.fromkeys(report.notes))
     report.seconds = time.perf_counter() - t0
     return report
@@ -179,7 +212,8 @@ def _measured_ceilings(report: CellReport) -> Any:
         return None
 
 
-def _draw_roofline(report: CellReport, current: Any = None) -> None:
+def _draw_roofline(report: CellReport, current: Any = None, projections: bool = False
+                   ) -> None:
     points = report.points
     if not points:
         report.roofline_note = ("No roofline points: nothing ran in this cell"
@@ -189,7 +223,8 @@ def _draw_roofline(report: CellReport, current: Any = None) -> None:
     from tilelab.lab.figures.images import roofline_image
 
     try:
-        report.roofline = roofline_image(points, report.roofline_gpus, current)
+        report.roofline = roofline_image(points, report.roofline_gpus or None, current,
+                                         projections=projections)
     except ImportError as e:  # matplotlib is an optional dependency (tilelab[lab])
         report.roofline_note = (f"the roofline cannot be drawn without matplotlib ({e}); "
                                 "pip install 'tilelab[lab]'. The points are listed below.")

@@ -393,7 +393,8 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
                    if isinstance(namespace.get(n), Kernel)}
         report = collect_report(rec, kernels, namespace.get("TILELAB_EXAMPLES"), opts,
                                 cell_name=cell_name, rename=rename or (lambda f: f),
-                                kernel_rule=plan.explain(), backend=active)
+                                kernel_rule=plan.explain(), backend=active,
+                                namespace=namespace)
     report.notes[:0] = notes
     report.seconds = time.perf_counter() - started
     if race is not None:

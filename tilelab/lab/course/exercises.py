@@ -85,7 +85,7 @@ def check(name: str, answer: Any) -> None:
 
     Example:
         >>> check("roofline", {"h200": 1e-3, "b200": 1e-3})      # doctest: +ELLIPSIS
-        FAIL roofline: h200: you predicted 1000 µs, the model says 139 µs...
+        FAIL roofline: h200: you predicted 1000 µs, the roofline bound is 139 µs...
     """
     _show(grade(name, answer))
 

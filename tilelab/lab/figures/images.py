@@ -83,11 +83,13 @@ def ownership_images(event: Any, trace: Any = None) -> list[Image]:
     return [_image(fig) for fig in ownership_figures(event, trace=trace)]
 
 
-def roofline_image(points: Sequence[Any], gpus: Sequence[Any], current: Any = None) -> Image:
+def roofline_image(points: Sequence[Any], gpus: Sequence[Any] | None = None,
+                   current: Any = None, *, projections: bool = False) -> Image:
     """The roofline of ``points`` (:class:`~tilelab.perf.roofline.RooflinePoint`) under the
-    ceilings of ``gpus`` (spec keys or :class:`~tilelab.perf.specs.GPUSpec`), plus the
-    measured ceilings of this machine's GPU when ``current`` (a
-    :class:`~tilelab.perf.ceilings.MeasuredCeilings`) is given.
+    ceilings of ``gpus`` (spec keys or :class:`~tilelab.perf.specs.GPUSpec`; None: the
+    GPU the points' times are for), plus the measured ceilings of this machine's GPU when
+    ``current`` (a :class:`~tilelab.perf.ceilings.MeasuredCeilings`) is given;
+    ``projections`` marks each point's bound on the other GPUs.
 
     Example:
         >>> from tilelab.perf.roofline import RooflinePoint
@@ -97,6 +99,7 @@ def roofline_image(points: Sequence[Any], gpus: Sequence[Any], current: Any = No
     """
     from tilelab.lab.figures.roofline_plot import roofline_figure
 
-    fig = roofline_figure(list(points), gpus=tuple(gpus), current=current)
+    fig = roofline_figure(list(points), gpus=tuple(gpus) if gpus else None, current=current,
+                          projections=projections)
     caption = "; ".join(p.describe() for p in points)
     return Image(b"", caption, fig.to_svg(), fig)

@@ -1,12 +1,12 @@
-"""Roofline figures: launches as points under the ceilings of several GPUs.
+"""Roofline figures: launches as points under the ceilings of a GPU (others on demand).
 
 Why: one picture answers "is this kernel limited by memory or by math, and how far is it
-from what the hardware allows?" — on the GPU it ran on and, projected, on others. The
-numbers all come from :mod:`tilelab.perf.roofline` (``Roofline.series()``); this module
-only draws them, and says in the legend what each ceiling is: the GPU, the precision, the
-accumulator type and that the rate is dense (no 2:4 sparsity). Points measured on a GPU are
-filled; points predicted from counted bytes and FLOPs (the CPU interpreter) are hollow;
-faint markers project each point onto the other GPUs (lower-bound times).
+from what the hardware allows?" — on the GPU its time is for and, on request, projected
+onto others. The numbers all come from :mod:`tilelab.perf.roofline` (``Roofline.series()``)
+and :func:`tilelab.perf.predict`; this module makes points from interpreter traces, and
+:mod:`tilelab.lab.figures.roofline_svg` draws them. Points measured on a GPU are filled;
+points predicted from counted bytes and FLOPs (the CPU interpreter) are hollow, with their
+roofline bound drawn as a bar.
 
 Example:
     >>> from tilelab.perf.counting import gemm
@@ -18,77 +18,28 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tilelab.lab.figures.roofline_svg import roofline_figure
+from tilelab.perf.prediction import infer_precision
 from tilelab.perf.roofline import RooflinePoint
 
-__all__ = ["roofline_figure", "save_png", "point_from_trace", "infer_precision", "ModelPoint",
+__all__ = ["roofline_figure", "save_png", "point_from_trace", "infer_precision",
            "gemm_shape_of"]
 
 
 # ============================================================================ points
 
-def infer_precision(trace: Any) -> str:
-    """The ceiling a traced kernel runs against: a tensor-core precision from its arrays'
-    narrowest float dtype when MMA FLOPs dominate, else FP32 (FP64 for float64 data).
-
-    Example:
-        >>> from types import SimpleNamespace as NS
-        >>> t = NS(flops_mma=10, flops_elementwise=1,
-        ...        args={"a": NS(dtype="bfloat16"), "c": NS(dtype="float32")})
-        >>> infer_precision(t)
-        'bf16'
-    """
-    from tilelab.perf.counting import dtype_size, gemm_precision
-
-    floats = []
-    for info in trace.args.values():
-        name = str(info.dtype)
-        if "float" in name:
-            try:
-                floats.append((dtype_size(name), name))
-            except ValueError:
-                continue
-    if not floats:
-        return "fp32"
-    if trace.flops_mma > trace.flops_elementwise:
-        try:
-            return gemm_precision(min(floats)[1])
-        except ValueError:
-            return "fp32"
-    return "fp64" if all(n == "float64" for _, n in floats) else "fp32"
-
-
-@dataclass(frozen=True)
-class ModelPoint(RooflinePoint):
-    """A predicted :class:`~tilelab.perf.roofline.RooflinePoint` that carries the model's
-    :class:`~tilelab.perf.predict.Prediction` (its terms and assumptions) and the
-    roofline's own lower-bound time (``bound_seconds``).
-
-    Example:
-        >>> from types import SimpleNamespace as NS
-        >>> t = NS(kernel="add", flops=1024, bytes=12288, flops_mma=0, flops_elementwise=1024,
-        ...        flops_executed=1024, num_blocks=4, args={"x": NS(dtype="float32")})
-        >>> p = point_from_trace(t)
-        >>> p.seconds > p.prediction.bound_seconds, p.prediction.limiter
-        (True, 'launch floor')
-    """
-
-    prediction: Any = None
-
-
 def gemm_shape_of(event: Any, trace: Any) -> Any:
-    """The :class:`~tilelab.perf.predict.GemmShape` of a GEMM-like launch — a partitioned
+    """The :class:`~tilelab.perf.predict_model.GemmShape` of a GEMM-like launch — a partitioned
     2-D output C (m × n) and two 2-D inputs (m × k) and (k × n) — or None.
 
     Example:
         >>> gemm_shape_of(None, None) is None
         True
     """
-    from tilelab.perf.predict import GemmShape
+    from tilelab.perf.predict_model import GemmShape
     from tilelab.runtime.partition import Partition
 
     if event is None or trace is None:
@@ -129,57 +80,39 @@ def _param_name(event: Any, value: Any) -> str | None:
 def point_from_trace(trace: Any, *, name: str | None = None, precision: str | None = None,
                      seconds: float | None = None, device: str | None = None,
                      predict_on: Any = "h200", work: Any = None, event: Any = None,
-                     resources: Any = None) -> Any:
+                     resources: Any = None, at: str | None = None) -> RooflinePoint:
     """A roofline point from an interpreter trace: FLOPs as the interpreter counted them
     (extrapolated when sampled) and bytes either the trace's tile traffic or, given a
     :class:`~tilelab.perf.counting.Work`, its compulsory bytes (each tensor moved once —
     the convention of :mod:`tilelab.perf.counting`, which keeps measured points under
     the memory roof). With ``seconds`` the point is measured on ``device``; without, it
-    is predicted for ``predict_on`` by :func:`tilelab.perf.predict.predict_launch` (a
-    :class:`ModelPoint`: launch floor, waves, padding, and for GEMM-like launches given
-    their ``event`` the DRAM traffic of tile reuse; ``resources`` — a compiled kernel's
-    ``art.resources`` — sets blocks per SM).
+    is predicted for ``predict_on`` by :func:`tilelab.perf.predict` (the point carries
+    its :class:`~tilelab.perf.prediction.Prediction`: launch floor, kernel body, roofline
+    bound; for GEMM-like launches given their ``event`` the DRAM traffic of tile reuse;
+    ``resources`` — a compiled kernel's ``art.resources`` — sets blocks per SM; ``at``
+    names the problem the trace was counted at). ``predict_on=None`` leaves the point
+    counted only (no time).
 
     Example:
         >>> from types import SimpleNamespace as NS
         >>> t = NS(kernel="add", flops=1024, bytes=12288, flops_mma=0, flops_elementwise=1024,
-        ...        args={"x": NS(dtype="float32")})
+        ...        flops_executed=1024, num_blocks=4, args={"x": NS(dtype="float32")})
         >>> p = point_from_trace(t)
-        >>> p.measured, p.device, round(p.intensity, 4)
-        (False, 'NVIDIA H200 SXM', 0.0833)
+        >>> p.measured, p.device, round(p.intensity, 4), p.prediction.limited_by
+        (False, 'NVIDIA H200 SXM', 0.0833, 'launch floor')
     """
-    from tilelab.perf.predict import LaunchShape, predict_launch
-    from tilelab.perf.specs import lookup_gpu
+    from tilelab.perf.prediction import predict
 
     prec = precision or getattr(work, "precision", None) or infer_precision(trace)
     nbytes = float(work.bytes) if work is not None else float(trace.bytes)
     label = name or getattr(trace, "kernel", "kernel")
-    point = RooflinePoint(label, float(trace.flops), nbytes, prec)
     if seconds is not None:
-        return RooflinePoint(label, point.flops, nbytes, prec, float(seconds), True, device)
+        return RooflinePoint(label, float(trace.flops), nbytes, prec, float(seconds), True,
+                             device)
     if predict_on is None:
-        return point
-    spec = lookup_gpu(predict_on)
-    shape = LaunchShape(
-        blocks=int(getattr(trace, "num_blocks", 1) or 1), useful_flops=float(trace.flops),
-        executed_flops=float(getattr(trace, "flops_executed", trace.flops) or trace.flops),
-        dram_bytes=nbytes, precision=prec,
-        threads=_res(resources, "threads_per_block"), registers=_res(resources, "registers"),
-        shared_bytes=_shared(resources), gemm=gemm_shape_of(event, trace))
-    pred = predict_launch(shape, spec)
-    return ModelPoint(label, point.flops, nbytes, prec, pred.seconds, False, spec.name,
-                      prediction=pred)
-
-
-def _shared(resources: Any) -> int | None:
-    total = (_res(resources, "shared_bytes") or 0) + (_res(resources, "reserved_shared_bytes")
-                                                      or 0)
-    return total or None
-
-
-def _res(resources: Any, attr: str) -> int | None:
-    value = getattr(resources, attr, None)
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+        return RooflinePoint(label, float(trace.flops), nbytes, prec)
+    return predict(trace, predict_on, name=label, precision=prec, dram_bytes=nbytes,
+                   resources=resources, gemm=gemm_shape_of(event, trace), at=at).point()
 
 
 def save_png(fig: Any, path: "str | Path", *, dpi: int = 150) -> Path:

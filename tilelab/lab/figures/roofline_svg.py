@@ -1,20 +1,27 @@
 """Drawing the roofline as SVG: ceilings, ridge points, points with placed labels, a table.
 
 Why: a roofline is read by its labels, so none may sit on another label, on a ceiling or
-on a marker, and each must sit beside its own point. Labels are placed by
-:func:`place_labels` (candidate positions around the anchor, checked against every placed
-label, marker and line; a leader line when a label has to move away). Each point has its
-own colour and marker and a number that the table under the plot explains (two launches
-with the same counted work and time share a marker and say so; markers of points closer
-than a marker's width are moved apart by :func:`spread_markers`, a thin line tying each
-moved marker to its true spot). Every number carries its unit;
-ridge points are labelled ``ridge 206 FLOP/B`` and explained in the legend, whose line
-samples are drawn exactly as the plot's lines. Predicted points show the model's time
-(:mod:`tilelab.perf.predict`) and, as its own marker, the roofline bound above it.
+on a marker, and each must sit beside its own point; and it is read at a glance only when
+it holds little. By default it draws one GPU — the one the points' times are for (the
+target arch's, or the device a point was measured on) — and no projections; other GPUs
+and the projections of each point onto them come on request (``gpus=``,
+``projections=True``). Labels are placed by :func:`place_labels` (candidate positions
+around the anchor, checked against every placed label, marker and line; a leader line
+when a label has to move away). Each point has its own colour and marker and a number
+that the table under the plot explains in one plain line (its verdict: what bounds it and
+what its time is made of); two launches with the same counted work and time share a
+marker and say so; markers of points closer than a marker's width are moved apart by
+:func:`spread_markers`, a thin line tying each moved marker to its true spot. Every
+number carries its unit; ridge points are labelled ``ridge 206 FLOP/B`` and explained in
+the legend, whose line samples are drawn exactly as the plot's lines. A predicted point
+(:func:`tilelab.perf.predict`) is a hollow marker at its predicted total time; its
+roofline bound is a bar, another marker, where no real kernel gets. The model's terms and
+assumptions are not drawn: they are in ``fig.tilelab["predictions"]`` for a view to fold
+(the ``%%tile`` Roofline tab puts them in a ``<details>``).
 
 Example:
     >>> from tilelab.perf.counting import softmax
-    >>> fig = roofline_figure([softmax(4096, 4096)], gpus=("h200",), theme="light")
+    >>> fig = roofline_figure([softmax(4096, 4096)], theme="light")
     >>> fig.tilelab["legend"][:2]
     ['H200 fp32 (CUDA cores, dense)', 'H200 memory 4.8 TB/s']
 """
@@ -23,11 +30,13 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from tilelab.lab.figures.roofline_layout import (Rect, place_labels, rect_hits_segment,
+                                                 spread_markers)
 from tilelab.lab.figures.svg import SvgFigure, color, text_width
 from tilelab.lab.figures.theme import Theme, get_theme
 
 __all__ = ["roofline_figure", "place_labels", "rect_hits_segment", "spread_markers",
-           "ceiling_label", "short_gpu_name", "MARKERS"]
+           "ceiling_label", "short_gpu_name", "point_verdict", "MARKERS"]
 
 #: marker shapes of the points, in turn (with the colours: a distinct pair per point)
 MARKERS = ("circle", "square", "triangle", "diamond", "down", "hexagon")
@@ -87,7 +96,8 @@ def ceiling_label(gpu: Any, precision: str, density: str = "dense") -> str:
 
 
 def _as_points(points: Any) -> tuple[list, list]:
-    """(points, gpus of a Roofline passed in) from points, Work objects or a Roofline."""
+    """(points, gpus of a Roofline passed in) from points, predictions, Work objects or a
+    Roofline."""
     from tilelab.perf.roofline import Roofline, RooflinePoint
 
     if isinstance(points, Roofline):
@@ -100,121 +110,14 @@ def _as_points(points: Any) -> tuple[list, list]:
     for p in points:
         if isinstance(p, RooflinePoint):
             out.append(p)
+        elif hasattr(p, "total_s") and callable(getattr(p, "point", None)):   # a Prediction
+            out.append(p.point())
         elif all(hasattr(p, a) for a in ("flops", "bytes", "precision")):
             out.append(RooflinePoint.from_work(p))
         else:
-            raise TypeError(f"roofline points are RooflinePoint or Work objects, got "
-                            f"{type(p).__name__}")
+            raise TypeError(f"roofline points are RooflinePoint, Prediction or Work "
+                            f"objects, got {type(p).__name__}")
     return out, []
-
-
-# ============================================================================ geometry
-
-Rect = tuple[float, float, float, float]           # x0, y0, x1, y1
-
-
-def _overlap(a: Rect, b: Rect) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def rect_hits_segment(r: Rect, p: tuple[float, float], q: tuple[float, float]) -> bool:
-    """Whether the segment p-q crosses or touches the inside of rectangle ``r``.
-
-    Example:
-        >>> rect_hits_segment((0, 0, 10, 10), (-5, 5), (15, 5)), \\
-        ...     rect_hits_segment((0, 0, 10, 10), (-5, 20), (15, 20))
-        (True, False)
-    """
-    x0, y0, x1, y1 = r
-    t0, t1 = 0.0, 1.0
-    dx, dy = q[0] - p[0], q[1] - p[1]
-    for d, lo, hi, start in ((dx, x0, x1, p[0]), (dy, y0, y1, p[1])):
-        if abs(d) < 1e-12:
-            if not lo < start < hi:
-                return False
-            continue
-        a, b = (lo - start) / d, (hi - start) / d
-        a, b = min(a, b), max(a, b)
-        t0, t1 = max(t0, a), min(t1, b)
-        if t0 >= t1:
-            return False
-    return True
-
-
-def place_labels(anchors: Sequence[tuple[float, float, float, float, float]],
-                 obstacles: Sequence[Rect], segments: Sequence[tuple[tuple, tuple]],
-                 bounds: Rect) -> list[tuple[Rect, bool]]:
-    """Place one label per anchor ``(x, y, width, height, gap)``: the first candidate
-    position around the anchor (right, above-right, above, ... at growing distance) whose
-    rectangle stays inside ``bounds`` and touches no placed label, no obstacle rectangle
-    and no segment. Returns ``(rect, moved)`` per anchor; ``moved`` means it sits away
-    from its anchor (draw a leader line). Without any free place the least-crowded
-    candidate is used.
-
-    Example:
-        >>> (r1, _), (r2, _) = place_labels([(50, 50, 30, 10, 4), (50, 50, 30, 10, 4)], [],
-        ...                                 [], (0, 0, 200, 200))
-        >>> r1 != r2 and not (r1[0] < r2[2] and r2[0] < r1[2] and r1[1] < r2[3]
-        ...                   and r2[1] < r1[3])
-        True
-    """
-    placed: list[Rect] = []
-    out = []
-    dirs = ((1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1))
-    for x, y, w, h, gap in anchors:
-        best, best_cost = None, math.inf
-        for ring in range(6):
-            d = gap + ring * 12.0
-            for ux, uy in dirs:
-                cx = x + ux * d + (0 if ux > 0 else -w if ux < 0 else -w / 2)
-                cy = y + uy * d + (-h / 2 if uy == 0 else -h if uy < 0 else 0)
-                r = (cx, cy, cx + w, cy + h)
-                inside = (r[0] >= bounds[0] and r[1] >= bounds[1] and r[2] <= bounds[2]
-                          and r[3] <= bounds[3])
-                cost = (0 if inside else 100) + sum(_overlap(r, o) for o in placed) * 10 \
-                    + sum(_overlap(r, o) for o in obstacles) * 5 \
-                    + sum(rect_hits_segment(r, p, q) for p, q in segments) * 3 + ring * 0.1
-                if cost < best_cost:
-                    best, best_cost = (r, ring > 0), cost
-            if best_cost < 1:
-                break
-        placed.append(best[0])
-        out.append(best)
-    return out
-
-
-def spread_markers(centres: Sequence[tuple[float, float]],
-                   distance: float) -> list[tuple[float, float]]:
-    """Where to draw markers so that no two centres are closer than ``distance`` px.
-
-    Markers are taken in order; one that is clear of the markers already placed stays at
-    its centre, one that is not moves ``distance`` (then 2×, 3× ``distance``) away from
-    its centre: first straight away from the nearest placed marker, else in the first
-    free compass direction (up, right, down, left, then the diagonals). The result
-    depends only on the input, so a figure draws the same way every time.
-
-    Example:
-        >>> spread_markers([(100, 100), (101, 100), (300, 50)], 14)
-        [(100, 100), (115.0, 100.0), (300, 50)]
-    """
-    compass = ((0, -1), (1, 0), (0, 1), (-1, 0), (0.7071, -0.7071), (0.7071, 0.7071),
-               (-0.7071, 0.7071), (-0.7071, -0.7071))
-    placed: list[tuple[float, float]] = []
-
-    def clear(p: tuple[float, float]) -> bool:
-        return all(math.dist(p, q) >= distance - 1e-9 for q in placed)
-
-    for x, y in centres:
-        at = (x, y)
-        if not clear(at):
-            near = min(placed, key=lambda q: math.dist(at, q))
-            gap = math.dist(at, near)
-            away = ((x - near[0]) / gap, (y - near[1]) / gap) if gap > 1e-9 else (0, -1)
-            tries = [(x + ux * distance * k, y + uy * distance * k)
-                     for k in (1, 2, 3) for ux, uy in (away,) + compass]
-            at = next((p for p in tries if clear(p)), tries[0])
-        placed.append(at)
-    return placed
 
 
 # ============================================================================ axes
@@ -361,11 +264,58 @@ def _offset_link(fig: SvgFigure, spot: tuple[float, float], at: tuple[float, flo
     return (spot[0] - 3, spot[1] - 3, spot[0] + 3, spot[1] + 3)
 
 
-def _points(fig: SvgFigure, ax: _Axes, data: dict, pts: list, specs: dict) -> dict:
-    """Markers, bound ticks and projections; returns what was drawn and label anchors."""
+def _bounds(fig: SvgFigure, ax: _Axes, bounds: list, drawn: dict) -> None:
+    """The roofline bound of each predicted point: a bar at the counted FLOPs over the bound
+    time, on the roof (at the point's x unless the bound prices fewer bytes than the point
+    is placed by: a GEMM's compulsory bytes against its tiles' traffic). A bar of one point
+    is in its colour, tied to it by a dotted line; points that share a bound (one GEMM in
+    several tile sizes) share one bar in the foreground colour."""
+    spots: dict[tuple[float, float], list] = {}
+    for pred, px, py, col, name in bounds:
+        if pred.flops > 0 and pred.bound_s > 0:
+            at = (pred.flops / pred.bound_bytes, pred.flops / pred.bound_s)
+            key = next((k for k in spots if all(math.isclose(a, b, rel_tol=1e-9)
+                                                for a, b in zip(k, at))), at)
+            spots.setdefault(key, []).append((px, py, col, name))
+    for (x, y), owners in spots.items():
+        bx, by = ax.x(x), ax.y(y)
+        col = owners[0][2] if len(owners) == 1 else color("foreground")
+        if len(owners) == 1:
+            px, py, _, name = owners[0]
+            fig.line([(bx, by), (px, py)], stroke=col, width=1, dash=[2, 2],
+                     gid=f"bound-link:{name}")
+        names = " = ".join(dict.fromkeys(o[3] for o in owners))
+        fig.line([(bx - 9, by), (bx + 9, by)], stroke=col, width=3, gid=f"bound:{names}")
+        for o in owners:
+            drawn["bounds"].append({"name": o[3], "x": x, "y": y, "shared": len(owners) > 1})
+        drawn["markers"].append((bx - 10, by - 3, bx + 10, by + 3))
+
+
+def _projections(fig: SvgFigure, ax: _Axes, data: dict, p: dict, home: str | None,
+                 px: float, drawn: dict) -> None:
+    """Squares at the bound of the point's counted work on each other GPU drawn."""
+    for g in data["gpus"]:
+        on = p["on"].get(g["key"], {})
+        if g["key"] == home or not on.get("supported"):
+            continue
+        gc = color(f"gpu:{g['key']}")
+        qy = ax.y(on["attainable"])
+        fig.rect(px - 4.5, qy - 4.5, 9, 9, fill=gc, stroke=color("foreground"), width=0.8,
+                 opacity=0.9, gid=f"projection:{p['name']}:{g['key']}")
+        drawn["projections"].append({"name": p["name"], "gpu": g["key"], "x": p["intensity"],
+                                     "y": on["attainable"]})
+        fig.record(f"projection:{p['name']}:{g['key']}", x=p["intensity"],
+                   y=on["attainable"], opacity=0.9, color=gc)
+        drawn["markers"].append((px - 6, qy - 6, px + 6, qy + 6))
+
+
+def _points(fig: SvgFigure, ax: _Axes, data: dict, pts: list, specs: dict,
+            projections: bool) -> dict:
+    """Markers, bound bars and (on request) projections; returns what was drawn and the
+    label anchors."""
     drawn: dict[str, list] = {"measured": [], "predicted": [], "projections": [],
                               "bounds": [], "anchors": [], "markers": []}
-    groups = _groups(data)
+    groups, bounds = _groups(data), []
     spots = [(ax.x(data["points"][g[0]]["intensity"]), ax.y(_point_y(data["points"][g[0]])))
              for g in groups]
     for gi, (group, spot, at) in enumerate(zip(groups, spots,
@@ -377,15 +327,8 @@ def _points(fig: SvgFigure, ax: _Axes, data: dict, pts: list, specs: dict) -> di
         home = _home(p, data, specs) or next(
             (k for k, v in p["on"].items() if v.get("supported")), None)
         pred = getattr(pts[group[0]], "prediction", None)
-        if pred is not None and home is not None:   # the roofline bound, its own marker
-            by = ax.y(p["flops"] / pred.bound_seconds)
-            fig.line([(px, by), (px, py)], stroke=col, width=1, dash=[2, 2],
-                     gid=f"bound-link:{p['name']}")
-            fig.line([(px - 9, by), (px + 9, by)], stroke=col, width=3,
-                     gid=f"bound:{p['name']}")
-            drawn["bounds"].append({"name": p["name"], "x": x, "y": p["flops"] /
-                                    pred.bound_seconds})
-            drawn["markers"].append((px - 10, by - 3, px + 10, by + 3))
+        if pred is not None and home is not None:
+            bounds.append((pred, px, py, col, p["name"]))
         offset = (round(mx - px, 2), round(my - py, 2))
         if offset != (0, 0):
             drawn["markers"].append(_offset_link(fig, spot, at, col, p["name"]))
@@ -404,19 +347,9 @@ def _points(fig: SvgFigure, ax: _Axes, data: dict, pts: list, specs: dict) -> di
             drawn[kind].append({"name": data["points"][i]["name"], "x": x, "y": y,
                                 "home": home, "number": i + 1, "color": col,
                                 "marker": shape, "offset": offset})
-        for g in data["gpus"]:
-            on = p["on"].get(g["key"], {})
-            if g["key"] == home or not on.get("supported"):
-                continue
-            gc = color(f"gpu:{g['key']}")
-            qy = ax.y(on["attainable"])
-            fig.rect(px - 4.5, qy - 4.5, 9, 9, fill=gc, stroke=color("foreground"), width=0.8,
-                     opacity=0.9, gid=f"projection:{p['name']}:{g['key']}")
-            drawn["projections"].append({"name": p["name"], "gpu": g["key"], "x": x,
-                                         "y": on["attainable"]})
-            fig.record(f"projection:{p['name']}:{g['key']}", x=x, y=on["attainable"],
-                       opacity=0.9, color=gc)
-            drawn["markers"].append((px - 6, qy - 6, px + 6, qy + 6))
+        if projections:
+            _projections(fig, ax, data, p, home, px, drawn)
+    _bounds(fig, ax, bounds, drawn)
     return drawn
 
 
@@ -477,53 +410,65 @@ def _legend(fig: SvgFigure, entries: list, x: float, y: float, width: float) -> 
     return y
 
 
-def _table(fig: SvgFigure, data: dict, drawn: dict, pts: list, y: float) -> float:
-    """One row per point (number, kernel, work, time) and the model's terms under it."""
-    from tilelab.lab.figures.ownership_svg import _lines
-    from tilelab.perf.roofline import format_flops, format_seconds
+def point_verdict(point: Any, spec: Any = None, *, with_at: bool = True) -> str:
+    """One plain line on a roofline point: a prediction's verdict (what bounds it, what its
+    time is made of, and with ``with_at`` the problem it was predicted at), or how close
+    a measured point came to the roof of ``spec`` (the GPU it ran on), or that a point
+    has no time.
 
-    cols = (12, 48, 300, 400, 520, 640)
-    heads = ("#", "kernel", "FLOP/B", "performance", "time", "how")
+    Example:
+        >>> from tilelab.perf.counting import elementwise
+        >>> from tilelab.perf import predict
+        >>> point_verdict(predict(elementwise(1 << 14), "h200").point())
+        'launch-bound: ~3.9 µs of launch, 0.043 µs of bytes'
+    """
+    pred = getattr(point, "prediction", None)
+    if pred is not None:
+        return pred.verdict + (f" (at {pred.at})" if pred.at and with_at else "")
+    if point.seconds is None:
+        return "counted only: no time"
+    if not point.measured:
+        return "time given, not predicted by the model"
+    if spec is None:
+        return f"measured on {point.device or 'a GPU'}"
+    frac = point.fraction_of_ceiling(spec)
+    return (f"measured: {frac:.0%} of {short_gpu_name(spec)}'s "
+            f"{point.bound_on(spec)} roof")
+
+
+def _table(fig: SvgFigure, data: dict, drawn: dict, pts: list, specs: dict,
+           y: float) -> float:
+    """One row per point: number, kernel, FLOP/B, time (measured or predicted) and its
+    verdict in plain words."""
+    from tilelab.lab.figures.ownership_svg import _lines
+    from tilelab.perf.roofline import format_seconds
+
+    cols = (12, 48, 290, 360, 490)
+    heads = ("#", "kernel", "FLOP/B", "time", "what the time is")
     for cx, h in zip(cols, heads):
         fig.text(cx, y, h, size=11, weight="bold", gid="table-head")
     y += 17
     marks = {d["number"]: d for k in ("measured", "predicted") for d in drawn[k]}
-    notes: list[str] = []
+    verdicts = []
     for i, p in enumerate(data["points"]):
         d = marks.get(i + 1)
         if d is not None:
             _marker(fig, d["marker"], cols[0] + 4, y - 4, 4.5,
                     fill=d["color"] if p["measured"] else color("panel"), stroke=d["color"],
                     gid="table-marker", width=1.6)
-        how = ("measured on " + (p["device"] or "a GPU") if p["measured"] else
-               "model for " + str(p["device"]) if getattr(pts[i], "prediction", None) else
-               "roofline bound on " + str(p["device"]) if p["seconds"] else "counted only")
-        perf = _point_y(p)
-        row = (f"{i + 1}", p["name"][:40], f"{p['intensity']:.3g}",
-               format_flops(perf, digits=3) if perf else "–",
-               format_seconds(p["seconds"], digits=3) if p["seconds"] else "–", how)
+        kind = ("measured" if p["measured"] else "predicted"
+                if getattr(pts[i], "prediction", None) else "given")
+        home = _home(p, data, specs)
+        verdict = point_verdict(pts[i], specs.get(home) if home else None)
+        verdicts.append(verdict)
+        time = (f"{format_seconds(p['seconds'], digits=3)} {kind}" if p["seconds"] else "–")
+        row = (f"{i + 1}", p["name"][:38], f"{p['intensity']:.4g}", time)
         for cx, v in zip(cols, row):
             fig.text(cx + (16 if cx == cols[0] else 0), y, v, size=11, gid="table-cell")
-        y += 16
-        pred = getattr(pts[i], "prediction", None)
-        if pred is not None:
-            line = (f"model: {pred.summary()}; roofline bound "
-                    f"{format_seconds(pred.bound_seconds, digits=3)}")
-            for part in _lines(line, fig.width - 60, 10.5):
-                fig.text(cols[1], y, part, size=10.5, fill=color("muted"), gid="table-model")
-                y += 14
-            notes += [a for a in pred.assumptions if a not in notes]
-            y += 2
-    if notes:
-        y += 6
-        fig.text(12, y, "Model assumptions (tilelab.perf.predict.CONSTANTS; each says "
-                        "whether a GPU run fitted it):", size=11,
-                 weight="bold", gid="assumptions")
-        y += 15
-        for a in notes:
-            for part in _lines("• " + a, fig.width - 30, 10.5):
-                fig.text(16, y, part, size=10.5, fill=color("muted"), gid="assumption")
-                y += 14
+        for n, part in enumerate(_lines(verdict, fig.width - cols[4] - 12, 11)):
+            fig.text(cols[4], y + 14 * n, part, size=11, gid="table-verdict")
+        y += 16 + 14 * max(0, len(_lines(verdict, fig.width - cols[4] - 12, 11)) - 1)
+    fig.record("verdicts", lines=verdicts)
     return y
 
 
@@ -537,82 +482,120 @@ def _legend_entries(data: dict, drawn: dict, pts: list) -> list:
     if drawn["predicted"]:
         model = any(getattr(p, "prediction", None) for p in pts)
         counted = all(p["seconds"] is None for p in data["points"] if not p["measured"])
-        what = ("predicted (counted, no GPU time)" if counted else
-                "predicted by the model (counted on the CPU; see the table)" if model else
-                "predicted (counted on the CPU; roofline bound time)")
+        what = ("counted, no time" if counted else
+                "predicted: launch floor + kernel body (the table says which dominates)"
+                if model else "not measured: a given time")
         entries.append(("marker", {"shape": "circle", "fill": color("panel"),
                                    "stroke": color("foreground")}, what))
     if drawn["bounds"]:
         entries.append(("bound", {"stroke": color("foreground")},
-                        "the roofline bound of a predicted point (no real kernel gets there)"))
+                        "roofline bound of a predicted point: max(FLOPs / peak, bytes / "
+                        "bandwidth), where no real kernel gets"))
     if drawn["projections"]:
         entries.append(("square", {"fill": color("muted")},
-                        "projection onto another GPU, in its colour (roofline bound)"))
+                        "roofline bound of the same work on another GPU, in its colour"))
     return entries
 
 
-def roofline_figure(points: Any = (), gpus: Sequence[Any] | None = ("b200", "rtx5090", "h200"),
-                    *, precisions: Sequence[str] | None = None, current: Any = None,
-                    theme: "Theme | str | None" = None, title: str | None = None,
-                    density: str = "dense") -> SvgFigure:
+def _default_gpus(pts: list) -> list:
+    """The GPUs the points' times are for (measured on, predicted for), else the H200."""
+    from tilelab.perf.specs import UnknownGPUError, lookup_gpu, spec_for_device
+
+    keys: list = []
+    for p in pts:
+        if not p.device or (not p.measured and p.prediction is None and p.seconds is None):
+            continue
+        spec = spec_for_device(p.device) if p.measured else None
+        try:
+            spec = spec or lookup_gpu(p.device)
+        except (UnknownGPUError, KeyError, ValueError):
+            continue
+        if spec.key not in keys:
+            keys.append(spec.key)
+    return keys or ["h200"]
+
+
+def roofline_figure(points: Any = (), gpus: Sequence[Any] | None = None, *,
+                    projections: bool = False, precisions: Sequence[str] | None = None,
+                    current: Any = None, theme: "Theme | str | None" = None,
+                    title: str | None = None, density: str = "dense") -> SvgFigure:
     """A log-log roofline as SVG: FLOP/B against FLOP/s, one ceiling line per GPU and
     precision (ridge points marked and labelled in FLOP/B), the current device's *measured*
     ceilings when ``current`` is given (a :class:`~tilelab.perf.ceilings.MeasuredCeilings`
     or a measured GPUSpec), and each launch as a numbered point with its own colour and
-    marker: filled when measured on a GPU, hollow when predicted (with the roofline bound as
-    a bar above a modelled point), with projections onto the other GPUs; the table under
-    the plot lists the points and the model's terms and assumptions.
+    marker: filled when measured on a GPU, hollow when predicted (its roofline bound a
+    bar, another marker); the table under the plot gives each point's time and, in one
+    plain line, what bounds it and what its time is made of.
 
-    ``points`` are :class:`~tilelab.perf.roofline.RooflinePoint` (or
-    :class:`~tilelab.lab.figures.roofline_plot.ModelPoint`), counted
+    ``points`` are :class:`~tilelab.perf.roofline.RooflinePoint`,
+    :class:`~tilelab.perf.prediction.Prediction`, counted
     :class:`~tilelab.perf.counting.Work` or a whole :class:`~tilelab.perf.roofline.Roofline`
-    (``gpus=None`` then draws that Roofline's GPUs). ``precisions`` defaults to FP32 and
-    those of the points; ``density="sparse"`` draws 2:4-sparse tensor rates instead.
+    (``gpus=None`` then draws that Roofline's GPUs). ``gpus`` defaults to the GPUs the
+    points' times are for (the H200 when none is): one GPU, one set of ceilings. Name more
+    to compare, and pass ``projections=True`` to mark each point's roofline bound on the
+    other GPUs. ``precisions`` defaults to FP32 and those of the points;
+    ``density="sparse"`` draws 2:4-sparse tensor rates instead.
 
     Example:
         >>> from tilelab.perf.counting import softmax
-        >>> fig = roofline_figure([softmax(4096, 4096)], gpus=("h200",), theme="dark")
+        >>> fig = roofline_figure([softmax(4096, 4096)], theme="dark")
         >>> fig.tilelab["legend"]  # doctest: +NORMALIZE_WHITESPACE
         ['H200 fp32 (CUDA cores, dense)', 'H200 memory 4.8 TB/s',
          'ridge point: peak ÷ bandwidth (FLOP/B); left of it memory-bound, right
-         compute-bound', 'predicted (counted, no GPU time)']
+         compute-bound', 'counted, no time']
     """
     from tilelab.perf.roofline import Roofline
     from tilelab.perf.specs import lookup_gpu
 
     t = get_theme(theme)
     pts, roof_gpus = _as_points(points)
-    r = Roofline(gpus if gpus is not None else roof_gpus, density=density)
+    if gpus is None:
+        gpus = roof_gpus or _default_gpus(pts)
+    r = Roofline(gpus, density=density)
     if current is not None:
         r.add_gpu(current.spec() if hasattr(current, "spec") and callable(current.spec)
                   else lookup_gpu(current))
     for p in pts:
         r.add_point(p)
-    data = r.series(precisions=precisions)
+    lo, hi = r.intensity_range(precisions)
+    bound_x = [p.prediction.flops / p.prediction.bound_bytes for p in pts
+               if p.prediction is not None and p.prediction.flops > 0]
+    if bound_x and max(bound_x) * 2 > hi:      # a GEMM's bound sits at its DRAM intensity
+        hi = 2.0 ** math.ceil(math.log2(max(bound_x) * 2))
+    data = r.series((lo, hi), precisions=precisions)
     precs = list(precisions or r.default_precisions())
     specs = {g.key: g for g in r.gpus}
     lo, hi = data["intensity_range"]
     ys = [y for g in data["gpus"] for c in g["ceilings"] for y in c["polyline"]["performance"]]
-    for p in data["points"]:
+    for p, pt in zip(data["points"], pts):
         y = _point_y(p)
         ys += [y] if y else []
-        ys += [v["attainable"] for v in p["on"].values() if v.get("supported")]
+        if projections:
+            ys += [v["attainable"] for v in p["on"].values() if v.get("supported")]
+        pred = pt.prediction
+        if pred is not None and pred.flops > 0:
+            ys.append(pred.flops / pred.bound_s)
     ylo, yhi = (10 ** math.floor(math.log10(min(ys) / 1.5)),
                 10 ** math.ceil(math.log10(max(ys) * 1.5))) if ys else (1e9, 1e16)
     ax = _Axes(lo, hi, ylo, yhi)
-    head = title or "Roofline: dense ceilings (no 2:4 sparsity); projections are bounds"
+    names = ", ".join(short_gpu_name(g) for g in r.gpus)
+    head = title or (f"Roofline on {names} (dense ceilings)"
+                     + ("; squares: bounds on the other GPUs" if projections else ""))
     fig = SvgFigure(_W, 600, title=head, theme=t)
     fig.text(12, 22, head, size=14, weight="bold", gid="title")
     _draw_axes(fig, ax)
     legend, segments, ridges = _ceilings(fig, ax, data, specs, precs)
-    drawn = _points(fig, ax, data, pts, specs)
+    drawn = _points(fig, ax, data, pts, specs, projections)
     labels = _labels(fig, drawn, ridges, segments)
     entries = legend + _legend_entries(data, drawn, pts)
     bottom = _legend(fig, entries, _L + _PW + 18, _T, _W - (_L + _PW + 18) - 8)
-    y = _table(fig, data, drawn, pts, max(_T + _PH + 62, bottom + 14))
+    y = _table(fig, data, drawn, pts, specs, max(_T + _PH + 62, bottom + 14))
     fig.height = y + 8
     drawn.pop("markers")
     fig.tilelab = {"kind": "roofline", "series": data, "legend": [e[2] for e in entries],
                    "drawn": drawn, "labels": labels, "segments": segments,
-                   "theme": t.name, "precisions": precs}
+                   "theme": t.name, "precisions": precs, "gpus": [g.key for g in r.gpus],
+                   "verdicts": [point_verdict(p, specs.get(_home(d, data, specs) or ""))
+                                for p, d in zip(pts, data["points"])],
+                   "predictions": [p.prediction for p in pts]}
     return fig

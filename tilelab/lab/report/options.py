@@ -13,11 +13,12 @@ Example:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["VIEWS", "DEFAULT_VIEWS", "VIEW_MODES", "TileOptions", "parse_show",
-           "resolve_views", "OptionError"]
+           "resolve_views", "OptionError", "parse_predict_at"]
 
 #: every view ``--show`` accepts, in tab order
 VIEWS = ("tileir", "lowered", "ptx", "sass", "resources", "remarks", "ownership", "roofline",
@@ -86,9 +87,13 @@ def resolve_views(views: Any) -> tuple[str, ...]:
 
 
 def _gpus(text: str | None) -> tuple[str, ...]:
+    """The GPUs ``--roofline`` names (``all``: B200, RTX 5090, H200), or () for the
+    default: the GPU of ``--arch`` (and the one the cell ran on)."""
     from tilelab.perf.specs import ROOFLINE_GPUS, lookup_gpu
 
     if text is None:
+        return ()
+    if text.strip().lower() == "all":
         return tuple(ROOFLINE_GPUS)
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names:
@@ -102,12 +107,44 @@ def _gpus(text: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+_SIZE = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(\d[\d_]*)\s*(?:(\*\*|<<)\s*(\d+))?\s*$")
+
+
+def parse_predict_at(text: str | None) -> tuple[tuple[str, int], ...]:
+    """The sizes of ``--predict-at``: ``NAME=VALUE`` items, comma separated; a value is
+    a whole number, ``2**26`` or ``1<<26``.
+
+    Example:
+        >>> parse_predict_at("n=2**26, S=4096")
+        (('n', 67108864), ('S', 4096))
+        >>> parse_predict_at(None)
+        ()
+    """
+    if text is None or not text.strip():
+        return ()
+    out = []
+    for item in text.split(","):
+        m = _SIZE.match(item)
+        if m is None:
+            raise OptionError(f"--predict-at: {item.strip()!r} is not NAME=VALUE (a whole "
+                              "number, 2**k or 1<<k), e.g. --predict-at n=2**26")
+        base = int(m.group(2).replace("_", ""))
+        value = (base if m.group(3) is None else base ** int(m.group(4))
+                 if m.group(3) == "**" else base << int(m.group(4)))
+        if value < 1:
+            raise OptionError(f"--predict-at: {m.group(1)} must be at least 1, got {value}")
+        out.append((m.group(1), value))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class TileOptions:
     """Everything ``%%tile``'s command line decided.
 
     ``kernel_options`` are the ``tl.kernel`` options given to the functions the magic turns
-    into kernels (only the non-default ones); ``run`` is False for ``--no-run``.
+    into kernels (only the non-default ones); ``run`` is False for ``--no-run``;
+    ``roofline_gpus`` the GPUs ``--roofline`` named (empty: the GPU of ``--arch``);
+    ``predict_at`` the sizes ``--predict-at`` named.
 
     Example:
         >>> o = TileOptions.from_args(backend="cpu", arch="sm_80", unsafe=True)
@@ -125,6 +162,7 @@ class TileOptions:
     force: bool = False
     view_mode: str = "auto"
     kernel_options: dict[str, Any] = field(default_factory=dict)
+    predict_at: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_args(cls, *, arch: str | None = None, backend: str | None = None,
@@ -132,7 +170,8 @@ class TileOptions:
                   roofline: str | None = None, save: str | None = None, force: bool = False,
                   view: str | None = None, unsafe: bool = False, no_check_bounds: bool = False,
                   occupancy: int | None = None, num_ctas: int | None = None,
-                  opt_level: int | None = None) -> "TileOptions":
+                  opt_level: int | None = None, predict_at: str | None = None
+                  ) -> "TileOptions":
         """Check the raw option values; raises :class:`OptionError` naming the bad one.
 
         Example:
@@ -186,4 +225,5 @@ class TileOptions:
             raise OptionError(f"{flag}: {e}") from None
         return cls(arch=arch, backend=backend, views=parse_show(show), bench=bench,
                    run=not no_run, roofline_gpus=_gpus(roofline), save=save, force=force,
-                   view_mode=mode, kernel_options=kopts)
+                   view_mode=mode, kernel_options=kopts,
+                   predict_at=parse_predict_at(predict_at))

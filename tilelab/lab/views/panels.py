@@ -240,33 +240,89 @@ def _ownership(k: KernelReport) -> str:
     return "".join(parts)
 
 
+def _time_of(m: Any) -> str:
+    """A launch's time and what it is: ``4.04 µs predicted for H200`` or ``measured``."""
+    from tilelab.lab.figures.roofline_svg import short_gpu_name
+    from tilelab.perf.roofline import format_seconds
+
+    if not m.seconds:
+        return "—"
+    if m.time_kind == "measured":
+        return f"{format_seconds(m.seconds, 3)} measured on {m.time_device}"
+    at = f" at {m.prediction.at}" if m.prediction is not None and m.prediction.at else ""
+    return f"{format_seconds(m.seconds, 3)} predicted for {short_gpu_name(m.time_device)}{at}"
+
+
+def _model_details(predictions: list[Any]) -> str:
+    """The model's formula, each predicted launch's terms and the assumptions they used,
+    folded in a ``<details>`` (the figure and the table say what a reader needs)."""
+    if not predictions:
+        return ""
+    rows, assumptions = [], []
+    for pr in predictions:
+        rows.append(f"<li><code>{_esc(pr.name)}</code>: {_esc(pr.summary())}</li>")
+        assumptions += [a for a in pr.assumptions if a not in assumptions]
+    return ('<details class="tl-model"><summary>The model and its assumptions</summary>'
+            + _note("predicted = launch floor + kernel body; kernel body = max(math ÷ wave "
+                    "use, DRAM, (waves − 1) × block latency); the roofline bound, max(FLOPs "
+                    "/ peak, bytes / bandwidth), is the bar above a point (docs/rooflines.md)")
+            + f"<ul>{''.join(rows)}</ul><p>Assumptions (each says whether a GPU run "
+            "fitted it):</p><ul>" + "".join(f"<li>{_esc(a)}</li>" for a in assumptions)
+            + "</ul></details>")
+
+
 def _roofline(report: CellReport) -> str:
+    from tilelab.lab.figures.roofline_svg import point_verdict
+
     parts = []
     if report.roofline is not None:
         parts.append(figure_html(report.roofline))
     if report.roofline_note:
         parts.append(_note(report.roofline_note))
-    rows = []
+    rows, predictions = [], []
     for l in report.launches:
         m = l.measurement
         if m.point is None:
             continue
-        p = m.point
-        perf = p.achieved_flops
+        if m.prediction is not None:
+            predictions.append(m.prediction)
         rows.append(f"<tr><td><code>{_esc(l.name)}</code></td><td>{_esc(l.description)}</td>"
-                    f"<td>{p.intensity:.4g}</td><td>{'' if perf is None else f'{perf / 1e12:.4g}'}"
-                    f"</td><td>{_esc(p.precision)}</td><td>{_esc(m.describe_time())}</td></tr>")
+                    f"<td>{m.point.intensity:.4g}</td><td>{_esc(_time_of(m))}</td>"
+                    f"<td>{_esc(point_verdict(m.point, _spec_of(m), with_at=False))}"
+                    "</td></tr>")
     if rows:
         parts.append('<table class="tl-table"><thead><tr><th>kernel</th><th>launch</th>'
-                     "<th>FLOP/B</th><th>TFLOP/s</th><th>precision</th><th>time</th></tr>"
-                     "</thead><tbody>" + "".join(rows) + "</tbody></table>")
+                     "<th>FLOP/B</th><th>time</th><th>what the time is</th></tr></thead>"
+                     "<tbody>" + "".join(rows) + "</tbody></table>")
+    parts.append(_model_details(predictions))
+    if any(p.launch_bound and not p.at for p in predictions):
+        parts.append(_note("These launches are launch-bound at the size the cell ran: the "
+                           "floor hides what the kernel does. %%tile --predict-at NAME=N "
+                           "predicts them at a GPU-sized problem (every dimension equal to "
+                           "the cell's NAME becomes N)."))
     gpus = ", ".join(report.roofline_gpus)
-    parts.append(_note(f"Ceilings: {gpus} (dense). Work is counted by the CPU interpreter "
-                       "(bytes each block moved, FLOPs it executed); times are measured on "
-                       "a GPU, else predicted by a stated model (tilelab.perf.predict: "
-                       "launch floor, waves, padding, tile reuse; the roofline bound is "
-                       "drawn above each point)."))
+    parts.append(_note(f"Ceilings: {gpus} (dense); --roofline GPUS (or all) adds GPUs and "
+                       "each point's bound on them. Work is counted by the CPU interpreter "
+                       "(bytes each block moved, FLOPs it executed); times are measured on a "
+                       "GPU, else predicted by tilelab.perf.predict."))
     return "".join(parts)
+
+
+def _spec_of(m: Any) -> Any:
+    """The datasheet spec of the GPU a measured launch ran on, or None."""
+    from tilelab.perf.specs import spec_for_device
+
+    return spec_for_device(m.time_device) if m.time_kind == "measured" and m.time_device \
+        else None
+
+
+def _roofline_text(report: CellReport) -> str:
+    from tilelab.lab.figures.roofline_svg import point_verdict
+
+    lines = [f"{l.measurement.point.describe()}: "
+             f"{point_verdict(l.measurement.point, _spec_of(l.measurement), with_at=False)}"
+             for l in report.launches if l.measurement.point is not None]
+    return "\n".join(lines) or report.roofline_note or "no roofline points"
 
 
 def _joined(report: CellReport, text: Callable[[KernelReport], str]) -> str:
@@ -305,8 +361,7 @@ def _panel(key: str, report: CellReport) -> tuple[str, str]:
                                             or k.ownership_note or "no diagram")
                           for k in report.kernels))
     if key == "roofline":
-        return _roofline(report), ("\n".join(p.describe() for p in report.points)
-                                   or report.roofline_note or "no roofline points")
+        return _roofline(report), _roofline_text(report)
     from tilelab.lab.views.timings_table import timings_html
 
     return timings_html(report)

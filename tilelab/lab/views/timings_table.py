@@ -61,13 +61,26 @@ def _num(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-def _time_cell(row: dict) -> str:
+def _time_cell(row: dict, prediction: Any = None) -> str:
     us = row.get("device time (µs)")
     if us is None or (isinstance(us, float) and math.isnan(us)):
         return "—"
     kind = str(row.get("time", ""))
     short = "measured" if kind.startswith("measured") else "predicted" if kind else ""
+    if prediction is not None and prediction.at:
+        short += f" at {prediction.at}"
     return f"{us:.4g} µs" + (f" ({short})" if short else "")
+
+
+def _prediction_items(prediction: Any) -> dict[str, Any]:
+    """The parts of a prediction, for the row that opens: the kernel body and the launch
+    floor apart (a launch-bound time says little about the kernel) and the roofline bound
+    (the row's ``time`` entry gives the verdict)."""
+    if prediction is None:
+        return {}
+    return {"kernel body (µs)": prediction.kernel_s * 1e6,
+            "launch floor (µs)": prediction.launch_s * 1e6,
+            "roofline bound (µs)": prediction.bound_s * 1e6}
 
 
 def _details(row: dict) -> str:
@@ -100,7 +113,10 @@ def timings_html(report: CellReport) -> tuple[str, str]:
     body, text_rows = [], []
     for row, point in zip(rows, points):
         frac = roof_fraction(point)
-        cells = [row["kernel"], row["launch"], row["grid"], _time_cell(row), _num(row["GB/s"]),
+        pred = getattr(point, "prediction", None)
+        row.update(_prediction_items(pred))
+        cells = [row["kernel"], row["launch"], row["grid"], _time_cell(row, pred),
+                 _num(row["GB/s"]),
                  _num(row["TFLOP/s"]), "—" if frac is None else f"{frac * 100:.3g}%"]
         classes = ["", ' class="tl-launch"', ' class="tl-left"', "", "", "", ""]
         body.append("<tr>" + "".join(f"<td{c}>{html.escape(str(v))}</td>"
@@ -113,6 +129,7 @@ def timings_html(report: CellReport) -> tuple[str, str]:
     table = (f'<table class="tl-table tl-timings"><thead><tr>{head}</tr></thead><tbody>'
              + "".join(body) + "</tbody></table>")
     note = ('<p class="tl-note">Open a row for its compile stages, device, launch count, '
-            "FLOPs and bytes; the full table is "
+            "FLOPs and bytes, and a prediction's kernel body, launch floor and roofline "
+            "bound; the full table is "
             "<code>tilelab.lab.report.cell_report.timings_frame(last_view().report)</code>.</p>")
     return table + note, "\n".join(line.rstrip() for line in lines)

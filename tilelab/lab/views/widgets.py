@@ -131,6 +131,7 @@ class Explorer(widgets.VBox):
         self.runs = 0
         self.error: str | None = None
         self._quiet = False
+        self._args: list[Any] = []          # the last run's launch arguments
         self.tile_slider = _slider("tile", list(tile_sizes))
         self.size_slider = _slider("problem size", list(problem_sizes))
         self.block_picker = widgets.Dropdown(options=[], description="block")
@@ -183,6 +184,7 @@ class Explorer(widgets.VBox):
         # the picture needs only the partition's geometry (and the trace's block count),
         # so a GPU partition is drawn as it is
         part = next((a for a in args if isinstance(a, Partition)), None)
+        self._args = args
         return trace, part, seconds, device
 
     def update(self) -> dict[str, Any] | None:
@@ -193,6 +195,8 @@ class Explorer(widgets.VBox):
             >>> ex.update()["tile"]          # doctest: +SKIP
             64
         """
+        from types import SimpleNamespace
+
         from tilelab.lab.figures.roofline_plot import point_from_trace
 
         tile, size = self.tile_slider.value, self.size_slider.value
@@ -201,8 +205,9 @@ class Explorer(widgets.VBox):
             trace, part, seconds, device = self._run(tile, size)
             work = self.work(tile, size) if self.work is not None else None
             name = f"{self.kernel.name} tile={_label(tile)} n={_label(size)}"
+            launch = SimpleNamespace(args=self._args, kernel=self.kernel)  # GEMM tiles
             point = point_from_trace(trace, name=name, seconds=seconds, device=device,
-                                     predict_on=self.predict_on, work=work)
+                                     predict_on=self.predict_on, work=work, event=launch)
         except Exception as e:  # shown to the user; the panel keeps its last good state
             self.error = f"{type(e).__name__}: {e}"
             self.status.value = f"<pre style='color:#d62728'>{_escape(self.error)}</pre>"
@@ -270,8 +275,11 @@ def _escape(text: str) -> str:
 def _status(point: Any, trace: Any) -> str:
     from tilelab.perf.roofline import format_flops, format_intensity, format_seconds
 
+    pred = getattr(point, "prediction", None)
     how = (f"measured {format_seconds(point.seconds)} on {point.device}" if point.measured
-           else f"predicted {format_seconds(point.seconds)} on {point.device} (lower bound)")
+           else f"predicted {format_seconds(point.seconds)} on {point.device}: "
+                f"{pred.verdict}; roofline bound {format_seconds(pred.bound_s)}" if pred
+           else "counted, no time")
     sampled = (f"; counted on {len(trace.execution_order)} of {trace.num_blocks} blocks"
                if trace.sampled else "")
     return (f"<b>{_escape(point.name)}</b>: {format_intensity(point.intensity)}, "

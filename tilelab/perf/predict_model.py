@@ -1,8 +1,11 @@
-"""A stated model of a launch's time on a GPU, for points the CPU interpreter counted.
+"""The model behind :func:`tilelab.perf.predict`: a launch's time on a GPU, term by term.
 
 Why: the roofline bound ``max(flops / peak, bytes / bandwidth)`` puts every predicted point
 exactly on the roof, so changing a tile size or a schedule on the CPU teaches nothing. This
-model adds what moves real kernels off the roof, each term stated:
+model adds what moves real kernels off the roof, each term stated. It is the one model
+of the package; :func:`tilelab.perf.predict` (in :mod:`tilelab.perf.prediction`) is the
+one way to use it, and its :class:`~tilelab.perf.prediction.Prediction` names the parts
+(roofline bound, kernel body, launch floor, total). The terms:
 
 - **launch floor**: a fixed latency per launch (tiny grids are dominated by it). It is
   measured on launches of one wave that load and store, so it contains one block's
@@ -51,7 +54,8 @@ model adds what moves real kernels off the roof, each term stated:
   of the FP32 peak for tile MMA on CUDA cores (fp32 GEMMs), and of the FP32 peak for
   element-wise math, that a kernel reaches.
 
-``time = launch floor + max(math ÷ wave use, DRAM, (waves - 1) × block latency)``
+``total = launch floor + kernel body``,
+``kernel body = max(math ÷ wave use, DRAM, (waves - 1) × block latency)``
 
 The constants are in :data:`CONSTANTS`, each with its source. The calibrated ones were
 fitted (:mod:`tilelab.perf.predict_fit`) to the H200 run
@@ -64,10 +68,10 @@ fit holds ``eff_cuda`` at its assumption). Every prediction lists the assumption
 used.
 
 Example:
-    >>> p = predict_launch(LaunchShape(blocks=4, useful_flops=4096, executed_flops=4096,
-    ...                                dram_bytes=49152, precision="fp32"), "h200")
-    >>> p.limiter, p.seconds > CONSTANTS["launch_floor"].value
-    ('launch floor', True)
+    >>> m = model_terms(LaunchShape(blocks=4, useful_flops=4096, executed_flops=4096,
+    ...                             dram_bytes=49152, precision="fp32"), "h200")
+    >>> m.limited_by, m.body_limited_by, m.body_s < m.launch_s
+    ('launch floor', 'DRAM', True)
 """
 from __future__ import annotations
 
@@ -78,9 +82,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["Constant", "CONSTANTS", "SMLimits", "SM_LIMITS", "GemmShape", "LaunchShape",
-           "LaunchTerms", "Prediction", "predict_launch", "blocks_per_sm", "gemm_dram_bytes",
+           "LaunchTerms", "ModelTerms", "model_terms", "blocks_per_sm", "gemm_dram_bytes",
            "launch_terms", "stack_terms", "model_time", "tile_efficiency", "DEFAULT_TILE_K",
-           "UNIT_KEYS"]
+           "UNIT_KEYS", "compulsory_gemm_bytes"]
 
 
 @dataclass(frozen=True)
@@ -271,13 +275,17 @@ class LaunchShape:
     useful and executed FLOPs (padding included), the DRAM bytes without reuse modelling,
     the precision, and for GEMM-like launches their :class:`GemmShape`.
 
+    ``blocks=None`` says the grid is not known (counted work with no launch, such as a
+    :class:`~tilelab.perf.counting.Work`): the launch is then taken to fill whole waves
+    of the GPU (no partial last wave, no block latency), and the prediction says so.
+
     Example:
         >>> LaunchShape(blocks=8, useful_flops=1.0, executed_flops=2.0, dram_bytes=8.0,
         ...             precision="fp32").lane_efficiency
         0.5
     """
 
-    blocks: int
+    blocks: int | None
     useful_flops: float
     executed_flops: float
     dram_bytes: float
@@ -325,6 +333,7 @@ class LaunchTerms:
     resources_known: bool
     blocks_per_sm_why: str = ""
     notes: tuple[str, ...] = ()
+    grid_known: bool = True
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The numeric terms as 0-d arrays, the input of :func:`model_time`."""
@@ -373,10 +382,16 @@ def launch_terms(shape: LaunchShape, gpu: Any) -> LaunchTerms:
     sms = int(spec.sm_count.value) if spec.sm_count is not None else 132
     l2 = float(spec.l2_size.value) if spec.l2_size is not None else 0.0
     bps, why = blocks_per_sm(spec.arch, shape.threads, shape.registers, shape.shared_bytes)
-    blocks, slots = max(1, int(shape.blocks)), sms * bps
+    slots = sms * bps
+    grid_known = shape.blocks is not None
+    blocks = max(1, int(shape.blocks)) if grid_known else slots
     waves = max(1, math.ceil(blocks / slots))
     dram, step = float(shape.dram_bytes), 0.0
     notes = [f"{bps} block(s)/SM: {why}", f"{sms} SMs ({spec.name} datasheet)"]
+    if not grid_known:
+        notes = [f"{sms} SMs ({spec.name} datasheet)",
+                 "grid not given: the launch is taken to fill whole waves (no partial "
+                 "last wave, no block latency)"]
     if shape.gemm is not None:
         reuse = gemm_dram_bytes(shape.gemm, slots, l2)
         dram, step = reuse["bytes"], float(shape.gemm.step_flops)
@@ -386,14 +401,14 @@ def launch_terms(shape: LaunchShape, gpu: Any) -> LaunchTerms:
             "(once per wave that needs a panel)"))
         if shape.gemm.tile_k is None:
             notes.append(f"K-step not given: {DEFAULT_TILE_K} assumed for the tile MMA law")
-    known = bool(shape.threads) and spec.arch in SM_LIMITS
-    if not known:
+    known = grid_known and bool(shape.threads) and spec.arch in SM_LIMITS
+    if grid_known and not known:
         notes.append("block latency not applied: the kernel's resources, so its "
                      "blocks per SM and waves, are not known")
     return LaunchTerms(blocks, sms, bps, waves, blocks - (waves - 1) * slots,
                        blocks / (waves * slots), float(shape.executed_flops),
                        _peak(spec, shape.precision, Density.DENSE), _unit(shape), step, dram,
-                       float(spec.bandwidth), known, why, tuple(notes))
+                       float(spec.bandwidth), known, why, tuple(notes), grid_known)
 
 
 # ============================================================================ the formula
@@ -474,58 +489,79 @@ def tile_efficiency(gemm: GemmShape, precision: str, gpu: Any, *,
                            k["tile_latency"].value, k["tile_alpha"].value))
 
 
-# ============================================================================ the prediction
-
-@dataclass(frozen=True)
-class Prediction:
-    """A predicted time and every term of it, with the assumptions it used.
-
-    ``compute_s`` is the math at full waves (÷ ``wave_efficiency`` gives its share of the
-    time), ``memory_s`` the DRAM time, ``latency_s`` the block-latency bound,
-    ``tile_efficiency`` the tile MMA law's factor (1 when not a GEMM).
+def compulsory_gemm_bytes(g: GemmShape) -> float:
+    """The fewest DRAM bytes a GEMM moves: A, B and C once each.
 
     Example:
-        >>> p = predict_launch(LaunchShape(blocks=133, useful_flops=1e9, executed_flops=1e9,
-        ...                                dram_bytes=1e6, precision="fp32"), "h200")
-        >>> p.waves, p.idle_sms_last_wave
-        (2, 131)
+        >>> compulsory_gemm_bytes(GemmShape(64, 64, 64, 32, 32))     # three 64×64 bf16
+        24576.0
+    """
+    return float(g.m * g.k * g.a_size + g.k * g.n * g.b_size + g.m * g.n * g.c_size)
+
+
+# ============================================================================ one launch's terms
+
+#: what each part of the kernel body is spent on, in plain words (for verdicts)
+BODY_WORDS = {"DRAM": "bytes", "math": "math", "block latency": "block latency"}
+
+
+@dataclass(frozen=True)
+class ModelTerms:
+    """The model's terms of one launch on one GPU, in seconds and counts.
+
+    ``body_s`` is the kernel body ``max(math_s, dram_s, latency_s)`` and ``launch_s``
+    the launch floor; ``body_limited_by`` names the largest part of the body ('math',
+    'DRAM' or 'block latency') and ``limited_by`` the largest part of the whole time
+    ('launch floor' when the floor is at least the body). ``compute_s`` is the math
+    at full waves (``math_s = compute_s ÷ wave_use``); ``tile_efficiency`` the tile MMA
+    law's factor (1 when not a GEMM); ``idle_sms_last_wave`` the SMs the last wave
+    leaves empty; ``assumptions`` the constants used and where the terms came from.
+
+    Example:
+        >>> m = model_terms(LaunchShape(blocks=133, useful_flops=1e9, executed_flops=1e9,
+        ...                             dram_bytes=1e6, precision="fp32"), "h200")
+        >>> m.waves, m.idle_sms_last_wave, m.body_limited_by
+        (2, 131, 'math')
     """
 
-    gpu: str
-    seconds: float
-    bound_seconds: float
+    body_s: float
     launch_s: float
     compute_s: float
-    memory_s: float
+    math_s: float
+    dram_s: float
+    latency_s: float
+    body_limited_by: str
+    limited_by: str
     waves: int
+    blocks: int
     blocks_per_sm: int
     blocks_per_sm_why: str
     idle_sms_last_wave: int
-    wave_efficiency: float
+    wave_use: float
     lane_efficiency: float
     dram_bytes: float
-    limiter: str
+    tile_efficiency: float
+    grid_known: bool
     assumptions: tuple[str, ...] = field(default=())
-    latency_s: float = 0.0
-    tile_efficiency: float = 1.0
 
     def summary(self) -> str:
-        """One line: the terms that add up to the time.
+        """The terms in one line: how the body is made up, and the waves.
 
         Example:
-            >>> p = predict_launch(LaunchShape(blocks=1, useful_flops=1, executed_flops=1,
-            ...                                dram_bytes=4, precision="fp32"), "h200")
-            >>> p.summary().startswith(_us(CONSTANTS["launch_floor"].value) + " launch + max(")
+            >>> m = model_terms(LaunchShape(blocks=1, useful_flops=1, executed_flops=1,
+            ...                             dram_bytes=4, precision="fp32"), "h200")
+            >>> m.summary().startswith("kernel body = max(")
             True
         """
         tile = (f"; tile MMA at {self.tile_efficiency:.0%} of its unit's efficiency"
                 if self.tile_efficiency < 1 else "")
-        return (f"{_us(self.launch_s)} launch + max({_us(self.compute_s)} math ÷ "
-                f"{self.wave_efficiency:.0%} wave use, {_us(self.memory_s)} DRAM, "
-                f"{_us(self.latency_s)} block latency) = {_us(self.seconds)}; "
-                f"{self.waves} wave(s) of {self.blocks_per_sm} block(s)/SM, "
-                f"{self.idle_sms_last_wave} SMs idle in the last; "
-                f"{self.lane_efficiency:.0%} of lanes useful{tile}; limited by {self.limiter}")
+        grid = (f"{self.waves} wave(s) of {self.blocks_per_sm} block(s)/SM, "
+                f"{self.idle_sms_last_wave} SMs idle in the last" if self.grid_known else
+                "grid not given: whole waves assumed")
+        return (f"kernel body = max({_us(self.compute_s)} math ÷ {self.wave_use:.0%} wave "
+                f"use, {_us(self.dram_s)} DRAM, {_us(self.latency_s)} block latency) = "
+                f"{_us(self.body_s)}; {grid}; {self.lane_efficiency:.0%} of lanes "
+                f"useful{tile}")
 
 
 def _us(s: float) -> str:
@@ -538,28 +574,24 @@ def _us(s: float) -> str:
 def _used(k: dict[str, Constant], t: LaunchTerms) -> list[str]:
     keys = ["launch_floor", UNIT_KEYS[t.unit]]
     keys += ["tile_latency", "tile_alpha"] if t.step_flops else []
-    keys += ["eff_memory", "dram_sm_share"] + (["block_latency"] if t.resources_known else [])
+    keys += ["eff_memory"] + (["dram_sm_share"] if t.grid_known else [])
+    keys += ["block_latency"] if t.resources_known else []
     return [k[key].describe() for key in keys]
 
 
-def predict_launch(shape: LaunchShape, gpu: Any, *,
-                   constants: dict[str, Constant] | None = None) -> Prediction:
-    """The model's time of ``shape`` on ``gpu`` (a spec or key), with every term.
-
-    ``time = launch floor + max(math ÷ wave use, DRAM, (waves - 1) × block latency)``,
-    where wave use = blocks / (waves × SMs × blocks per SM) (see :func:`model_time`).
+def model_terms(shape: LaunchShape, gpu: Any, *,
+                constants: dict[str, Constant] | None = None) -> ModelTerms:
+    """The model's terms of ``shape`` on ``gpu`` (a spec or key) with ``constants``
+    (default :data:`CONSTANTS`; a partial dict overrides some): see :func:`model_time`.
 
     Example:
         >>> tiny = LaunchShape(blocks=1, useful_flops=1e3, executed_flops=1e3,
         ...                    dram_bytes=1e4, precision="fp32")
         >>> big = LaunchShape(blocks=132 * 64, useful_flops=1e12, executed_flops=1e12,
         ...                   dram_bytes=1e9, precision="fp32")
-        >>> predict_launch(tiny, "h200").limiter, predict_launch(big, "h200").limiter
+        >>> model_terms(tiny, "h200").limited_by, model_terms(big, "h200").limited_by
         ('launch floor', 'math')
     """
-    from types import SimpleNamespace
-
-    from tilelab.perf.roofline import project
     from tilelab.perf.specs import lookup_gpu
 
     spec = lookup_gpu(gpu)
@@ -568,12 +600,11 @@ def predict_launch(shape: LaunchShape, gpu: Any, *,
     r = {key: float(val) for key, val in
          model_time(t.arrays(), {key: c.value for key, c in k.items()}).items()}
     parts = {"math": r["math"], "DRAM": r["memory"], "block latency": r["latency"]}
-    limiter = ("launch floor" if r["floor"] >= r["body"] else max(parts, key=parts.get))
-    bound = project(SimpleNamespace(name="k", flops=shape.useful_flops,
-                                    bytes=float(shape.dram_bytes),
-                                    precision=shape.precision), spec).seconds
-    idle = max(0, t.sms - math.ceil(t.last_wave / t.blocks_per_sm))
-    return Prediction(spec.name, r["seconds"], bound, r["floor"], r["compute"], r["memory"],
-                      t.waves, t.blocks_per_sm, t.blocks_per_sm_why, idle, t.wave_use,
-                      shape.lane_efficiency, t.dram_bytes, limiter,
-                      tuple(_used(k, t)) + t.notes, r["latency"], r["tile"])
+    body_by = max(parts, key=parts.get)
+    idle = max(0, t.sms - math.ceil(t.last_wave / t.blocks_per_sm)) if t.grid_known else 0
+    return ModelTerms(r["body"], r["floor"], r["compute"], r["math"], r["memory"],
+                      r["latency"], body_by,
+                      "launch floor" if r["floor"] >= r["body"] else body_by,
+                      t.waves, t.blocks, t.blocks_per_sm, t.blocks_per_sm_why, idle,
+                      t.wave_use, shape.lane_efficiency, t.dram_bytes, r["tile"],
+                      t.grid_known, tuple(_used(k, t)) + t.notes)
