@@ -1,9 +1,9 @@
 """What every grader is made of: the verdict, the exercise and the registry they go in.
 
-Why: the graders (:mod:`tilelab.lab.course.checks`) and the exercises' front door
-(:mod:`tilelab.lab.course.exercises`: ``check``, ``grade``, ``solution``) both need the
-verdict type and the registry; kept here, below both, the graders register themselves
-without importing the front door that loads them.
+Why: the graders (one module per notebook, :mod:`tilelab.lab.course.exercises.nb01` ...)
+and the exercises' front door (:mod:`tilelab.lab.course.exercises`: ``check``, ``grade``,
+``solution``) both need the verdict type and the registry; kept here, below both, the
+graders register themselves without importing the front door that loads them.
 
 Example:
     >>> r = failed("saxpy_edge", "z[3] is 1.0, expected 7.0", "use a * x + y")
@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Result", "passed", "failed", "Exercise", "EXERCISES", "register", "as_kernel"]
+__all__ = ["Result", "passed", "failed", "Exercise", "EXERCISES", "register", "reference",
+           "as_kernel"]
 
 
 @dataclass
@@ -55,10 +56,11 @@ def failed(name: str, message: str, hint: str) -> Result:
 @dataclass(frozen=True)
 class Exercise:
     """One exercise: where it is (``notebook``), what to do (``task``), the grader and
-    the name of its reference answer in :mod:`tilelab.lab.course.solutions`.
+    the function that returns its reference answer (``solution``, set by
+    :func:`reference`).
 
     Example:
-        >>> import tilelab.lab.course.checks     # the graders register themselves
+        >>> import tilelab.lab.course.exercises.nb02     # the graders register themselves
         >>> EXERCISES["saxpy_edge"].notebook
         '02_vector_add_and_ownership'
     """
@@ -67,6 +69,7 @@ class Exercise:
     notebook: str
     task: str
     grader: Callable[[Any], Result]
+    solution: Callable[[], Any] | None = None
 
 
 #: every exercise by name, in course order
@@ -91,13 +94,38 @@ def register(name: str, notebook: str, task: str) -> Callable:
     return wrap
 
 
+def reference(name: str) -> Callable:
+    """Decorator: ``fn()`` returns the reference answer of exercise ``name`` (registered
+    before, in the same notebook module); ``solution(name)`` calls it.
+
+    Example:
+        >>> @register("demo_exercise", "00_demo", "return 42")
+        ... def _demo(answer):
+        ...     return passed("demo_exercise", "42")
+        >>> @reference("demo_exercise")
+        ... def demo_exercise():
+        ...     return 42
+        >>> EXERCISES["demo_exercise"].solution()
+        42
+        >>> del EXERCISES["demo_exercise"]
+    """
+    def wrap(fn: Callable[[], Any]) -> Callable[[], Any]:
+        from dataclasses import replace
+
+        if name not in EXERCISES:
+            raise KeyError(f"reference({name!r}): register the exercise's grader first")
+        EXERCISES[name] = replace(EXERCISES[name], solution=fn)
+        return fn
+    return wrap
+
+
 def as_kernel(answer: Any, unsafe: bool = False) -> Any:
     """A kernel from an answer: a ``tl.Kernel`` as is, a plain function decorated here
     (so a refusal is raised inside :func:`~tilelab.lab.course.exercises.grade`, which
     reports it).
 
     Example:
-        >>> from tilelab.lab.course.solutions import saxpy_edge
+        >>> from tilelab.lab.course.exercises.nb02 import saxpy_edge
         >>> as_kernel(saxpy_edge()).name
         'saxpy'
     """

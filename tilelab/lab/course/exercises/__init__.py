@@ -7,8 +7,14 @@ still runs top to bottom); :func:`grade` returns the :class:`Result` for tests a
 Kernel answers may be plain functions: the grader makes them kernels itself, so a kernel
 the safety checker refuses is a FAIL that quotes the refusal, not a stopped notebook.
 Graders run kernels on the CPU interpreter (``tl.interpret``) and read correctness, bytes
-moved and races from its trace. The reference answers are in
-:mod:`tilelab.lab.course.solutions`; ``solution(name)`` returns one.
+moved and races from its trace.
+
+The package holds one module per notebook (``nb01`` ... ``nb08``: that notebook's graders
+and reference answers, registered with
+:func:`~tilelab.lab.course.grading.register` and
+:func:`~tilelab.lab.course.grading.reference`); every ``nbNN`` module found here is
+loaded, in notebook order, on the first use. ``solution(name)`` returns a reference
+answer.
 
 Example:
     >>> from tilelab.lab.course.exercises import grade, solution
@@ -36,11 +42,19 @@ def exercises(notebook: str | None = None) -> list[Exercise]:
         ['graph_deps']
     """
     _load()
-    return [e for e in EXERCISES.values() if notebook is None or e.notebook.startswith(notebook)]
+    every = sorted(EXERCISES.values(), key=lambda e: e.notebook)   # (stable: course order)
+    return [e for e in every if notebook is None or e.notebook.startswith(notebook)]
 
 
 def _load() -> None:
-    import tilelab.lab.course.checks  # noqa: F401  (registers the graders)
+    """Import every notebook module of this package (``nbNN``), which registers its
+    exercises, in notebook order."""
+    import importlib
+    import pkgutil
+
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("nb") and info.name[2:].isdigit():
+            importlib.import_module(f"{__name__}.{info.name}")
 
 
 def _lookup(name: str) -> Exercise:
@@ -91,16 +105,16 @@ def check(name: str, answer: Any) -> None:
 
 
 def solution(name: str) -> Any:
-    """The reference answer of exercise ``name`` (from :mod:`tilelab.lab.course.solutions`).
+    """The reference answer of exercise ``name`` (from its notebook's module).
 
     Example:
         >>> sorted(solution("roofline"))
         ['b200', 'h200']
     """
-    from tilelab.lab.course import solutions
-
-    _lookup(name)
-    return getattr(solutions, name)()
+    ex = _lookup(name)
+    if ex.solution is None:
+        raise KeyError(f"exercise {name!r} has no reference answer")
+    return ex.solution()
 
 
 def _show(result: Result) -> None:
