@@ -155,7 +155,8 @@ def _decode(ctx: Context) -> dict[str, Any]:
 
 GROUPS: dict[str, Group] = {g.name: g for g in (
     Group("runtime", "launch overhead (safe vs bare cuda.core.launch, the driver call, the "
-          "native module), vector add bandwidth vs torch.add and raw cuTile, CUDA graph "
+          "native module), launches over 10,000 distinct scalar values vs one value (time "
+          "and memory), vector add bandwidth vs torch.add and raw cuTile, CUDA graph "
           "replay vs torch graphs, tour GEMM vs raw cuTile and cuBLAS (GPU only)",
           func=_runtime, func_s=60.0),
     Group("compile", "cold compiles per arch, warm compiles in a new process, and the "

@@ -11,14 +11,21 @@
   torch graph;
 * **gemm**: the tour's safe bf16 GEMM (row-major and grouped) against the raw cuTile
   twin and cuBLAS, in interleaved rounds;
-* **ceilings**: a 1 GiB device copy and torch's bf16 GEMM, the two ceilings above.
+* **ceilings**: a 1 GiB device copy and torch's bf16 GEMM, the two ceilings above;
+* **scalar_values**: a loop of launches over distinct scalar values (a decode position,
+  a step counter) against the same loop over one value: host time ratio, memory growth
+  (tracemalloc) and the kernel's table sizes (:func:`bench_scalar_values`).
 
 Every result is checked (a NaN-poisoned output compared with torch) before it is timed.
-GPU only (torch CUDA timing): on the CPU backend the group reports itself skipped.
+GPU only (torch CUDA timing): on the CPU backend the group reports itself skipped;
+``python -m benchmarks.runtime [--n N] [OUT.json]`` runs the scalar-values figures alone
+on the current backend, the CPU included.
 
 Example:
     >>> run(Context(backend="cpu"))["status"]
     'skipped'
+    >>> bench_scalar_values(n=20, rounds=1)["plans_after"]
+    1
 """
 from __future__ import annotations
 
@@ -394,6 +401,89 @@ def bench_gemm(torch, res: dict, m: int, rounds: int = 3) -> None:
     res[f"gemm_bf16_{m}"] = out
 
 
+def _scalar_kernel():
+    @tl.kernel
+    def axpb(z: tl.Out, x: tl.In, a: float, b: int):
+        z.store(tl.load_like(x, z) * a + b)
+
+    return axpb
+
+
+def _scalar_loops(kern, args: tuple, values: list, chunk: int) -> float:
+    """Host seconds of one launch per (a, b) in ``values``, async in chunks of
+    ``chunk`` (synchronized between chunks, outside the clock: a GPU queue never fills)."""
+    total = 0.0
+    for i in range(0, len(values), chunk):
+        part = values[i:i + chunk]
+        t0 = time.perf_counter()
+        for a, b in part:
+            kern.launch_async(*args, a, b)
+        total += time.perf_counter() - t0
+        tl.synchronize()
+    return total
+
+
+def bench_scalar_values(n: int = 10_000, rounds: int = 3, device: str | None = None
+                        ) -> dict[str, Any]:
+    """``n`` launches over ``n`` distinct scalar values (``a`` = i + 0.5, ``b`` = i)
+    against ``n`` launches of one value, and ``n`` of a fresh NaN each, of one small
+    kernel on ``device`` (the current backend by default): host microseconds per launch
+    (median of ``rounds``, the loops interleaved), their ratio, the memory each loop
+    leaves allocated (tracemalloc, in a separate pass: tracing slows the loop), and the
+    launcher's tables (plans, loaded code, prepared launches) after all of them.
+
+    Plans are filed under what specializes the kernel (a scalar's dtype, not its
+    value), so the distinct loop should cost what the one-value loop costs and leave
+    the tables as the first launch left them.
+    """
+    import gc
+    import tracemalloc
+
+    kern = _scalar_kernel()
+    dev = device or tl.backend()
+    dev = "cuda" if dev == "gpu" else dev
+    x = tl.ones(1024, device=dev)
+    z = tl.empty(1024, device=dev)
+    args = (z.partition(256), x)
+    kern(*args, 2.5, 3)
+    got = z.numpy()
+    if not np.allclose(got, 5.5):
+        raise AssertionError(f"axpb computed {got[:4]}, not 5.5: nothing timed")
+    one = (0.5, 1)
+    loops = {"one_value": [one] * n,
+             "distinct": [(i + 0.5, i) for i in range(n)],
+             "nan": [(float("nan"), 1) for _ in range(n)]}
+    chunk = 500 if dev != "cpu" else n
+    _scalar_loops(kern, args, loops["distinct"][:chunk], chunk)   # warm every path
+    per: dict[str, list[float]] = {k: [] for k in loops}
+    for _ in range(rounds):
+        for name, values in loops.items():
+            per[name].append(_scalar_loops(kern, args, values, chunk) / n * 1e6)
+    out: dict[str, Any] = {"device": dev, "n": n, "rounds": rounds}
+    out.update({f"{k}_us": statistics.median(v) for k, v in per.items()})
+    out["ratio_distinct"] = out["distinct_us"] / out["one_value_us"]
+    out["ratio_nan"] = out["nan_us"] / out["one_value_us"]
+    for name, values in loops.items():   # what each loop leaves allocated
+        fresh = [(a + 1e-3, b + 1) if name == "distinct" else (a, b) for a, b in values]
+        gc.collect()   # (cyclic garbage of earlier launches is not growth)
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        _scalar_loops(kern, args, fresh, chunk)
+        gc.collect()
+        after, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        out[f"{name}_kept_bytes"] = after - before
+        out[f"{name}_peak_bytes"] = peak - before
+    launcher = kern._launcher
+    out["plans_after"] = len(launcher.plans)
+    out["code_after"] = len(getattr(launcher, "code", ()))
+    out["prepared_after"] = len(launcher._fast)
+    out["tables_capacity"] = {"plans": getattr(launcher.plans, "capacity", None),
+                              "code": getattr(getattr(launcher, "code", None), "capacity",
+                                              None)}
+    return out
+
+
 def run(ctx: Context) -> dict[str, Any]:
     """The runtime figures (see the module docstring), or why they were not measured.
 
@@ -412,6 +502,8 @@ def run(ctx: Context) -> dict[str, Any]:
                  torch, res, 1 << (24 if quick else 28),
                  [1024, 4096] if quick else [1024, 2048, 4096, 8192, 16384])),
              ("launch", lambda: bench_launch_overhead(torch, res)),
+             ("scalar_values", lambda: res.__setitem__(
+                 "scalar_values", bench_scalar_values(2000 if quick else 10_000))),
              ("gemm", lambda: bench_gemm(torch, res, 2048 if quick else 8192))]
     errors = {}
     for name, fn in steps:
@@ -426,3 +518,28 @@ def run(ctx: Context) -> dict[str, Any]:
     if errors:
         res["errors"] = errors
     return res
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m benchmarks.runtime [--n N] [OUT.json]``: the scalar-values figures on
+    the current backend (TILELAB_BACKEND=cpu for the CPU interpreter), printed and
+    optionally written as JSON with the environment."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from .common import env_info, write_json
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.runtime")
+    ap.add_argument("--n", type=int, default=10_000, help="launches per loop")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("out", nargs="?", help="write the figures here (JSON)")
+    ns = ap.parse_args(argv)
+    res = bench_scalar_values(ns.n, ns.rounds)
+    print(json.dumps(res, indent=1))
+    if ns.out:
+        write_json(Path(ns.out), dict(scalar_values=res, env=env_info(tl.backend())))
+
+
+if __name__ == "__main__":
+    main()

@@ -16,6 +16,7 @@ import numpy as np
 
 from tilelab.compiler.dtypes import dtype_name, itemsize
 from tilelab.compiler.language import Schedule, row_major
+from tilelab.compiler.values import EXACT_SCALARS, describe_type, is_numpy_scalar
 
 __all__ = ["ArraySpec", "PartitionSpec", "ScalarSpec", "ConstantValue", "spec", "c_strides",
            "ArrayTraits", "array_traits", "describe_arg", "scalar_spec", "ArgSpec",
@@ -204,22 +205,28 @@ def spec(shape: int | Sequence[int], dtype: Any, strides: Sequence[int] | None =
 
 
 def scalar_spec(value: Any) -> ScalarSpec:
-    """The dtype a Python or numpy scalar is passed with (ints as int32 when they fit).
+    """The dtype a Python or numpy scalar is passed with (ints as int32 when they fit):
+    all a run-time scalar specializes a kernel on (its value travels with the launch).
+    TypeError for anything but an exact bool, int or float or a numpy scalar of a
+    kernel dtype (see :mod:`tilelab.compiler.values`).
 
     Example:
         >>> scalar_spec(3), scalar_spec(2.5), scalar_spec(2**40)
         (ScalarSpec(dtype='int32'), ScalarSpec(dtype='float32'), ScalarSpec(dtype='int64'))
     """
-    if isinstance(value, (bool, np.bool_)):
-        return ScalarSpec("bool")
-    if isinstance(value, np.generic):
-        return ScalarSpec(dtype_name(value.dtype))
-    if isinstance(value, int):
+    t = type(value)
+    if t is int:
         return ScalarSpec("int32" if -2**31 <= value <= _I32_MAX else "int64")
-    if isinstance(value, float):
+    if t is float:
         return ScalarSpec("float32")
-    raise TypeError(f"cannot pass {type(value).__name__} {value!r} as a scalar; "
-                    "kernels take tensors, partitions, ints, floats and bools")
+    if t is bool or t is np.bool_:
+        return ScalarSpec("bool")
+    if is_numpy_scalar(value):
+        return ScalarSpec(dtype_name(value.dtype))
+    raise TypeError(f"cannot pass {describe_type(value)} as a scalar; kernels take "
+                    "tensors, partitions, exact bools, ints and floats, and numpy scalars "
+                    "of kernel dtypes (a subclass's own operators would run inside the "
+                    "kernel)")
 
 
 def describe_arg(value: Any) -> ArgSpec:
@@ -233,6 +240,11 @@ def describe_arg(value: Any) -> ArgSpec:
     """
     if isinstance(value, (ArraySpec, PartitionSpec, ScalarSpec, ConstantValue)):
         return value
+    if type(value) in EXACT_SCALARS or is_numpy_scalar(value):
+        return scalar_spec(value)
+    if isinstance(value, (bool, int, float, np.generic)):
+        # a subclass: refused before any of its own code (even a __getattr__) runs
+        return scalar_spec(value)
     hook = getattr(value, "__tilelab_spec__", None)
     if hook is not None:
         return hook()
@@ -241,8 +253,6 @@ def describe_arg(value: Any) -> ArgSpec:
         addr = value.__array_interface__["data"][0]
         return ArraySpec(tuple(value.shape), dtype_name(value.dtype), strides,
                          _largest_pow2_divisor(addr))
-    if isinstance(value, (bool, int, float, np.generic)):
-        return scalar_spec(value)
     raise TypeError(f"cannot use {type(value).__name__} as a kernel argument; pass a "
                     "tilelab tensor, a partition, a numpy/torch/cupy array, tl.spec(...), "
                     "or a scalar")

@@ -19,6 +19,8 @@ from tilelab.compiler.safety import KernelAnalysis
 from tilelab.compiler.safety.bounds import prove_launch
 from tilelab.compiler.signature import (ArraySpec, ConstantValue, PartitionSpec, ScalarSpec,
                                         array_traits, describe_arg)
+from tilelab.compiler.values import (EXACT_SCALARS, NUMBER_TYPES, constant_key,
+                                     constant_value, scalar_value)
 from tilelab.errors import LaunchError
 
 __all__ = ["Specialization", "specialize", "MAX_GRID_YZ"]
@@ -49,7 +51,7 @@ class Specialization:
             elif isinstance(s, ScalarSpec):
                 parts.append(f"{name}:S:{s.dtype}")
             else:
-                parts.append(f"{name}:C:{type(s.value).__name__}:{s.value!r}")
+                parts.append(f"{name}:C:{_constant_text(s.value)}")
         return ";".join(parts) + f"|extra={self.extra_constants}|plan={self.plan}"
 
     @property
@@ -93,6 +95,15 @@ class Specialization:
         return grid  # type: ignore[return-value]
 
 
+def _constant_text(value: Any) -> str:
+    """A constant in :meth:`Specialization.key`: its type and repr, and a NaN's bits
+    (every NaN's repr is 'nan', and cuTile compiles each payload apart)."""
+    text = f"{type(value).__name__}:{value!r}"
+    if type(value) is float and value != value:
+        text += f":{constant_key(value)[1]:#x}"
+    return text
+
+
 def _kind_label(kind: str) -> str:
     return {"auto": "an input", "constant": "a ct.Constant"}.get(kind, f"tl.{kind}")
 
@@ -117,15 +128,14 @@ def specialize(analysis: KernelAnalysis, args: Sequence[Any], *, kernel_name: st
     partitions: list[tuple[str, PartitionSpec]] = []
     for p, arg in zip(params, args):
         if p.kind == "constant":
-            if isinstance(arg, ConstantValue):
+            if type(arg) is ConstantValue:
                 arg = arg.value
-            if not isinstance(arg, (bool, int, float)):
-                raise LaunchError(f"{kernel_name}(): parameter {p.name!r} is a ct.Constant "
-                                  f"and needs a Python bool/int/float, got "
-                                  f"{type(arg).__name__}")
+            arg = constant_value(arg, p.name, f"{kernel_name}()")
             specs.append((p.name, p.kind, ConstantValue(arg)))
             layouts.append(ParamLayout(p.name, "constant"))
             continue
+        if type(arg) not in EXACT_SCALARS and isinstance(arg, NUMBER_TYPES):
+            arg = scalar_value(arg, p.name, f"{kernel_name}()")   # (or LaunchError)
         try:
             s = describe_arg(arg)
         except TypeError as e:

@@ -3,8 +3,12 @@
 Arguments are bound as ``ct.launch`` would bind them: numpy arrays and CPU DLPack tensors
 become global arrays (writes land in place, strided views included), Python
 ``int``/``float``/``bool`` become int32/float32/bool scalars (int64 with
-``ct.ScalarInt64``), ``ct.Constant`` parameters stay Python values, tuples and lists are
-converted item by item. Blocks then run one at a time, in grid order or in a seeded
+``ct.ScalarInt64``), ``ct.Constant`` parameters stay Python values (numpy scalars
+converted to them), tuples and lists are converted item by item. Scalars and constants
+are exact ``bool``/``int``/``float`` (constants also ``str``) or numpy scalars of a
+cuTile dtype: a subclass is a LaunchError, so that no user type's operators run in the
+kernel body (see :mod:`tilelab.compiler.values` for the same rule of tilelab kernels).
+Blocks then run one at a time, in grid order or in a seeded
 random order, calling the kernel function rebuilt for the interpreter (cached per function
 object, see :mod:`tilelab.interp.rebuild`).
 """
@@ -23,18 +27,24 @@ from tilelab.grid import normalize_grid
 from tilelab.interp import _cutile, context, misc
 from tilelab.interp._cutile import HeterogeneousTupleNode, HomogeneousTupleNode, ct
 from tilelab.interp.arrays import ArgRoot, Array
-from tilelab.interp.dtypes import (BOOL, FLOAT32, INT32, INT64, TileDType, as_dtype,
-                                   from_numpy)
+from tilelab.interp.dtypes import (BOOL, DTYPES, FLOAT32, FLOAT64, INT32, INT64, TileDType,
+                                   as_dtype, from_numpy)
 from tilelab.interp.dtypes import foreign as foreign_dtype
 from tilelab.interp.foreign import numpy_view
-from tilelab.interp.elementwise import const_array
 from tilelab.interp.rebuild import rebuilt
+from tilelab.interp.rounding import convert
 from tilelab.interp.tile import Tile
 from tilelab.interp.trace import ArgInfo, Trace, Tracer
 
 __all__ = ["interpret"]
 
 _ORDERS = ("sequential", "shuffled")
+
+#: the Python types a scalar or constant may have, exactly (never a subclass)
+_EXACT = frozenset((bool, int, float))
+#: numpy's (and ml_dtypes') scalar types of the cuTile dtypes, exactly
+_NUMPY_SCALARS = frozenset(np.dtype(d.storage).type for d in DTYPES.values()
+                           if d.storage is not None)
 
 
 def _resolve(kernel: Any) -> tuple[types.FunctionType, str]:
@@ -69,11 +79,16 @@ class _Binder:
         constant = getattr(node, "constant", False)
         if constant:
             return self._constant(name, value)
+        if _derived(value):
+            raise self._subclass(name, value, "a scalar")
         if isinstance(value, type) and foreign_dtype(value) is not None:
             raise LaunchError(f"kernel '{self.kernel}' argument '{name}' = {value!r} is not a "
                               f"run-time value", hint=f"annotate the parameter as "
                                                       f"'{name}: ct.Constant' to pass it as a "
                                                       f"compile-time constant")
+        if type(value) in _NUMPY_SCALARS:   # (before arrays: numpy scalars have an
+            dt = from_numpy(value.dtype)      # __array_interface__), a scalar of its dtype
+            return Tile(np.asarray(value, dt.storage), dt)
         if isinstance(value, np.ndarray) or _array_like(value):
             return self._array(name, value, getattr(node, "array", None))
         if getattr(node, "array", None) is not None:
@@ -96,7 +111,9 @@ class _Binder:
                                   f"not fit in {dt}", hint=hint)
             return Tile(np.asarray(value, dt.storage), dt)
         if isinstance(value, float):
-            return Tile(const_array(value, FLOAT32), FLOAT32)
+            # (not const_array: its cache is for the kernel's own literals; a run-time
+            # value per launch, a step counter, would fill it)
+            return Tile(convert(np.asarray(value, np.float64), FLOAT64, FLOAT32), FLOAT32)
         if isinstance(value, np.generic):
             dt = from_numpy(value.dtype)
             return Tile(np.asarray(value, dt.storage), dt)
@@ -110,12 +127,21 @@ class _Binder:
                                        "a list of arrays or a ct.Constant value")
 
     def _constant(self, name: str, value: Any) -> Any:
+        t = type(value)
+        if t in _EXACT or t is str:
+            return value
+        if t in _NUMPY_SCALARS:
+            return value.item()
+        if _derived(value):
+            raise self._subclass(name, value, "a ct.Constant")
         found = foreign_dtype(value)  # torch.float16, np.int32: cuTile maps them
         if found is not None:
             return found
         if isinstance(value, np.ndarray) or _array_like(value):
-            raise self._error(name, value, "a ct.Constant parameter needs a scalar, tuple or "
-                                           "dataclass constant")
+            e = self._error(name, value, "a ct.Constant parameter needs a scalar, tuple or "
+                                         "dataclass constant")
+            e.hint = f"pass {name}=a.item() (a plain Python value) for a 0-d array a"
+            raise e
         if isinstance(value, ct.DType):
             return as_dtype(value)
         if isinstance(value, tuple):
@@ -151,9 +177,34 @@ class _Binder:
         self.roots.append(root)
         return Array(root, value, (0,) * value.ndim)
 
+    def _subclass(self, name: str, value: Any, what: str) -> LaunchError:
+        """The error for a number or string of a type derived from Python's or numpy's
+        (its own operators would run in the kernel body); reads nothing but its type."""
+        t = type(value)
+        base = next((b.__name__ for b in (bool, int, float, str, np.generic)
+                     if isinstance(value, b)), "object")
+        return LaunchError(f"kernel '{self.kernel}' argument '{name}' is {what} and takes "
+                           f"an exact bool, int or float or a numpy scalar; got "
+                           f"{t.__name__} (a subclass of {base}), whose own operators "
+                           f"would run inside the kernel",
+                           hint="pass a plain Python value computed before the launch, "
+                                f"e.g. int({name}) or float({name})")
+
     def _error(self, name: str, value: Any, why: str) -> LaunchError:
         return LaunchError(f"kernel '{self.kernel}' argument '{name}' of type "
                            f"{type(value).__name__} is invalid: {why}")
+
+
+def _derived(value: Any) -> bool:
+    """Whether ``value`` is a number or string of a type derived from Python's or
+    numpy's own (an ``int`` subclass, an ``IntEnum`` member, a numpy scalar subclass),
+    read from its type alone."""
+    t = type(value)
+    if t in _EXACT or t in _NUMPY_SCALARS or t is str:
+        return False
+    if isinstance(value, np.generic):
+        return t.__module__ not in ("numpy", "ml_dtypes")
+    return isinstance(value, (bool, int, float, str))
 
 
 def _array_like(value: Any) -> bool:

@@ -112,7 +112,18 @@ class _Uncacheable(Exception):
 
 
 _PLAIN = frozenset((bool, int, str, bytes, type(None)))
+#: numpy's own scalar types, exactly (keyed by repr: np.float32(1) is not
+#: np.float64(1)); ml_dtypes' are told by their module (see _numpy_scalar)
+_NUMPY_SCALARS = frozenset(np.sctypeDict.values())
+#: numbers and strings whose exact type is none of the above: never keys
+_DERIVED = (int, float, str, bytes, np.generic)
 _Tensor = tl.Tensor
+
+
+def _numpy_scalar(t: type) -> bool:
+    """Whether ``t`` is exactly one of numpy's or ml_dtypes' scalar types (no subclass)."""
+    return t in _NUMPY_SCALARS or (t.__module__ == "ml_dtypes" and
+                                   issubclass(t, np.generic))
 
 
 def _is_array(v: Any) -> bool:
@@ -131,10 +142,17 @@ def _part(v: Any, users: list) -> Any:
         return id(v)
     if t in _PLAIN:
         return v
-    if t is float or isinstance(v, np.generic):
+    if t is float or _numpy_scalar(t):
         return repr(v)
     if t is tuple:
         return tuple((type(x), _part(x, users)) for x in v)
+    if isinstance(v, enum.Enum):   # a member (an activation): by its class and name
+        return ("enum", t, v._name_)
+    if isinstance(v, _DERIVED):
+        # a subclass of a number or string: keyed by value, its own __hash__/__eq__
+        # would run at every lookup; the call runs uncached (and a kernel launch
+        # refuses such a value: tilelab.compiler.values)
+        raise _Uncacheable
     e = record(v)   # a foreign array's cached wrapper, still exact (the common case)
     if e is not None:
         users.append(e.tensor)
@@ -312,8 +330,8 @@ def _immutable(v: Any) -> bool:
     bool, int, float, str, bytes, a numpy number, an enum member, a type, a dtype, or
     a tuple or frozen dataclass of such values."""
     t = type(v)
-    if t in _PLAIN or t is float or isinstance(v, (np.number, np.bool_, enum.Enum, type,
-                                                   np.dtype)):
+    if t in _PLAIN or t is float or _numpy_scalar(t) or isinstance(
+            v, (enum.Enum, type, np.dtype)):
         return True
     if t is tuple:
         return all(map(_immutable, v))

@@ -18,6 +18,8 @@ import types
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 __all__ = ["pow2_bucket", "dtype_label", "key_part", "canonical", "config_json",
            "kernel_fingerprint", "source_hash"]
 
@@ -60,14 +62,38 @@ def dtype_label(dtype: Any) -> str:
     return text
 
 
+#: the one NaN of keys: a NaN is unequal to itself, so each NaN object would file a
+#: new bucket (a retune per call); this object is equal to itself in a tuple compare
+_NAN = float("nan")
+
+
+def _exact(value: int | float | str) -> int | float | str:
+    """The exact Python value of a subclass of int, float or str (an IntEnum member:
+    its int), read through the base type's own conversion (the subclass's __int__,
+    __hash__ or __eq__ never run); it serializes as the subclass did."""
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    return str.__str__(value)
+
+
 def key_part(value: Any, bucket: Callable[[int], int] | None) -> Any:
     """A hashable, JSON-able stand-in for one key argument (arrays: bucketed shape and
-    dtype; tuples serialize as JSON lists).
+    dtype; tuples serialize as JSON lists). Numbers and strings key as exact Python
+    values (a subclass's own methods never run); every NaN is one key.
 
     Example:
         >>> key_part((3, "x", None), pow2_bucket)
         (3, 'x', None)
     """
+    t = type(value)
+    if t is int or t is str or t is bool or value is None:
+        return value
+    if t is float:
+        return value if value == value else _NAN
+    if isinstance(value, (int, float, str)) and not isinstance(value, np.generic):
+        return key_part(_exact(value), bucket)
     shape = getattr(value, "shape", None)
     if shape is None:
         tensor = getattr(value, "tensor", None)  # a tl partition: key on its tensor

@@ -39,8 +39,12 @@ def interpret(kernel: Any, *args: Any, grid: Any = None, order: str = "sequentia
         if grid is None:
             raise LaunchError("tl.interpret() of a plain cuTile kernel needs grid=(...)",
                               hint="tilelab kernels infer the grid from their partitions")
-        return run(kernel, *args, grid=grid, order=order, seed=seed, trace=trace,
-                   sample_blocks=sample_blocks, stdout=stdout, races=races)
+        try:
+            return run(kernel, *args, grid=grid, order=order, seed=seed, trace=trace,
+                       sample_blocks=sample_blocks, stdout=stdout, races=races)
+        except LaunchError as e:   # (an argument's error: the user's line, when it has none)
+            locate(e)
+            raise
     try:
         return _interpret(kernel, args, grid, order=order, seed=seed, trace=trace,
                           sample_blocks=sample_blocks, races=races)

@@ -69,6 +69,8 @@ class Kernel:
 
         params = self.definition.analysis.params
         for p, a in zip(params, example_args):
+            if isinstance(a, (bool, int, float, str, np.generic)):
+                continue   # (a number's attributes are not read: a subclass's could run code)
             if isinstance(a, np.ndarray):
                 strides = tuple(s // max(a.itemsize, 1) for s in a.strides)
             else:
@@ -99,7 +101,9 @@ class Kernel:
         and ``tl.BorrowError`` if a pending async launch conflicts.
         """
         launcher = self._launcher
-        if grid is None and not _LISTENERS:  # a repeated launch: prepared already?
+        # a repeated launch: prepared already? (with nothing prepared, as always on the
+        # CPU, the arguments are not hashed: their own __hash__ never runs there)
+        if grid is None and not _LISTENERS and launcher._fast:
             try:
                 fast = launcher._fast.get(hash(args))
             except Exception:  # noqa: BLE001 - unhashable (a numpy array): never prepared
@@ -116,7 +120,7 @@ class Kernel:
         """Launch without waiting; returns a ``tl.Future`` holding the launch's borrows."""
         # (Launcher.prepared, inlined: this is the path of every repeated async launch)
         launcher = self._launcher
-        if grid is None and not _LISTENERS:
+        if grid is None and not _LISTENERS and launcher._fast:
             try:
                 fast = launcher._fast.get(hash(args))
             except Exception:  # noqa: BLE001 - unhashable: never prepared

@@ -1,13 +1,16 @@
 """Launching a kernel: arguments -> checks -> compiled code -> GPU or CPU interpreter.
 
 The hot path of a launch is: turn each argument into a tensor or partition (foreign
-arrays are borrowed without copies), look the argument signature up in the kernel's
-table of plans (a miss specializes, compiles or hits the disk cache, and loads the
+arrays are borrowed without copies; scalars and constants must be exact Python or numpy
+values, :mod:`tilelab.compiler.values`), look the argument signature up in the kernel's
+bounded table of plans (array specs, scalar dtypes and constant values, never a
+scalar's value; a miss specializes, compiles or hits the disk cache, and loads the
 cubin: :mod:`.plan`), check aliasing and borrows (:mod:`.checks`), pack the
 ``cutile_python_v1`` words and launch (grid = tile blocks, block = (1, 1, 1)). A launch
-repeated with the very same argument objects reuses everything prepared the first time
-(:mod:`.prepared`), calling the driver by the one path :data:`DRIVER` chose for the
-process (:mod:`.driver`: tilelab's native C module, cuda-bindings or cuda.core;
+repeated with the very same argument objects reuses everything prepared the first time,
+and one with other scalar values a copy with the scalars repacked (:mod:`.prepared`),
+calling the driver by the one path :data:`DRIVER` chose for the process
+(:mod:`.driver`: tilelab's native C module, cuda-bindings or cuda.core;
 ``DRIVER.path`` and ``DRIVER.why`` say which and why). The CPU backend runs the same
 lowered kernel in :mod:`tilelab.interp`. :class:`Launcher` (:mod:`.launcher`) is the
 machinery of one kernel.

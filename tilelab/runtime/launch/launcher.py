@@ -1,5 +1,13 @@
-"""The launcher of one kernel: its table of plans and prepared launches, and the full
-launch path (arguments -> checks -> plan -> GPU or CPU interpreter)."""
+"""The launcher of one kernel: its tables of plans, loaded code and prepared launches,
+and the full launch path (arguments -> checks -> plan -> GPU or CPU interpreter).
+
+Plans are filed under what specializes the kernel: each array's spec, each scalar's
+dtype (never its value: a decode position or step counter travels with the launch
+and makes no new plan), each constant's :func:`~tilelab.compiler.values.constant_key`.
+Every table is bounded: plans and loaded code (:data:`PLAN_TABLE_SIZE`,
+:data:`~.plan.CODE_TABLE_SIZE`) drop the least recently used first, prepared launches
+(:data:`PREPARED_TABLE_SIZE`) the oldest.
+"""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -7,7 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from tilelab.compiler.definition import KernelDefinition
-from tilelab.compiler.signature import describe_arg
+from tilelab.compiler.signature import ConstantValue, describe_arg
+from tilelab.compiler.values import constant_key, constant_value
 from tilelab.errors import AliasError, BorrowError, LaunchError
 from tilelab.grid import normalize_grid
 from tilelab.runtime import capture, events as _events
@@ -15,13 +24,20 @@ from tilelab.runtime.future import Future
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, checks_enabled, locate
 
 from .checks import check_aliases
-from .plan import (LaunchPlan, _done_future, _empty_partition, _tensor_of, make_plan,
-                   to_kernel_arg)
-from .prepared import _STALE, PreparedLaunch, all_tilelab_args
+from .lru import Lru
+from .plan import (LaunchPlan, _done_future, _empty_partition, _tensor_of, code_table,
+                   make_plan, to_kernel_arg)
+from .prepared import _SCALARS, _STALE, PreparedLaunch, all_tilelab_args
 
 __all__ = ["Launcher"]
 
-_FAST_CACHE_SIZE = 256
+#: plans kept per kernel (one per array layout, scalar dtype and constant values met;
+#: a plan dropped is remade from the loaded code, without compiling)
+PLAN_TABLE_SIZE = 256
+#: prepared GPU launches kept per kernel in each of its two lookups (by the argument
+#: objects; by the tensors and scalar types, for launches of other scalar values): the
+#: oldest is dropped first
+PREPARED_TABLE_SIZE = 256
 
 
 class Launcher:
@@ -43,8 +59,17 @@ class Launcher:
         self.definition = definition
         #: the user-facing tl.Kernel (for launch events)
         self.kernel = kernel
-        self.plans: dict[tuple, LaunchPlan] = {}
+        #: plans by (device, what specializes the kernel per argument): see plan()
+        self.plans = Lru(PLAN_TABLE_SIZE)
+        #: loaded GPU code by (arch, helper epoch, Specialization.key()), one table
+        #: per definition (plan.code_table)
+        self.code = code_table(definition)
+        #: prepared GPU launches by the hash of their argument tuple (see kernel.py)
         self._fast: dict[int, PreparedLaunch] = {}
+        #: the same, by their tensors' ids and their scalars' types (see _rebound)
+        self._by_layout: dict[tuple, PreparedLaunch] = {}
+        #: which parameters are ct.Constant (their values specialize the kernel)
+        self._constant = tuple(p.kind == "constant" for p in definition.analysis.params)
         self.last_trace = None
         self._epoch = definition.helper_epoch
 
@@ -57,8 +82,8 @@ class Launcher:
             sig = ", ".join(p.name for p in params)
             raise LaunchError(f"{d.name}() takes {len(params)} arguments ({sig}), got "
                               f"{len(args)}")
-        norm = [a if p.kind == "constant" else to_kernel_arg(a, p.name, d.name)
-                for p, a in zip(params, args)]
+        norm = [_constant(a, p.name, d.name) if p.kind == "constant" else
+                to_kernel_arg(a, p.name, d.name) for p, a in zip(params, args)]
         devices = {}
         for p, a in zip(params, norm):
             t = _tensor_of(a)
@@ -80,15 +105,20 @@ class Launcher:
         return norm, device
 
     def plan(self, args: list[Any], device: str) -> LaunchPlan:
-        """The plan for these (normalized) arguments on ``device``, made on first use."""
+        """The plan for these (normalized) arguments on ``device``, made on first use.
+
+        It is filed under what specializes the kernel: an array's spec, a scalar's
+        dtype (``ScalarSpec``: not its value), a constant's ``constant_key``."""
         d = self.definition
         d.ensure_checked()
         if self._epoch != d.helper_epoch:  # a helper was redefined: rebuild every plan
             self.plans.clear()
+            self.code.clear()
             self._fast.clear()
+            self._by_layout.clear()
             self._epoch = d.helper_epoch
-        key = (device,) + tuple(describe_arg(a) if _tensor_of(a) is not None else
-                                (type(a), a) for a in args)
+        key = (device,) + tuple(constant_key(a) if c else describe_arg(a)
+                                for a, c in zip(args, self._constant))
         plan = self.plans.get(key)
         if plan is None:
             plan = make_plan(d, args, device)
@@ -165,6 +195,14 @@ class Launcher:
                 result = fast.run(args, stream, sync)
                 if result is not _STALE:
                     return result
+            # (with listeners, a launch of new scalar values takes the full path, which
+            # tells them: the lab records each launch's values)
+            fast = None if _events.LISTENERS else self._rebound(args)
+            if fast is not None:
+                result = fast.run(args, stream, sync)
+                if result is not _STALE:
+                    _file(self._fast, hash(args), fast)
+                    return result
         norm, device = self.prepare(args)
         if grid is None and _empty_partition(norm) is not None:
             return None if sync or capture.current_graph() is not None else _done_future(
@@ -181,10 +219,11 @@ class Launcher:
                 all_tilelab_args(args)
             fast = PreparedLaunch(self, plan, args, norm, g, claims, cache)
             if fast.match is not None:
-                # an identical launch again (same objects) skips straight to the driver
-                if len(self._fast) >= _FAST_CACHE_SIZE:
-                    self._fast.clear()
-                self._fast[hash(args)] = fast
+                # an identical launch again (same objects) skips straight to the driver,
+                # one with other scalar values through a copy (PreparedLaunch.rebound)
+                _file(self._fast, hash(args), fast)
+                if fast.scalars:
+                    _file(self._by_layout, _layout_key(args, self._constant), fast)
             result = fast.run(args, stream, sync, True)
         else:
             result = self._launch_cpu(plan, norm, g, claims, sync, trace)
@@ -196,11 +235,22 @@ class Launcher:
 
     def prepared(self, args: tuple) -> PreparedLaunch | None:
         """The prepared launch filed under these arguments' hash, if any (whether it was
-        made for these very objects is for ``PreparedLaunch.run`` to check)."""
+        made for these very objects is for ``PreparedLaunch.run`` to check). With
+        none prepared (always on the CPU) the arguments are not even hashed."""
+        if not self._fast:
+            return None
         try:
             return self._fast.get(hash(args))
         except Exception:  # noqa: BLE001 - unhashable (a numpy array): never prepared
             return None
+
+    def _rebound(self, args: tuple) -> PreparedLaunch | None:
+        """A prepared launch of these very tensors with other scalar values, made from
+        the one filed under their layout (see ``PreparedLaunch.rebound``), if any."""
+        if not self._by_layout:
+            return None
+        base = self._by_layout.get(_layout_key(args, self._constant))
+        return None if base is None else base.rebound(args)
 
     def _fault(self, e: Exception) -> Exception:
         return LaunchError(f"kernel {self.definition.name!r} failed while running on the "
@@ -247,3 +297,30 @@ class Launcher:
         if sync:
             return None
         return Future(rec)
+
+
+def _constant(value: Any, param: str, kernel: str) -> bool | int | float:
+    """A ``ct.Constant`` argument as the kernel gets it: an exact bool/int/float (a
+    numpy scalar converted), else LaunchError (see :mod:`tilelab.compiler.values`)."""
+    if type(value) is ConstantValue:
+        value = value.value
+    return constant_value(value, param, f"{kernel}()")
+
+
+def _layout_key(args: tuple, constant: tuple[bool, ...]) -> tuple:
+    """Tensors and partitions by identity, run-time scalars by type only, constants by
+    value: what a prepared launch that other scalar values may relaunch is filed under
+    (its ``rebound`` checks the rest: the objects, the dtypes, the constants' bits)."""
+    return tuple((a if c else type(a)) if type(a) in _SCALARS else id(a)
+                 for a, c in zip(args, constant))
+
+
+def _file(table: dict, key: Any, fast: PreparedLaunch) -> None:
+    """``table[key] = fast``, the oldest entry dropped first beyond
+    :data:`PREPARED_TABLE_SIZE`."""
+    while len(table) >= PREPARED_TABLE_SIZE:
+        try:
+            del table[next(iter(table))]
+        except (KeyError, StopIteration, RuntimeError):  # emptied by another thread
+            break
+    table[key] = fast

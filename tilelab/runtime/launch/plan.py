@@ -1,12 +1,16 @@
 """Launch plans: a kernel's specialization for one argument signature, its code loaded.
 
 A plan is made once per (device, argument signature) by :func:`make_plan` and kept in
-the launcher's table: on the GPU it holds the compiled artifacts and the loaded
-``cuda.core`` kernel, on the CPU the lowered cuTile Python function the interpreter
-runs. This module also turns launch arguments into tensors (:func:`to_kernel_arg`).
+the launcher's bounded table: on the GPU it holds the compiled artifacts and the loaded
+``cuda.core`` kernel (shared by the plans of one compiled specialization through the
+launcher's table of loaded code), on the CPU the lowered cuTile Python function the
+interpreter runs. A signature is what specializes the kernel (array specs, scalar
+dtypes, constant values), never a scalar's value. This module also turns launch
+arguments into tensors (:func:`to_kernel_arg`).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -17,9 +21,12 @@ from tilelab.compiler.definition import KernelDefinition
 from tilelab.compiler.dtypes import to_numpy_dtype
 from tilelab.compiler.signature import ArraySpec, PartitionSpec
 from tilelab.compiler.specialize import Specialization
+from tilelab.compiler.values import EXACT_SCALARS, scalar_value
 from tilelab.errors import LaunchError, SourceLocation
 from tilelab.runtime.future import Future
 from tilelab.runtime.ledger import LaunchRecord
+
+from .lru import Lru
 
 __all__ = ["LaunchPlan", "make_plan", "to_kernel_arg"]
 
@@ -39,17 +46,24 @@ def _tensor_types():
 def to_kernel_arg(value: Any, param: str, kernel: str) -> Any:
     """Tensors, partitions and scalars pass through; foreign arrays (numpy, torch, ...)
     are borrowed as tensors without a copy. Raises LaunchError for what cannot be an
-    argument (a ``tl.spec``, which has no memory, or an object no tensor can wrap).
+    argument (a ``tl.spec``, which has no memory, an object no tensor can wrap, or a
+    number that is not an exact bool/int/float or a numpy scalar of a kernel dtype:
+    :func:`~tilelab.compiler.values.scalar_value`).
 
     Example:
         >>> import numpy as np
         >>> to_kernel_arg(np.zeros(4, np.float32), "x", "k").shape
         (4,)
     """
-    Tensor, Partition = _tensor_types()
-    if isinstance(value, (Tensor, Partition)) or isinstance(value, (bool, int, float,
-                                                                      np.generic)):
+    if type(value) in EXACT_SCALARS:
         return value
+    Tensor, Partition = _tensor_types()
+    if isinstance(value, (Tensor, Partition)):
+        return value
+    if isinstance(value, (int, float, np.generic)):
+        # a numpy scalar of a kernel dtype, else refused (subclasses' own operators
+        # would run inside the kernel): see tilelab.compiler.values
+        return scalar_value(value, param, f"{kernel}()")
     if isinstance(value, (ArraySpec, PartitionSpec)):
         raise LaunchError(f"{kernel}(): argument {param!r} is a tl.spec description, which "
                           "has no memory; specs are for kernel.compile(...)",
@@ -116,9 +130,38 @@ class LaunchPlan:
     triggers_after_wait: bool = False
 
 
+#: loaded GPU code kept per kernel definition, one per compiled specialization
+CODE_TABLE_SIZE = 64
+_CODE: "weakref.WeakKeyDictionary[KernelDefinition, Lru]" = weakref.WeakKeyDictionary()
+
+
+def code_table(d: KernelDefinition) -> Lru:
+    """The GPU code loaded for kernel ``d``, by ``(arch, Specialization.key())``: one
+    table per definition, shared by its launchers (a kernel and its grid-bound copies),
+    bounded by :data:`CODE_TABLE_SIZE`.
+
+    Example:
+        >>> import tilelab as tl
+        >>> @tl.kernel
+        ... def neg(z: tl.Out, x: tl.In):
+        ...     z.store(-tl.load_like(x, z))
+        >>> table = code_table(neg.definition)
+        >>> table is code_table(neg.definition), len(table), table.capacity
+        (True, 0, 64)
+    """
+    table = _CODE.get(d)
+    if table is None:
+        table = _CODE[d] = Lru(CODE_TABLE_SIZE)
+    return table
+
+
 def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
     """Specialize kernel ``d`` for ``args`` and load its code for ``device`` ("gpu":
     compile, or find in the cache, and load the cubin; "cpu": the lowered function).
+
+    On the GPU a plan whose specialization compiles to code already loaded for ``d``
+    (the same layouts and constants, arrays of other shapes: :func:`code_table`) takes
+    it from there, without a cache lookup, a Tile IR check or a cubin load.
 
     Example:
         >>> import tilelab as tl
@@ -135,7 +178,7 @@ def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
     scalars = {i: _NP_SCALAR.get(lay.dtype) or to_numpy_dtype(lay.dtype).type
                for i, lay in enumerate(spec.layouts) if lay.kind == "scalar"}
     if device == "gpu":
-        art, cu_kernel = _load_gpu(d, args)
+        art, cu_kernel = _load_gpu(d, args, spec, code_table(d))
         pdl = _pdl_capable(art)
         return LaunchPlan(spec, art, "gpu", cu_kernel=cu_kernel, writable=writable,
                           arrays=arrays, scalar_types=scalars, pdl=pdl,
@@ -174,22 +217,30 @@ def _sm90(art: Artifacts) -> bool:
     return bool(digits) and int(digits) >= 90
 
 
-def _load_gpu(d: KernelDefinition, args: list[Any]) -> tuple[Artifacts, Any]:
-    """(artifacts, the loaded cuda.core kernel) of ``d`` for ``args`` on this GPU."""
+def _load_gpu(d: KernelDefinition, args: list[Any], spec: Specialization,
+              code: Lru) -> tuple[Artifacts, Any]:
+    """(artifacts, the loaded cuda.core kernel) of ``d`` for ``args`` on this GPU,
+    from ``code`` when it holds them (see :func:`make_plan`)."""
     from tilelab.runtime.device import gpu as get_gpu
 
     gpu = get_gpu()
+    key = (gpu.arch, d.helper_epoch, spec.key())
+    loaded = code.get(key)
+    if loaded is not None:
+        return loaded
     art = d.compile(*args, arch=gpu.arch)
     from cuda.core import ObjectCode
 
     try:
         obj = ObjectCode.from_cubin(art.cubin)
-        return art, obj.get_kernel(art.symbol)
+        loaded = art, obj.get_kernel(art.symbol)
     except Exception as e:
         raise LaunchError(f"cannot load the cubin of {d.name!r} for {gpu.arch} on "
                           f"{gpu.name}: {e}",
                           hint="the driver must support CUDA 13 tile launches "
                                "(r580 or newer)") from None
+    code[key] = loaded
+    return loaded
 
 
 def _empty_partition(args: Sequence[Any]) -> Any:

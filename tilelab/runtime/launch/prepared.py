@@ -1,7 +1,10 @@
 """Prepared GPU launches: everything one launch needs, made once, so that a launch
 repeated with the very same argument objects only re-checks that they are those
 objects and unfreed, checks the borrow ledger, and calls the driver (by the path
-:data:`~tilelab.runtime.launch.driver.DRIVER` chose).
+:data:`~tilelab.runtime.launch.driver.DRIVER` chose). A launch of the same tensors with
+other scalar values (a decode position, a step counter) takes a copy with only the
+scalars' words packed again (:meth:`PreparedLaunch.rebound`): scalars are launch values,
+never a reason to specialize, check or prepare anew.
 
 ``native_launch.c``'s ``nl_hot`` runs the same steps as :meth:`PreparedLaunch.run` for
 a repeated async launch on the default stream, reading the slots of these classes
@@ -18,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tilelab import config
+from tilelab.compiler.values import constant_key
 from tilelab.errors import LaunchError
 from tilelab.runtime import capture
 from tilelab.runtime.future import Future
@@ -105,6 +109,28 @@ def all_tilelab_args(args: Sequence[Any]) -> bool:
     return all(type(a) in _SCALARS or isinstance(a, (Tensor, Partition)) for a in args)
 
 
+def _scalar_slots(plan: LaunchPlan) -> tuple[tuple[int, int, str], ...]:
+    """(argument index, word index, dtype) of each run-time scalar of a launch of
+    ``plan``, the word index counting the ``cutile_python_v1`` words (an array's
+    pointer, shape and strides; a scalar's value; nothing for a constant)."""
+    out, at = [], 0
+    for i, lay in enumerate(plan.spec.layouts):
+        if lay.kind == "scalar":
+            out.append((i, at, lay.dtype))
+        at += lay.words
+    return tuple(out)
+
+
+def _same_dtype(dtype: str, value: Any) -> bool:
+    """Whether an exact Python scalar ``value`` specializes to ``dtype`` as the one it
+    replaces did (an int beyond int32 is an int64 parameter: another plan)."""
+    if dtype == "int32":
+        return -2**31 <= value <= 2**31 - 1
+    if dtype == "int64":
+        return not -2**31 <= value <= 2**31 - 1
+    return True
+
+
 def _scalar_ctype(dtype: str, value: Any):
     """A ctypes value holding a scalar parameter's bytes (half types by their bits)."""
     if dtype in _CTYPE:
@@ -175,7 +201,7 @@ class PreparedLaunch:
                  "claims",
                  "words", "config", "kernel", "epoch", "free_epoch", "fault", "params",
                  "grid", "handle", "gpu", "tls", "argv", "info", "pin", "caller", "native",
-                 "stream", "key")
+                 "stream", "key", "plan", "scalars", "pdl")
 
     def __init__(self, launcher: Any, plan: LaunchPlan, args: Sequence[Any],
                  norm: list[Any], grid: tuple, claims: list, cache: bool = False):
@@ -194,10 +220,13 @@ class PreparedLaunch:
                               {id(t.storage): t.storage for t in tensors}.values())
         self.claims = claims
         self.words = tuple(launcher.words(plan, norm))
+        self.plan = plan
+        #: where the run-time scalars are among the arguments and words (see rebound)
+        self.scalars = _scalar_slots(plan)
         # programmatic dependent launch: the kernel may start while the previous one
         #: of the stream finishes (it waits for it before touching memory; see
         #: LaunchPlan.pdl). On the native and cuda.core paths; the driver path does not.
-        pdl = bool(plan.pdl) and config.pdl()
+        self.pdl = pdl = bool(plan.pdl) and config.pdl()
         self.config = LaunchConfig(grid=grid, block=(1, 1, 1),
                                    programmatic_stream_serialization=pdl)
         self.kernel = plan.cu_kernel
@@ -228,6 +257,62 @@ class PreparedLaunch:
         self.pin = _dead_ref
         #: the code that made the last async launch, known to lie outside tilelab
         self.caller = None
+
+    def rebound(self, args: tuple) -> "PreparedLaunch | None":
+        """This prepared launch for ``args`` that pass the very tensor and partition
+        objects this one was made for and other values of its run-time scalars, of the
+        same types (and int32/int64 range): a copy with the scalars' words packed again,
+        everything else shared (the plan, grid, claims, stream). None when ``args``
+        differ otherwise (the caller takes the full path). Its checks (helpers, freed
+        memory, borrows) are ``run``'s, as for any prepared launch.
+
+        Filed by ``Launcher`` under the arguments' ids with the scalars' types: a step
+        counter launches through here, not through a new specialization.
+        """
+        match = self.match
+        scalars = self.scalars
+        if match is None or not scalars or len(args) != len(match):
+            return None
+        new_match = list(match)
+        values = list(self.params[2])
+        words = list(self.words)
+        types = self.plan.scalar_types
+        for i, at, dtype in scalars:
+            v, old = args[i], match[i].value
+            if type(v) is not type(old) or not _same_dtype(dtype, v):
+                return None
+            new_match[i] = _Same(v)
+            values[at] = _scalar_ctype(dtype, v)
+            words[at] = types[i](v)
+        at = {i for i, _, _ in scalars}
+        try:
+            for i, m in enumerate(match):
+                if i in at:
+                    continue
+                a = args[i]
+                if type(m) is _Same:        # a constant: the same value, compiled in
+                    if type(a) is not type(m.value) or \
+                            constant_key(a) != constant_key(m.value):
+                        return None
+                elif m != a:                 # a tensor or partition: the very object
+                    return None
+        except ReferenceError:               # one of them is gone
+            return None
+        new = PreparedLaunch.__new__(PreparedLaunch)
+        for name in PreparedLaunch.__slots__:
+            setattr(new, name, getattr(self, name))
+        new.match = tuple(new_match)
+        new.words = tuple(words)
+        ptrs = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v)
+                                                         for v in values])
+        new.params = (ctypes.addressof(ptrs), ptrs, values)
+        new.argv = self.argv[:9] + (new.params[0], 0)
+        prepare = DRIVER.native_prepare
+        new.native = None if prepare is None else prepare(
+            int(self.handle), *self.grid, int(self.key), new.params[0], int(self.pdl))
+        new.pin = _dead_ref
+        new.caller = None
+        return new
 
     def valid(self) -> bool:
         """Whether the prepared launch still holds (helpers unchanged, no argument freed,
