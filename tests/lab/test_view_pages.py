@@ -141,7 +141,11 @@ def test_timings_show_seven_columns_and_the_rest_in_a_details_row(shell):
 
 def test_layout_css_fits_narrow_outputs():
     assert "white-space: pre;" in CSS.split("pre.tl-code, .tilelab-view pre.tl-error {")[1]
-    assert "grid-template-columns: repeat(auto-fit, minmax(min(100%, 380px), 1fr))" in CSS
+    # source and listing side by side from 780 px (the source as wide as its code, at most
+    # half), stacked below: a container query on the pair's box
+    assert ".tilelab-view .tl-pair-box { container-type: inline-size; }" in CSS
+    assert re.search(r"@container \(max-width: 779px\) \{\s*\.tilelab-view \.tl-pair "
+                     r"\{ flex-direction: column;", CSS)
     tabs = CSS.split(".tilelab-view .tl-tabs {")[1].split("}")[0]
     assert "flex-wrap: wrap" in tabs
     assert ".tilelab-widget-tabs .lm-TabBar-content { flex-wrap: wrap; }" in CSS
@@ -217,7 +221,10 @@ def test_resources_say_each_fact_once(shell):
     res, _ = run(shell, "%%tile --view html --show resources\n" + ADD + "add(z.partition(256), x, y)")
     assert res.success, res.error_in_exec
     page = lab.last_view().panel("resources").html
-    assert "<table" not in page and page.count('<pre class="tl-code">') == 1
+    # the compiler's summary once; the one table is the occupancy's (a count per limit)
+    assert page.count('<pre class="tl-code">') == 1
+    assert page.count("<table") == 1 and '<table class="tl-table tl-occupancy">' in page
+    assert "blocks/SM that fit:" in page and page.count("min blocks/SM") <= 1
 
 
 def test_two_specializations_share_one_view_with_a_picker(shell):

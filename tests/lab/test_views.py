@@ -107,7 +107,8 @@ def test_css_follows_the_jupyterlab_theme(kernel_report):
     assert "prefers-color-scheme: dark" in css
     # no hard-coded light backgrounds anywhere (figures carry their own theme)
     assert not re.search(r"background(-color)?:\s*(#fff\b|#ffffff|white)", css, re.I)
-    assert page.inline and all(s.startswith(("border-left-color: hsl(", "text-align:"))
+    assert page.inline and all(s.startswith(("border-left-color: hsl(", "text-align:",
+                                             "--tl-src-ch:"))
                                for s in page.inline)          # no inline colours or fills
 
 

@@ -5,7 +5,9 @@ block; inputs are shared; races are elements written by two blocks), so they mus
 readable at a glance: drawn at full width and 1:1 in the page (SVG, sharp at any size),
 block labels at a legible size (sampled when tiles are too small for all of them), the
 padding of edge tiles hatched, and one naming convention stated in the figure's legend
-line (``bN`` = block N; tiles are ``[row, col]`` of the tile grid). Colours are the page's
+line (``bN`` = block N; tiles are ``[row, col]`` of a 2-D tile grid, ``[i]`` of a 1-D one).
+Thin tiles (one row of 2048, say) get rows tall enough for a label, and labels are kept
+inside their panel, clear of the ticks. Colours are the page's
 theme variables (:mod:`tilelab.lab.figures.svg`). The data comes from
 :mod:`tilelab.lab.figures.ownership_data`; each figure records it (``fig.tilelab`` and
 ``fig.find(gid)``) so tests check the picture against the device's own functions.
@@ -30,20 +32,44 @@ from tilelab.lab.figures.ownership_data import (OwnershipData, _as_2d, _bbox_tex
                                                 _fmt_dims, _input_names, _kernel_name,
                                                 _partition_name, _reduce, block_name,
                                                 ownership_data, tile_name)
+from tilelab.lab.figures.ownership_labels import draw_labels, thin_rows
 from tilelab.lab.figures.svg import SvgFigure, color, owner_fill, text_width
 from tilelab.lab.figures.theme import Theme, get_theme
 
-__all__ = ["ownership_figure", "reads_figure", "NAMING"]
+__all__ = ["ownership_figure", "reads_figure", "NAMING", "naming"]
 
-#: the legend line every ownership figure carries: how blocks and tiles are named
-NAMING = ("bN = block N (its linear id, the order blocks are launched); tiles are named "
-          "[row, col] in the tile grid, row first like the tensor's own indices; "
-          "hatched = padding of an edge tile beyond the tensor (loads masked, never stored)")
+_TILE_NAMES = {
+    1: "tiles are named [i], their index along the tensor",
+    2: "tiles are named [row, col] in the tile grid, row first like the tensor's own indices",
+}
+
+
+def naming(rank: int) -> str:
+    """The legend line of an ownership figure of a rank-``rank`` partition: how blocks
+    and tiles are named (tiles by as many indices as the tensor has dimensions).
+
+    Example:
+        >>> naming(1).split("; ")[1]
+        'tiles are named [i], their index along the tensor'
+        >>> naming(3).split("; ")[1][:49]
+        'tiles are named [i, row, col] in the tile grid: i'
+    """
+    tiles = _TILE_NAMES.get(rank)
+    if tiles is None:
+        lead = ", ".join("ijkl"[:rank - 2])
+        tiles = (f"tiles are named [{lead}, row, col] in the tile grid: {lead} pick"
+                 f"{'s' * (rank == 3)} the small grid (one per leading tile index), then "
+                 "row and column within it")
+    return (f"bN = block N (its linear id, the order blocks are launched); {tiles}; "
+            "hatched = padding of an edge tile beyond the tensor (loads masked, never stored)")
+
+
+#: the legend line of a 2-D ownership figure (:func:`naming` gives any rank's)
+NAMING = naming(2)
 
 _W = 1000.0           # the widest figure, px: fits an 1100 px notebook output at 1:1
 _PAD = 12.0
 _PANEL_H = 440.0      # the tallest single panel, px
-_MIN_FONT = 8.0
 
 
 def _lines(text: str, width_px: float, size: float) -> list[str]:
@@ -76,28 +102,6 @@ def _ticks(edges: Sequence[int], to_px: Any, min_gap: float, size: float) -> lis
 
 
 # ============================================================================ tile panels
-
-def _label_steps(gr: int, gc: int, cell_w: float, cell_h: float, chars: int,
-                 lines: int, strip: bool, max_labels: int) -> tuple[int, int, float]:
-    """Row and column steps of the labelled lattice and the font size: legible (at least
-    :data:`_MIN_FONT` px), at most ~12 labels per row and column (40 along a strip) and
-    ``max_labels`` in all."""
-    def fit(sr: int, sc: int) -> float:
-        return min(13.0, 0.85 * sc * cell_w / (0.6 * chars), 0.62 * sr * cell_h / lines)
-
-    lim = 40 if strip else 12
-    s_r, s_c = (1 if strip else math.ceil(gr / lim)), math.ceil(gc / lim)
-    while fit(s_r, s_c) < _MIN_FONT and (s_c < gc or (not strip and s_r < gr)):
-        if 0.85 * s_c * cell_w / (0.6 * chars) < _MIN_FONT and s_c < gc:
-            s_c += 1
-        elif not strip and s_r < gr:
-            s_r += 1
-        else:
-            break
-    while math.ceil(gr / s_r) * math.ceil(gc / s_c) > max_labels:
-        s_r, s_c = (s_r if strip else s_r + 1), s_c + 1
-    return s_r, s_c, max(_MIN_FONT, fit(s_r, s_c))
-
 
 class _Panel:
     """The geometry of one slab: element coordinates -> px."""
@@ -176,44 +180,6 @@ def _draw_padding(fig: SvgFigure, g: _Panel, s: dict, name: str, suffix: str) ->
     fig.record(f"padding:{name}{suffix}", boxes=boxes)
 
 
-def _draw_labels(fig: SvgFigure, g: _Panel, data: OwnershipData, s: dict, lead_t: tuple,
-                 r_edges: list, c_edges: list, block: int | None,
-                 max_labels: int) -> list[tuple[int, int]]:
-    gr, gc, strip = s["gr"], s["gc"], s["strip"]
-    cell_w, cell_h = s["tcol"] * g.sx, (40.0 if strip else s["trow"] * g.sy)
-    lines = 2 if data.persistent else 1
-    chars = len(f"b{data.num_blocks - 1}")
-    s_r, s_c, size = _label_steps(gr, gc, cell_w, cell_h, chars, lines, strip, max_labels)
-    cells = [(i, j) for i in range(gr) for j in range(gc)
-             if (i - s_r // 2) % s_r == 0 and (j - s_c // 2) % s_c == 0]
-    if block is not None:
-        mine = {(int(i), int(j)) for i, j in zip(*np.nonzero(s["owners"] == block))}
-        cells = sorted(set(cells) | mine)
-    found = {}
-    for i, j in cells:
-        tile = lead_t + ((j,) if strip else (i, j))
-        text = data.label(tile)
-        xe = (c_edges[j] + c_edges[j + 1]) / 2
-        ye = 0.5 if strip else (r_edges[i] + r_edges[i + 1]) / 2
-        parts = text.split(" ")
-        room_w = (c_edges[j + 1] - c_edges[j]) * g.sx
-        room_h = 40.0 if strip else (r_edges[i + 1] - r_edges[i]) * g.sy
-        fs = size
-        if room_w < text_width(parts[0], fs) + 2 or room_h < fs * 1.2 * len(parts):
-            # a thin edge tile: label the whole tile, padding included (over the hatching)
-            xe = (j + 0.5) * s["tcol"] if c_edges[j + 1] - c_edges[j] < s["tcol"] else xe
-            if not strip and r_edges[i + 1] - r_edges[i] < s["trow"]:
-                ye = (i + 0.5) * s["trow"]
-        top = g.py(ye) - fs * 0.65 * (len(parts) - 1) + fs * 0.35
-        for n, part in enumerate(parts):
-            fig.text(g.px(xe), top + n * fs * 1.15, part, size=fs, anchor="middle",
-                     halo=True, gid="tile-label")
-        found[(round(float(xe), 3), round(float(ye), 3))] = "\n".join(parts)
-    fig.record("tile-labels" + (":" + ",".join(map(str, lead_t)) if lead_t else ""),
-               labels=found, size=size)
-    return cells
-
-
 def _draw_order(fig: SvgFigure, g: _Panel, data: OwnershipData, s: dict, r_edges: list,
                 c_edges: list) -> list | None:
     swizzled = "grouped" in data.schedule or "group_m" in data.schedule
@@ -276,15 +242,17 @@ def _tile_panel(fig: SvgFigure, data: OwnershipData, lead: Any, x: float, y: flo
         title = f"{data.name}[{at}, :, :]"
     ml, top = (6.0 if strip else 44.0), 36.0
     sx, sy = _panel_scale(gr * s["trow"], gc * s["tcol"], w - ml - 8, h_max - top - 6, strip)
+    if not strip and not aggregated:
+        sy = thin_rows(sy, sx, s, h_max - top - 6)
     g = _Panel(x + ml, y + top, sx, sy)
     ext_h = (1 if strip else gr * s["trow"]) * sy
     fig.rect(g.x, g.y, gc * s["tcol"] * sx, ext_h, fill=color("empty"))
     gid = f"tiles:{data.name}{suffix}"
     _draw_tiles(fig, g, data, s, shown, r_edges, c_edges, gid)
     _draw_padding(fig, g, s, data.name, suffix)
-    labelled = [] if aggregated else _draw_labels(fig, g, data, s, lead_t, r_edges, c_edges,
-                                                  block, max_labels)
     path = None if aggregated else _draw_order(fig, g, data, s, r_edges, c_edges)
+    labelled = [] if aggregated else draw_labels(fig, g, data, s, lead_t, r_edges, c_edges,
+                                                 block, max_labels)
     outlined = []
     for t in (data.tiles_of(block) if block is not None else []):
         if lead_t and tuple(t[:len(lead_t)]) != lead_t:
@@ -484,6 +452,8 @@ def _place(fig: SvgFigure, y: float, extents: list[tuple[int, int]], draw: list)
             return d["x"] + d["w"]
         if kind == "text" and d["anchor"] == "start":
             return d["x"] + text_width(d["s"], d["size"])
+        if kind == "text" and d["anchor"] == "middle":
+            return d["x"] + text_width(d["s"], d["size"]) / 2
         return d["x"] + (d.get("r") or 0)
 
     right = max(right_edge(k, d) for k, d in fig.items if k in ("rect", "circle", "text"))
@@ -560,8 +530,8 @@ def ownership_figure(partition: Any, *, trace: Any = None, block: Any = None,
     kname = _kernel_name(kernel, trace)
     head = _ownership_head(kname, data, trace, linear, bool(inputs))
     fig = SvgFigure(_W, 100, title=head, theme=t)
-    y = _layout(fig, head, NAMING + ("; outlined = the tiles of the block shown"
-                                     if linear is not None else ""))
+    y = _layout(fig, head, naming(len(data.grid)) + ("; outlined = the tiles of the block "
+                                                     "shown" if linear is not None else ""))
     draw = [lambda x, y0, w: _partition_section(fig, data, x, y0, w, block=linear,
                                                 max_tiles=max_tiles, max_labels=max_labels,
                                                 max_panels=max_panels)]

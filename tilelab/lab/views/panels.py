@@ -23,7 +23,8 @@ from typing import Any, Callable
 from tilelab.lab.report.cell_report import CellReport, KernelReport
 from tilelab.lab.report.options import VIEWS
 from tilelab.lab.views.highlight import highlight_lines
-from tilelab.lab.views.linked import linked_section, ptx_lines, sass_lines, shorten
+from tilelab.lab.views.linked import (device_lines, folded_listing, linked_section, ptx_lines,
+                                      sass_lines)
 
 __all__ = ["TITLES", "Panel", "build_panels", "remarks_text", "sass_text"]
 
@@ -150,8 +151,9 @@ def _ptx(k: KernelReport, rename: Callable[[str], str]) -> str:
     if not located or not k.source_file:
         return (_note("This PTX carries no line information (no .loc directives); the "
                       "SASS and Tile IR tabs link each instruction to its source line.")
-                + _listing(shorten(art.ptx), "ptx"))
-    return linked_section(k, lines, rename, kind="ptx", title="PTX")
+                + folded_listing(lines, "ptx"))
+    return linked_section(k, lines, rename, kind="ptx", title="PTX",
+                          device=device_lines(k, k.ir_lines))
 
 
 def sass_text(k: KernelReport, rename: Callable[[str], str]) -> str | None:
@@ -172,16 +174,26 @@ def _sass(k: KernelReport, rename: Callable[[str], str]) -> str:
         return _note(f"No SASS: {k.sass_unavailable}")
     lines = sass_lines(k.sass)
     if not k.source_file or not any(l.line for l in lines):
-        return _listing(shorten(sass_text(k, rename)), "sass")
-    return linked_section(k, lines, rename, kind="sass", title="SASS")
+        return folded_listing(sass_lines(sass_text(k, rename)), "sass")
+    return linked_section(k, lines, rename, kind="sass", title="SASS",
+                          device=device_lines(k, k.ir_lines))
 
 
 def _resources(art: Any) -> str:
-    # the summary says every resource once; the same facts as a table would repeat it
+    from tilelab.lab.views.resources_view import resources_html
+
     stages = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in art.timings.items())
     hit = " (disk cache hit)" if art.cache_hit else ""
-    return (f'<pre class="tl-code">{_esc(str(art.resources))}</pre>'
+    return (resources_html(art.resources, art.arch)
             + _note(f"compile{hit}: {stages}") + _note(f"toolchain: {art.toolchain}"))
+
+
+def _resources_text(k: KernelReport) -> str:
+    from tilelab.lab.views.resources_view import resources_text
+
+    if k.artifacts is None:
+        return f"{k.title}\n{k.error}"
+    return resources_text(k.artifacts.resources, k.artifacts.arch)
 
 
 def remarks_text(k: KernelReport, rename: Callable[[str], str]) -> str:
@@ -349,8 +361,7 @@ def _panel(key: str, report: CellReport) -> tuple[str, str]:
                 _joined(report, lambda k: k.error or sass_text(k, rn) or k.sass_unavailable))
     if key == "resources":
         return (_sections(report, lambda k: _artifact(k, _resources)),
-                "\n\n".join(str(k.artifacts.resources) if k.artifacts else
-                             f"{k.title}\n{k.error}" for k in report.kernels))
+                "\n\n".join(_resources_text(k) for k in report.kernels))
     if key == "remarks":
         return (_sections(report, lambda k: _artifact(
                     k, lambda _a: f'<pre class="tl-code">{_esc(remarks_text(k, rn))}</pre>')),

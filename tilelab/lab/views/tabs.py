@@ -87,11 +87,27 @@ CSS = """
   color: var(--tl-dim); text-decoration: none; user-select: none; }
 .tilelab-view .tl-ln-wide { width: auto; min-width: 3em; }
 .tilelab-view a.tl-ln:hover { color: var(--tl-accent); text-decoration: underline; }
-.tilelab-view .tl-pair { display: grid; gap: 8px;
-  grid-template-columns: repeat(auto-fit, minmax(min(100%, 380px), 1fr)); }
+.tilelab-view .tl-pair-box { container-type: inline-size; }
+.tilelab-view .tl-pair { display: flex; gap: 8px; align-items: flex-start; }
 .tilelab-view .tl-col { min-width: 0; }
+.tilelab-view .tl-col-src { flex: 0 0 auto; font-size: 12px;
+  font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace);
+  width: min(50%, calc((var(--tl-src-ch, 60) + 1) * 1ch + 3.4em + 30px)); }
+.tilelab-view .tl-col-ir { flex: 1 1 0; }
+@container (max-width: 779px) {
+  .tilelab-view .tl-pair { flex-direction: column; align-items: stretch; }
+  .tilelab-view .tl-col-src { width: auto; } }
 .tilelab-view .tl-col-head { color: var(--tl-dim); font-size: 12px; margin: 0 0 2px;
-  overflow-wrap: anywhere; }
+  overflow-wrap: anywhere; font-family: var(--jp-ui-font-family, system-ui, sans-serif); }
+.tilelab-view .tl-jump { display: none; position: sticky; right: 2px; margin-left: 1.5em;
+  padding: 0 5px; border-radius: 8px; font-size: 11px; text-decoration: none;
+  color: var(--tl-fg); background: var(--tl-panel, var(--tl-bg));
+  border: 1px solid var(--tl-accent); }
+.tilelab-view .tl-row:hover > .tl-jump { display: inline-block; }
+.tilelab-view .tl-aux { opacity: .6; }
+.tilelab-view .tl-fold > summary { white-space: normal; padding-left: .5em; }
+.tilelab-view .tl-occ { margin: 6px 0 2px; }
+.tilelab-view table.tl-occupancy tr.tl-limit td { font-weight: 600; }
 .tilelab-view table.tl-table { border-collapse: collapse; font-size: 12px; margin: 6px 0;
   color: var(--tl-fg); background: transparent; max-width: 100%; }
 .tilelab-view table.tl-table th, .tilelab-view table.tl-table td {
