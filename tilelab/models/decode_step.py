@@ -61,6 +61,7 @@ from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_attention_kern
 from tilelab.kernels.decode_gemv import (GemvConfig, default_gemv_config, gemv_silu_mul,
                                          row_gemv)
 from tilelab.models.kv_cache import pow2_at_least
+from tilelab.models.plug import plugged
 
 __all__ = ["StepConfig", "StepLaunch", "DecodeStep", "HEAD_KINDS", "whole_chunks"]
 
@@ -175,7 +176,8 @@ class DecodeStep:
     """The buffers and launches of one decode step (see the module docstring).
 
     ``sample`` builds the sampling variant of the head (Gumbel-max with the cache's
-    ``seed`` and ``inv_temp``) instead of argmax.
+    ``seed`` and ``inv_temp``) instead of argmax. ``kernels`` maps roles of
+    :data:`tilelab.models.plug.ROLES` to user kernels the step launches in their place.
 
     Example:
         >>> step = DecodeStep(weights, cache, sample=False)          # doctest: +SKIP
@@ -184,10 +186,12 @@ class DecodeStep:
     """
 
     def __init__(self, weights: Any, cache: Any, config: StepConfig | None = None, *,
-                 sample: bool = False):
+                 sample: bool = False, kernels: Any = None):
         self.weights, self.cache = weights, cache
         self.config = config or StepConfig()
         self.sample = bool(sample)
+        #: user kernels by role (tilelab.models.plug), launched in the built-ins' place
+        self.plugged = plugged(kernels, fuse_norms=self.config.fuse_norms)
         c = weights.config
         self.model_config = c
         dev, dt = weights.device, weights.dtype
@@ -338,6 +342,13 @@ class DecodeStep:
         if self.config.fuse_norms:
             prev = self.down if i > 0 else None
             cfg = self._gemv_cfg("norm_qkv_gemv", n, hidden)
+            user = self.plugged.get("norm_qkv_gemv")
+            if user is not None:    # layer 0's stream has no down part: zeros stand in
+                add("norm_qkv_gemv", i, _async(
+                    user, self.qkv.partition(cfg.bn), lw.qkv, h_in,
+                    self.down if i > 0 else self._zeros(), lw.input_norm, float(eps),
+                    cfg.bk))
+                return
             add("norm_qkv_gemv", i, lambda: row_gemv(
                 lw.qkv, h_in, x2=prev, norm_weight=lw.input_norm, eps=eps, out=self.qkv,
                 config=cfg, sync=False))
@@ -413,8 +424,22 @@ class DecodeStep:
             add("gate_up_silu_gemv", i, lambda: gemv_silu_mul(
                 lw.gate_up, self.normed, out=self.act, config=gu_cfg, sync=False))
         d_cfg = self._gemv_cfg("down_gemv", hidden, inter)
+        user = self.plugged.get("down_gemv")
+        if user is not None:
+            add("down_gemv", i, _async(user, self.down.partition(d_cfg.bn), lw.down,
+                                       self.act, d_cfg.bk))
+            return
         add("down_gemv", i, lambda: row_gemv(lw.down, self.act, out=self.down,
                                              config=d_cfg, sync=False))
+
+    def _zeros(self) -> tl.Tensor:
+        """A zero vector of the hidden size (made once): the down part of layer 0's
+        stream for a plugged ``norm_qkv_gemv``."""
+        if getattr(self, "_zero_down", None) is None:
+            w = self.weights
+            self._zero_down = tl.zeros(self.model_config.hidden_size, w.dtype,
+                                       device=w.device)
+        return self._zero_down
 
     def _head(self, add: Callable) -> None:
         w, cache, cfg = self.weights, self.cache, self.config

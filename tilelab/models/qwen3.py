@@ -26,6 +26,7 @@ from tilelab.models.decode_step import DecodeStep, StepConfig
 from tilelab.models.device_weights import COMPUTE_DTYPES, DeviceWeights
 from tilelab.models.errors import GenerateInputError
 from tilelab.models.kv_cache import MAX_CAPACITY, KVCache
+from tilelab.models.plug import plugged
 from tilelab.models.prefill import prefill, prefill_logits
 from tilelab.models.step_cost import CostRow, step_cost
 
@@ -75,7 +76,10 @@ class Qwen3:
 
     ``max_tokens``: the KV-cache capacity (prompt plus new tokens), rounded up to a
     power of two and capped by ``max_position_embeddings``; ``step_config``: tiles of
-    the decode kernels (:class:`~tilelab.models.decode_step.StepConfig`).
+    the decode kernels (:class:`~tilelab.models.decode_step.StepConfig`); ``kernels``:
+    user kernels the decode step launches in the built-ins' place, by role
+    (``{"norm_qkv_gemv": my_kernel}``; the roles are :data:`tilelab.models.plug.ROLES`,
+    each kernel a checked, safe ``@tl.kernel``).
 
     Example:
         >>> model = Qwen3(weights, max_tokens=64)                    # doctest: +SKIP
@@ -84,7 +88,8 @@ class Qwen3:
     """
 
     def __init__(self, weights: DeviceWeights, *, max_tokens: int | None = None,
-                 step_config: StepConfig | None = None, tokenizer: Any = None):
+                 step_config: StepConfig | None = None, tokenizer: Any = None,
+                 kernels: Any = None):
         c = weights.config
         _check_supported(c)
         cap = c.max_position_embeddings
@@ -99,15 +104,19 @@ class Qwen3:
         self.cache = KVCache(c, min(want, cap), dtype=weights.dtype, device=weights.device)
         self.max_tokens = min(self.cache.capacity, cap)
         self.step_config = step_config or StepConfig()
+        #: user kernels by role, checked now (tilelab.models.plug)
+        self.plugged = plugged(kernels, fuse_norms=self.step_config.fuse_norms)
         self._steps: dict[bool, DecodeStep] = {}
 
     @classmethod
     def from_pretrained(cls, path: Any, device: Any = None, *, dtype: str | None = None,
                         max_tokens: int | None = None,
-                        step_config: StepConfig | None = None) -> "Qwen3":
+                        step_config: StepConfig | None = None,
+                        kernels: Any = None) -> "Qwen3":
         """Load a Hugging Face Qwen3 checkpoint directory onto ``device`` ("cpu",
         "gpu" or None: the default backend), computing in ``dtype`` (default: the
-        checkpoint's dtype when it is bfloat16 or float16, else bfloat16).
+        checkpoint's dtype when it is bfloat16 or float16, else bfloat16); ``kernels``
+        as in the constructor.
 
         Example:
             >>> model = Qwen3.from_pretrained("ckpt", device="cpu")        # doctest: +SKIP
@@ -119,7 +128,7 @@ class Qwen3:
             dtype = ckpt.config.dtype if ckpt.config.dtype in COMPUTE_DTYPES else "bfloat16"
         weights = DeviceWeights.from_checkpoint(ckpt, device=device, dtype=dtype)
         return cls(weights, max_tokens=max_tokens, step_config=step_config,
-                   tokenizer=getattr(ckpt, "tokenizer", None))
+                   tokenizer=getattr(ckpt, "tokenizer", None), kernels=kernels)
 
     # ---- checks -----------------------------------------------------------------------
     def _ids(self, ids: Any) -> list[int]:
@@ -144,7 +153,7 @@ class Qwen3:
     def _step(self, sample: bool) -> DecodeStep:
         if sample not in self._steps:
             self._steps[sample] = DecodeStep(self.weights, self.cache, self.step_config,
-                                             sample=sample)
+                                             sample=sample, kernels=self.plugged)
         return self._steps[sample]
 
     # ---- the interface ----------------------------------------------------------------
