@@ -2,7 +2,8 @@
 
 What a user sees: JupyterLab opens ``02_vector_add_and_ownership.ipynb``, "Run All Cells"
 from the Run menu executes it on the CPU backend, and the ``%%tile`` view renders its tabs
-(the ipywidgets Tab, or the static HTML tabs), the Tile IR text and the roofline image.
+(the ipywidgets Tab, or the static HTML tabs), the Tile IR text, the Safety tab's marked
+accesses and the roofline image.
 A screenshot of the rendered view is saved (its path is printed; also under
 ``$TILELAB_SCREENSHOT_DIR`` when set).
 
@@ -274,11 +275,14 @@ def test_notebook_02_runs_in_jupyterlab_and_renders_the_view(lab, tmp_path):
             if widget_tabs.count():
                 labels = [t.strip() for t in widget_tabs.all_inner_texts()]
                 roofline_tab = widget_tabs.filter(has_text="Roofline").first
+                safety_tab = widget_tabs.filter(has_text="Safety").first
             else:
                 labels = [t.strip() for t in
                           view.locator(".tl-tabs > label").all_inner_texts()]
                 roofline_tab = view.locator(".tl-tabs > label", has_text="Roofline").first
-            for title in ("Source ↔ Tile IR", "Lowered", "Ownership", "Roofline", "Timings"):
+                safety_tab = view.locator(".tl-tabs > label", has_text="Safety").first
+            for title in ("Source ↔ Tile IR", "Safety", "Lowered", "Ownership", "Roofline",
+                          "Timings"):
                 assert title in labels, f"tab {title!r} missing from {labels}"
 
             # the Tile IR text is on screen in the first tab
@@ -286,6 +290,18 @@ def test_notebook_02_runs_in_jupyterlab_and_renders_the_view(lab, tmp_path):
                 "text=/entry @add_/").first
             expect(tileir).to_be_visible(timeout=30_000)
             _save(page, view, tmp_path, "notebook02-tileir.png")
+
+            # the Safety tab marks the add's store and its two loads, with the validator's
+            # verdicts beside them
+            safety_tab.click()
+            marks = view.locator(".tl-safety-pair .tl-acc").locator("visible=true")
+            expect(marks.first).to_be_visible(timeout=30_000)
+            assert marks.count() == 3, marks.all_inner_texts()
+            assert marks.first.inner_text().startswith("z.store(")
+            panel = view.locator(".tl-safety-legend").locator("visible=true").first
+            assert "own-tile store 1" in " ".join(panel.inner_text().split())
+            expect(view.locator("text=/partition store of z/").first).to_be_visible()
+            _save(page, view, tmp_path, "notebook02-safety.png")
 
             # the roofline tab shows its figure (inline SVG, or a loaded PNG)
             roofline_tab.click()

@@ -1,11 +1,14 @@
 """The exported notebook, offline, in headless Chromium: every %%tile view is there.
 
 A small notebook (a vector add shown with ``--show all``, a kernel with a race shown with
-``--show lowered``) is executed with nbclient in a real kernel (so the view publishes its
-widget too, with the widget state saved) and exported with nbconvert's lab template, light
-and dark. Chromium opens the page with the network blocked and checks what a reader sees:
+``--show lowered,safety``) is executed with nbclient in a real kernel (so the view
+publishes its widget too, with the widget state saved) and exported with nbconvert's lab
+template, light and dark. Chromium opens the page with the network blocked and checks
+what a reader sees:
 
 - every tab of every view shows its content when its label is clicked (and only it);
+- the Safety tab marks each access of the source by kind, counts them, shows the Tile IR
+  validator's verdicts and links them to their source lines, in both themes;
 - no request comes from the views (the only requests are the template's own CDN scripts:
   MathJax, require.js and the widget manager, which fail offline without hiding anything);
 - at 1100 px the output area has no horizontal overflow and no tab label is clipped;
@@ -48,7 +51,7 @@ def permute_raw(out: tl.Raw, x: tl.In, BS: ct.Constant[int], D: ct.Constant[int]
     t = ct.load(x, index=(b, h, s, 0), shape=(1, 1, BS, D))
     ct.store(out, index=(b, s, b, 0), tile=ct.permute(t, (0, 2, 1, 3)))   # b, not h!
 '''
-RACE_CELL = '''%%tile --show lowered
+RACE_CELL = '''%%tile --show lowered,safety
 out = tl.zeros((2, 8, 4, 8), dtype="float32")
 x = tl.randn(2, 4, 8, 8, dtype="float32")
 permute_raw(out, x, 8, 8, grid=(2, 4, 1))
@@ -181,8 +184,8 @@ def test_every_tab_shows_offline_and_nothing_is_fetched_by_the_views(exported):
             assert views.count() == 2
             add, race = views.nth(0), views.nth(1)
             titles = _check_tabs(page, add)
-            assert titles == ["Source ↔ Tile IR", "Lowered", "PTX", "SASS", "Resources",
-                              "Remarks", "Ownership", "Roofline", "Timings"]
+            assert titles == ["Source ↔ Tile IR", "Safety", "Lowered", "PTX", "SASS",
+                              "Resources", "Remarks", "Ownership", "Roofline", "Timings"]
             add.locator("label", has_text="Source ↔ Tile IR").click()
             assert "entry @add" in add.inner_text() and "def add(" in add.inner_text()
             add.scroll_into_view_if_needed()
@@ -205,8 +208,19 @@ def test_every_tab_shows_offline_and_nothing_is_fetched_by_the_views(exported):
             assert "frontend (ms)" in details.inner_text()
             _screenshot(page, exported["tmp"], "export-light-timings.png")
 
+            _check_safety(page, add, exported["tmp"], "light")
+
             titles = _check_tabs(page, race)
-            assert titles == ["Race", "Lowered"]
+            assert titles == ["Race", "Safety", "Lowered"]
+            race.locator("label", has_text="Safety").click()
+            unsafe = race.locator(".tl-panel[data-view='safety']")
+            assert unsafe.locator(".tl-acc-unsafe.tl-acc").inner_text().startswith(
+                "ct.store(out, ")
+            legend = " ".join(unsafe.locator(".tl-safety-legend").inner_text().split())
+            assert "unsafe opt-out 1" in legend and "bounds-checked read 1" in legend
+            assert "Tile IR validator: not run" in unsafe.inner_text()
+            race.scroll_into_view_if_needed()
+            _screenshot(page, exported["tmp"], "export-light-safety-unsafe.png")
             race.locator("label", has_text="Race").click()
             svg = race.locator(".tl-panel[data-view='race'] svg")
             assert svg.count() == 1 and svg.locator("rect").count() > 16
@@ -231,6 +245,38 @@ def test_every_tab_shows_offline_and_nothing_is_fetched_by_the_views(exported):
             for ref in ("http://", "https://", "<script", "<link", "@import"):
                 assert ref not in page, (cell, ref)
             assert not re.search(r"url\((?!#)", page), cell   # url(#id) stays in the page
+
+
+def _check_safety(page, view, tmp: Path, theme: str) -> None:
+    """The Safety tab: each access of the add marked by kind, the legend's counts, the
+    validator's verdicts beside the source; hovering a line lights up its ops."""
+    view.locator("label", has_text="Safety").click()
+    panel = view.locator(".tl-panel[data-view='safety']")
+    marks = panel.locator(".tl-safety-pair .tl-acc")
+    assert [marks.nth(i).inner_text() for i in range(marks.count())] == [
+        "z.store(tl.load_like(x, z) + tl.load_like(y, z))", "tl.load_like(x, z)",
+        "tl.load_like(y, z)"]
+    assert "own-tile store" in marks.first.get_attribute("title")
+    legend = " ".join(panel.locator(".tl-safety-legend").inner_text().split())
+    assert "own-tile store 1" in legend and "launch-proven read 2" in legend
+    assert "unsafe opt-out 0" in legend
+    shown = panel.inner_text()
+    assert "Tile IR validator: 3 memory ops, 3 accepted" in shown
+    assert shown.count("store_view_tko") >= 2 and "partition store of z" in shown
+    # marks keep the theme's text colour over a translucent tint
+    look = marks.first.evaluate("""e => [getComputedStyle(e).color,
+        getComputedStyle(e.closest('.tilelab-view')).color,
+        getComputedStyle(e).backgroundColor]""")
+    assert look[0] == look[1] and look[2].startswith("rgba(") and float(
+        look[2].rstrip(")").split(",")[-1]) <= 0.25, look
+    ir_row = panel.locator(".tl-safety-pair .tl-col").nth(1).locator(".tl-row").last
+    ir_row.hover()
+    lit = panel.locator(".tl-safety-pair .tl-col").first.locator(".tl-row").evaluate_all(
+        "rows => rows.filter(r => getComputedStyle(r).backgroundColor !== "
+        "'rgba(0, 0, 0, 0)').length")
+    assert lit == 1, lit                       # the op's source line, and only it
+    panel.scroll_into_view_if_needed()
+    _screenshot(page, tmp, f"export-{theme}-safety.png")
 
 
 def test_views_fit_1100px_without_clipping(exported):
@@ -306,6 +352,8 @@ def test_figures_follow_the_theme_without_a_rerun(exported):
                 race.scroll_into_view_if_needed()
                 _screenshot(page, exported["tmp"], f"export-{theme}-theme-race.png")
                 add = page.locator(".tilelab-static").nth(0)
+                if theme == "dark":
+                    _check_safety(page, add, exported["tmp"], "dark")
                 add.locator("label", has_text="Ownership").click()
                 add.scroll_into_view_if_needed()
                 _screenshot(page, exported["tmp"], f"export-{theme}-theme-ownership.png")

@@ -5,6 +5,8 @@ a two-cell notebook (``%load_ext tilelab``, then a vector add under ``%%tile``),
 the CPU backend, and headless Chromium (through playwright) checks the view:
 
 - its tabs are there and readable (text contrast against what is behind them, no label cut);
+- its Safety tab marks the add's three accesses by kind, in the theme's text colour over a
+  translucent tint, in both themes;
 - switching the theme through JupyterLab's Settings > Theme menu, with no re-run, changes
   the view's colours and those of its SVG figures (ownership and roofline): dark
   backgrounds, light text, text readable on the figure's own background; switching back
@@ -49,7 +51,7 @@ x = tl.arange(4096, dtype="float32"); y = tl.ones(4096, dtype="float32")
 z = tl.empty(4096, dtype="float32")
 add(z.partition(256), x, y)
 '''
-TABS = ("Source ↔ Tile IR", "Lowered", "Ownership", "Roofline", "Timings")
+TABS = ("Source ↔ Tile IR", "Safety", "Lowered", "Ownership", "Roofline", "Timings")
 FIGURE_TABS = ("Ownership", "Roofline")
 OUTPUT_WIDTH = 1100
 RUN_TIMEOUT_S = 120
@@ -241,6 +243,37 @@ def _check_fit(page, out, view, theme: str) -> None:
             f"{theme}: tab {title['text']!r} is wider than the output: {fit}"
 
 
+# the Safety tab's marks: their text, kind, colour (the view's own) and tint
+_JS_SAFETY = """(out) => {
+  const panel = [...out.querySelectorAll('.tl-widget-panel, .tl-panel')]
+    .find(p => p.offsetParent !== null);
+  const view = panel.closest('.tilelab-view');
+  return {fg: getComputedStyle(view).color,
+          legend: panel.querySelector('.tl-safety-legend').textContent.replace(/\\s+/g, ' '),
+          marks: [...panel.querySelectorAll('.tl-safety-pair .tl-acc')].map(m => {
+            const s = getComputedStyle(m);
+            return {text: m.textContent, cls: m.className, color: s.color,
+                    tint: s.backgroundColor, line: s.borderBottomColor}; })};
+}
+"""
+
+
+def _check_safety(out, view, theme: str) -> dict:
+    """The Safety tab in a theme: the add's three accesses marked by kind, counted in the
+    legend, their text in the theme's colour over a translucent tint."""
+    _tab(view, "Safety").click()
+    got = out.evaluate(_JS_SAFETY)
+    assert [(m["text"], m["cls"].split()[-1]) for m in got["marks"]] == [
+        ("z.store(tl.load_like(x, z) + tl.load_like(y, z))", "tl-acc-own-store"),
+        ("tl.load_like(x, z)", "tl-acc-launch-proven"),
+        ("tl.load_like(y, z)", "tl-acc-launch-proven")], f"{theme}: {got}"
+    assert "own-tile store 1" in got["legend"] and "launch-proven read 2" in got["legend"]
+    for m in got["marks"]:
+        assert m["color"] == got["fg"], f"{theme}: a mark lost the theme's text colour: {got}"
+        assert m["tint"].startswith("rgba(") and m["line"] != m["tint"], (theme, m)
+    return got
+
+
 def _check_dark(look: dict, light: dict, tab: str) -> None:
     assert look["lumBg"] < 0.1 and look["lumFg"] > 0.5, f"dark {tab}: view stays light: {look}"
     assert look["contrast"] >= 7, f"dark {tab}: view text hard to read: {look}"
@@ -311,6 +344,8 @@ def test_the_view_follows_jupyterlab_light_and_dark_themes(lab, tmp_path):
                 assert look["figure"]["worst"] >= 3.0, (tab, look)
                 _tab(view, tab).click()
                 _save(page, view, tmp_path, f"jupyterlab-light-{tab.lower()}.png")
+            safety = _check_safety(out, view, "light")
+            _save(page, view, tmp_path, "jupyterlab-light-safety.png")
             _check_fit(page, out, view, "light")
 
             _set_theme(page, "JupyterLab Dark", light=False)
@@ -320,7 +355,9 @@ def test_the_view_follows_jupyterlab_light_and_dark_themes(lab, tmp_path):
                 look = _look(out, view, tab)
                 _save(page, view, tmp_path, f"jupyterlab-dark-{tab.lower()}.png")
                 _check_dark(look, light[tab], tab)
-            for tab in ("Source ↔ Tile IR", "Lowered"):
+            dark = _check_safety(out, view, "dark")
+            assert dark["fg"] != safety["fg"], "the Safety tab kept its light text colour"
+            for tab in ("Source ↔ Tile IR", "Safety", "Lowered"):
                 _tab(view, tab).click()
                 _save(page, view, tmp_path, f"jupyterlab-dark-{tab.split()[0].lower()}.png")
             _check_fit(page, out, view, "dark")

@@ -146,8 +146,8 @@ def test_vector_add_without_decorator_shows_tabs(shell):
     assert shell.user_ns["z"].numpy()[:4].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert "Out[" in cap.stdout and "array([1., 2., 3., 4.]" in cap.stdout  # last expr shown
     t = tabs_of(cap)
-    assert t.labels == ["Source ↔ Tile IR", "Lowered", "Resources", "Remarks", "Ownership",
-                        "Roofline", "Timings"]
+    assert t.labels == ["Source ↔ Tile IR", "Safety", "Lowered", "Resources", "Remarks",
+                        "Ownership", "Roofline", "Timings"]
     ir = t.text("tileir")
     assert "addf" in ir and "load_view_tko" in ir and "entry @add" in ir
     assert "def add(z: tl.Out, x: tl.In, y: tl.In):" in ir     # the source beside it

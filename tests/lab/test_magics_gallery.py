@@ -21,14 +21,15 @@ GALLERY = ROOT / "magics"
 
 #: what each file must print (regular expressions, in order)
 EXPECTED = {
-    "options": [r"tabs: \['Source ↔ Tile IR', 'Lowered', 'PTX', 'Resources', 'Ownership'",
+    "options": [r"tabs: \['Source ↔ Tile IR', 'Safety', 'Lowered', 'PTX', 'Resources', "
+                r"'Ownership'",
                 r"PTX target: \['\.target sm_80'\]",
                 r"not run \(--no-run\).*made kernels: scale",
                 r"compiled: \['scale\(z: float32\[1024\] / tiles 128",
                 r"options of add: 2 2",
                 r"UsageError: %%tile: --show: unknown view 'tile_ir'"],
-    "views": [r"tabs: Source ↔ Tile IR \| Lowered \| PTX \| SASS \| Resources \| Remarks \| "
-              r"Ownership \| Roofline \| Timings",
+    "views": [r"tabs: Source ↔ Tile IR \| Safety \| Lowered \| PTX \| SASS \| Resources \| "
+              r"Remarks \| Ownership \| Roofline \| Timings",
               r"Tile IR lines linked to a source line: [1-9]\d*",
               r"static page: radio tabs \d+ KiB, no script: True",
               r"artifacts of add\(.*\) for sm_90 : tileir",

@@ -75,8 +75,8 @@ def test_static_html_tabs_are_radio_buttons_with_one_panel_each(kernel_report):
     view = TileView(build_panels(report), report.summary_line(), ["a note"])
     page = Page(view.to_html())
     assert page.panels == list(VIEWS)
-    assert page.titles == ["Source ↔ Tile IR", "Lowered", "PTX", "SASS", "Resources",
-                           "Remarks", "Ownership", "Roofline", "Timings"]
+    assert page.titles == ["Source ↔ Tile IR", "Safety", "Lowered", "PTX", "SASS",
+                           "Resources", "Remarks", "Ownership", "Roofline", "Timings"]
     assert len(page.radios) == len(page.labels) == len(VIEWS)
     assert [r.get("type") for r in page.radios] == ["radio"] * len(VIEWS)
     assert len({r["name"] for r in page.radios}) == 1             # one group per view

@@ -49,7 +49,9 @@ class Artifacts:
     Attributes: ``tileir`` (Tile IR text), ``cubin`` (bytes), ``ptx``, ``sass``,
     ``resources``, ``remarks`` (parsed tileiras remarks, mapped to the user's source),
     ``lowered_source`` (the cuTile Python the kernel became), ``timings`` (seconds per
-    stage), ``toolchain`` (which tileiras ran), ``cache_hit``.
+    stage), ``toolchain`` (which tileiras ran), ``cache_hit``, ``accesses`` (the safety
+    checker's record of each memory access) and ``validation`` (the Tile IR validator's
+    verdict on each memory op).
 
     Example:
         >>> art = add.compile(z.partition(256), x, y, arch="sm_90")   # doctest: +SKIP
@@ -74,6 +76,12 @@ class Artifacts:
     #: the disk cache entry these artifacts are stored in (None: not cached), where
     #: what is derived from them later (the ``ptxas -v`` numbers) is kept beside them
     cache_entry: Any = field(default=None, repr=False, compare=False)
+    #: the safety checker's record of every memory access of the compiled program, with
+    #: why each is safe (``tilelab.compiler.safety.accesses.AccessRecord``, source order)
+    accesses: tuple = field(default=(), repr=False, compare=False)
+    #: the Tile IR validator's report (``tileir_check.CheckReport``, its ``verdicts``
+    #: one per memory op); None for an unsafe kernel, compiled without the check
+    validation: Any = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def waits_for_previous_grid(self) -> bool:

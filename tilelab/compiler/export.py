@@ -27,8 +27,8 @@ from tilelab.compiler.lower import LoweredKernel
 from tilelab.compiler.signature import (ArraySpec, ConstantValue, PartitionSpec, ScalarSpec,
                                         array_traits)
 from tilelab.compiler.specialize import Specialization
-from tilelab.compiler.tileir_check import (check_bytecode_tiles, check_partition_tiles,
-                                           check_tileir)
+from tilelab.compiler.tileir_check import (CheckReport, check_bytecode_tiles,
+                                           check_partition_tiles, check_tileir)
 from tilelab.compiler.toolchain import Toolchain, find_toolchain
 from tilelab.errors import CompileError, SourceLocation, ToolchainError
 
@@ -306,15 +306,17 @@ def _disassemble(toolchain: Toolchain, bytecode: bytes, debug: bool) -> tuple[st
     return r.stdout, ""
 
 
-#: (cache key, sha256 of the Tile IR text) of the checks passed in this process: a
-#: cache hit of the same entry again (a notebook cell re-run) is not checked twice
-_VALIDATED: set[tuple[str, str]] = set()
+#: (cache key, sha256 of the Tile IR text) -> the report of each check passed in this
+#: process: a cache hit of the same entry again (a notebook cell re-run) is not checked
+#: twice, and its artifacts keep the verdicts of the check that passed
+_VALIDATED: dict[tuple[str, str], CheckReport] = {}
 
 
 def _validate(debug_text: str | None, why: str, lowered: LoweredKernel,
               spec: Specialization, timings: dict[str, float], key: str,
-              digest: str | None = None) -> None:
-    """The Tile IR check of a safe kernel (tilelab.compiler.tileir_check)."""
+              digest: str | None = None) -> CheckReport:
+    """The Tile IR check of a safe kernel (tilelab.compiler.tileir_check); returns its
+    report (the verdict on each memory op)."""
     t0 = time.perf_counter()
     if debug_text is None:
         raise ToolchainError(
@@ -323,17 +325,24 @@ def _validate(debug_text: str | None, why: str, lowered: LoweredKernel,
             hint="install the nvidia-cuda-tileiras release that carries tileirdisasm "
                  "(13.4 or newer); @tl.kernel(unsafe=True) compiles without the check")
     memo = (key, digest or hashlib.sha256(debug_text.encode()).hexdigest())
-    if memo not in _VALIDATED:
-        check_tileir(debug_text, lowered, spec, kernel_name=lowered.name,
-                     mapper=location_mapper(lowered))
+    report = _VALIDATED.get(memo)
+    if report is None:
+        report = check_tileir(debug_text, lowered, spec, kernel_name=lowered.name,
+                              mapper=location_mapper(lowered))
         if len(_VALIDATED) > 4096:
             _VALIDATED.clear()
-        _VALIDATED.add(memo)
+        _VALIDATED[memo] = report
     timings["validate"] = time.perf_counter() - t0
+    return report
 
 
 #: the cached ``tileirdisasm -g`` text the Tile IR check of a cache hit reads
 DEBUG_TILEIR = "tileir-debug.txt"
+
+
+def _accesses(lowered: LoweredKernel) -> tuple:
+    """The safety checker's access records of the program ``lowered`` was built from."""
+    return tuple(getattr(lowered.program, "accesses", ()))
 
 
 def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specialization,
@@ -365,16 +374,17 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
             if debug is None and not unsafe:
                 cache.discard(key)   # no Tile IR to check: never load it; rebuild
             else:
-                if not unsafe:
-                    _validate(debug.decode(errors="replace"), "", lowered, spec, timings,
-                              key, meta["files"].get(DEBUG_TILEIR))
+                report = None if unsafe else _validate(
+                    debug.decode(errors="replace"), "", lowered, spec, timings, key,
+                    meta["files"].get(DEBUG_TILEIR))
                 timings["cache_load"] = time.perf_counter() - t_start
                 return Artifacts(lowered.name, meta["symbol"], arch, files["cubin"],
                                  files["bytecode"], files["tileir.txt"].decode(),
                                  files["remarks.yaml"].decode(), lowered.source,
                                  timings, f"cached: built by {meta['toolchain']}", True,
                                  layouts, key, location_mapper(lowered),
-                                 cache_entry=cache.entry_dir(key))
+                                 cache_entry=cache.entry_dir(key),
+                                 accesses=_accesses(lowered), validation=report)
 
     t0 = time.perf_counter()
     bytecode, symbol = _export(lowered.function(), lowered, spec, arch, toolchain, hints,
@@ -390,8 +400,8 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
         tileir = f"({why})"
     debug_text, why_debug = _disassemble(toolchain, bytecode, True)
     timings["disasm"] = time.perf_counter() - t0
-    if not unsafe:
-        _validate(debug_text, why_debug, lowered, spec, timings, key)
+    report = None if unsafe else _validate(debug_text, why_debug, lowered, spec, timings,
+                                           key)
 
     with tempfile.TemporaryDirectory(prefix="tilelab-") as tmp:
         bc_path = Path(tmp) / "kernel.tileirbc"
@@ -412,7 +422,8 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
     timings["total_compile"] = time.perf_counter() - t_start
     art = Artifacts(lowered.name, symbol, arch, cubin, bytecode, tileir, remarks,
                     lowered.source, timings, toolchain.describe(), False, layouts, key,
-                    location_mapper(lowered))
+                    location_mapper(lowered), accesses=_accesses(lowered),
+                    validation=report)
     if cache is not None:
         files = {"cubin": cubin, "bytecode": bytecode, "tileir.txt": tileir.encode(),
                  "remarks.yaml": remarks.encode()}

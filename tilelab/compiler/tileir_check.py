@@ -25,6 +25,10 @@ not. It reads the text ``tileirdisasm -g`` prints and checks, for every entry:
 * **unknown ops**: the op names are an allowlist (:data:`NON_MEMORY_OPS`,
   :data:`READ_OPS`, :data:`WRITE_OPS`); any other op is refused, since it might write.
 
+The returned :class:`CheckReport` keeps the verdict on every memory op
+(:class:`OpVerdict`: what the op was taken for, the parameter it was traced to, why it
+passed, and the user's source position it maps to); the lab's Safety view shows them.
+
 Arguments are matched to parameters by the ``cutile_python_v1`` calling convention
 (per array: pointer, ``shape[0..n)``, ``stride[0..n)``; scalars; constants omitted), from
 ``spec.layouts``. A violation raises :class:`InternalSafetyError` (a ``CompileError``
@@ -46,7 +50,7 @@ from tilelab.limits import (MAX_TILE_ELEMENTS, partition_limit_message, tile_ele
 
 __all__ = ["MAX_TILE_ELEMENTS", "NON_MEMORY_OPS", "READ_OPS", "WRITE_OPS", "REFUSED_OPS",
            "KNOWN_OPS", "waits_before_memory", "reads_before_wait", "triggers_after_wait",
-           "InternalSafetyError", "CheckReport",
+           "InternalSafetyError", "CheckReport", "OpVerdict",
            "TileIRModule",
            "check_tileir", "op_names", "arg_slots", "bytecode_tile_shapes",
            "check_partition_tiles", "check_bytecode_tiles"]
@@ -650,9 +654,46 @@ def arg_slots(layouts) -> list[Slot]:
 # the checks
 
 
+@dataclass(frozen=True)
+class OpVerdict:
+    """The validator's verdict on one memory op of the Tile IR, as it decided it.
+
+    ``line`` is the op's line in the ``tileirdisasm -g`` text (1-based; the Tile IR tab
+    numbers its lines the same way), ``text`` the op without its ``loc(...)``,
+    ``access`` what the validator took the op for (``partition store``, ``sub-tile
+    store``, ``bounds-checked load``, ``unchecked load``, ``masked gather``; for a
+    refused op ``store``, ``load``, ``gather``, ``write`` or ``op``), ``param`` the
+    kernel parameter it traced the op to (None where it did not), ``location`` the
+    user's source position the op maps to.
+
+    Example:
+        >>> OpVerdict(12, "load_view_tko", "bounds-checked load", "x", True, "...").verdict
+        'accepted'
+    """
+
+    line: int
+    op: str
+    access: str
+    param: str | None
+    accepted: bool
+    reason: str
+    text: str = ""
+    location: SourceLocation | None = None
+
+    @property
+    def verdict(self) -> str:
+        return "accepted" if self.accepted else "refused"
+
+    @property
+    def writes(self) -> bool:
+        return self.op in WRITE_OPS
+
+
 @dataclass
 class CheckReport:
-    """What :func:`check_tileir` looked at, and how long it took."""
+    """What :func:`check_tileir` looked at, its verdict on each memory op, and how long
+    it took."""
+
 
     entries: int = 0
     ops: int = 0
@@ -662,6 +703,8 @@ class CheckReport:
     unchecked_loads: int = 0
     gathers: int = 0
     seconds: float = 0.0
+    #: the verdict on every memory op (reads and writes), in the order of the text
+    verdicts: list[OpVerdict] = field(default_factory=list)
 
     def __str__(self) -> str:
         return (f"{self.ops} ops in {self.entries} entries: {self.partition_stores} "
@@ -673,6 +716,12 @@ class CheckReport:
 class _Violation:
     op: Op | None
     message: str
+
+
+#: what a refused op was, by its name (the verdict's ``access``)
+_REFUSED_ACCESS = {"store_view_tko": "store", "load_view_tko": "load",
+                   "load_ptr_tko": "gather"}
+_PADDING = re.compile(r"padding_value\s*=\s*([\w.+-]+)")
 
 
 class _Checker:
@@ -694,6 +743,8 @@ class _Checker:
         self.slots = arg_slots(spec.layouts)
         self.violations: list[_Violation] = []
         self.report = CheckReport()
+        #: (op, access, param, accepted, reason) of every memory op decided
+        self.decided: list[tuple[Op, str, str | None, bool, str]] = []
 
     def contiguous_last(self, p: str) -> bool:
         """Whether the specialization promises p's last stride is 1."""
@@ -783,6 +834,14 @@ class _Checker:
     # ---- rules ----------------------------------------------------------------------
     def fail(self, op: Op | None, message: str) -> None:
         self.violations.append(_Violation(op, message))
+        if op is not None:
+            access = _REFUSED_ACCESS.get(op.name, "write" if op.name in WRITE_OPS else "op")
+            self.decided.append((op, access, None, False, message))
+
+    def accept(self, op: Op, access: str, param: str | None, reason: str) -> None:
+        """Record that ``op`` passed, as what and why (the verdicts of the report)."""
+        self.decided.append((op, access, param, True, reason))
+
 
     def check(self) -> None:
         for e in self.m.entries:
@@ -871,6 +930,17 @@ class _Checker:
             return
         self.report.partition_stores += 1
         self.report.sub_tile_stores += sub
+        kind = f"tl.{self.kinds.get(p)}"
+        what = (f"a sub-tile {got} of the block's tile {want}, from the guarded store of "
+                "the sub_tile_store helper" if sub else f"tiles {want}, the partition's, "
+                "dimensions in order")
+        checks = ("without bounds checks: the launch proved every tile whole"
+                  if self._inbounds(op) else "bounds-checked")
+        self.accept(op, "sub-tile store" if sub else "partition store", p,
+                    f"a store into partition {p!r} ({kind}, one the lowering stores into) "
+                    f"through a view of exactly its pointer, shape and strides: {what}; "
+                    f"{checks}")
+
 
     # ---- the guarded sub-tile store (p.store(tile, offset=...)) ---------------------
     def sub_tile_problem(self, op: Op, p: str, got, want) -> str:
@@ -900,8 +970,17 @@ class _Checker:
                 and frames[1][0] == getattr(self.lowered, "filename", None))
 
     def check_view_load(self, op: Op) -> None:
-        if not self._inbounds(op):
-            return  # bounds-checked by the view
+        if not self._inbounds(op):  # bounds-checked by the view
+            view = self._view_operand(op)
+            p, pvtype, _problem = self.view_param(op, view, for_store=False) \
+                if view is not None else (None, None, None)
+            pad = _PADDING.search(pvtype or "")
+            of = f" of {p!r}" if p is not None else ""
+            self.accept(op, "bounds-checked load", p,
+                        f"a bounds-checked tile load{of}: lanes outside the array are "
+                        + (f"padding ({pad.group(1)})" if pad else "not read (their values "
+                           "are unspecified)"))
+            return
         self.report.unchecked_loads += 1
         view = self._view_operand(op)
         if view is None:
@@ -919,6 +998,11 @@ class _Checker:
             return
         if problem is not None:
             self.fail(op, f"loads {p!r} without bounds checks through {problem}")
+            return
+        self.accept(op, "unchecked load", p,
+                    f"a tile load of {p!r} without bounds checks (inbounds), through a view "
+                    "of exactly its pointer, shape and strides: the launch proves this "
+                    f"load of {p!r} in bounds (check_bounds=False)")
 
     def _load_ptr_operands(self, op: Op) -> tuple[str | None, str | None]:
         head = _before_types(op.body)
@@ -966,6 +1050,11 @@ class _Checker:
             self.fail(op, f"gathers from {p!r} with a mask that does not bound "
                           f"dimension{'s' if len(missing) > 1 else ''} "
                           f"{', '.join(map(str, missing))} by {p}.shape")
+            return
+        self.accept(op, "masked gather", p,
+                    f"a pointer load (gather) from {p!r} whose mask bounds every dimension "
+                    f"by {p}.shape (unsigned index < shape)")
+
 
     def bounded_dims(self, op: Op, mask: str, p: str) -> set[int]:
         """The dimensions d of p for which the mask is and-ed with an unsigned
@@ -1093,8 +1182,25 @@ def check_tileir(text: str, lowered, spec, *, kernel_name: str | None = None,
         if more:
             msg += f"; and {more} more violation{'s' if more > 1 else ''}"
         raise InternalSafetyError(msg, location=where, hint=_HINT)
+    checker.report.verdicts = _verdicts(text, module, checker.decided, mapper)
     checker.report.seconds = time.perf_counter() - t0
     return checker.report
+
+
+def _verdicts(text: str, module: TileIRModule, decided, mapper: Callable | None
+              ) -> list[OpVerdict]:
+    """The report's :class:`OpVerdict` s: each decided op with its text and the user's
+    source position it maps to."""
+    if not decided:
+        return []
+    lines = text.splitlines()
+    out = []
+    for op, access, param, accepted, reason in sorted(decided, key=lambda d: d[0].line):
+        where, _chain = _location(module, op, mapper)
+        raw = lines[op.line - 1].strip() if 0 < op.line <= len(lines) else op.name
+        out.append(OpVerdict(op.line, op.name, access, param, accepted, reason,
+                             _split_loc(raw)[0], where))
+    return out
 
 
 _HINT = ("the kernel passed tilelab's safety checker, so this is a bug in tilelab's "

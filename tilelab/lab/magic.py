@@ -71,9 +71,9 @@ class TileMagics(Magics):
               help="where the cell's launches run (default: the GPU when usable, else the "
                    "CPU interpreter; $TILELAB_BACKEND)")
     @argument("--show", default=None, metavar="VIEWS",
-              help="tabs to show, comma separated: tileir, lowered, ptx, sass, resources, "
-                   "remarks, ownership, roofline, timings, or 'all'; +view/-view change the "
-                   "default (all but ptx and sass)")
+              help="tabs to show, comma separated: tileir, safety, lowered, ptx, sass, "
+                   "resources, remarks, ownership, roofline, timings, or 'all'; +view/-view "
+                   "change the default (all but ptx and sass)")
     @argument("--bench", action="store_true",
               help="time each launch with tl.bench (50 runs on the GPU; the interpreter's "
                    "host time on the CPU)")

@@ -59,6 +59,13 @@ class KernelAnalysis:
     used_names: set[str] = field(default_factory=set)
 
     @property
+    def accesses(self) -> tuple:
+        """Every memory access the check accepted (kernel and helpers), with why it is
+        safe: :class:`~tilelab.compiler.safety.accesses.AccessRecord` s in source order,
+        from the latest check."""
+        return self.program.accesses
+
+    @property
     def partitions(self) -> list[str]:
         return [p.name for p in self.params if p.is_partition]
 
@@ -144,6 +151,7 @@ def _check(fn: types.FunctionType, src: CapturedSource, params: list[ParamInfo],
     program.add(fn, src, checker.scope.resolved, is_kernel=True,
                 defaults=checker.defaults)
     program.deferred = checker.deferred + program.deferred
+    program.accesses = (*checker.accesses, *program.accesses)
     program.seal()
     return checker, program
 

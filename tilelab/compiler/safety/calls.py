@@ -5,7 +5,8 @@ tables of :mod:`tilelab.compiler.safety.optable` classify; every call resolves t
 classified cuTile op, ``tl.load_like``, an allowlisted builtin, a method of a tile, or
 a plain Python helper (checked by the same rules). A name used as a call target is never
 bound in the function. Writes exist only in unsafe kernels, into arrays traced back to
-``tl.Raw`` parameters.
+``tl.Raw`` parameters. Every read, write, view and raw op accepted here is recorded with
+why it is safe, or that it is an opt-out (:mod:`tilelab.compiler.safety.accesses`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from tilelab.compiler import language
 from tilelab.compiler.safety import bounds
+from tilelab.compiler.safety.accesses import AccessKind, record_access
 from tilelab.compiler.safety.combiners import check_combiner
 from tilelab.compiler.safety.kinds import OpKind, ParamKind
 from tilelab.compiler.safety.optable import (BUILTIN_CALLS, CT_OPS, DYNAMIC_BUILTINS,
@@ -259,13 +261,19 @@ class CallRules:
                                               "memory op")
         if kind == OpKind.READ:
             bounds.check_read_call(self, call, callee)
+            self.record_read(call, name, callee)
         elif kind == OpKind.WRITE:
             self.check_write(call, _write_destination(call), f"{callee}()")
+            self.record_unsafe(call, _write_destination(call), f"{callee}() writes",
+                               writes=True)
         elif kind in (OpKind.RAW, OpKind.VIEW):
             if not self.unsafe:
                 self.fail("raw-op", call, f"{callee}() reaches memory without bounds "
                                           "checks or through raw pointers, which only "
                                           "@tl.kernel(unsafe=True) kernels may do")
+            self.record_unsafe(call, _write_destination(call),
+                               f"{callee}() is a raw op (raw pointers, unchecked indexing "
+                               "or an unchecked promise to the compiler) on")
         elif kind == OpKind.HOST:
             self.fail("call-host", call, f"{callee} is cuTile's host API; it has no "
                                          "meaning inside a kernel")
@@ -299,6 +307,7 @@ class CallRules:
             return
         if m in WRITE_METHODS:
             self.check_write(call, f.value, what)
+            self.record_unsafe(call, f.value, f"{self.text(f)}() writes", writes=True)
             return
         if not self.unsafe and check_input_view(self, call, f):
             return  # a tiled view of an input, read bounds-checked (safety.views)
@@ -310,10 +319,59 @@ class CallRules:
                 self.fail(rule, call, f"{self.text(f)}() makes or reads a view whose "
                                       "bounds the checker cannot prove, or raw memory; "
                                       f"only @tl.kernel(unsafe=True) kernels may{also}")
+            self.record_unsafe(call, f.value, f"{self.text(f)}() makes or reads a view "
+                                              "whose bounds nothing proves, or raw memory, of")
             return
         self.fail("method-unknown", call,
                   f"method {what} is not allowed in a kernel: tiles offer "
                   f"{', '.join(sorted(TILE_METHODS))}")
+
+    # ---- the records of accepted accesses (tilelab.compiler.safety.accesses) --------
+    def record_read(self, call: ast.Call, name: str, callee: str) -> None:
+        """The record of an accepted ``ct.load`` / ``ct.gather``: bounds-checked, a
+        masked gather, or an opt-out (no bounds check, a ``tl.Raw`` array)."""
+        arr = _read_source(call)
+        roots = self.expr_roots(arr) if arr is not None else set()
+        shown = self.text(arr) if arr is not None else "?"
+        arrays = roots or ({shown} if arr is not None else set())
+        kw = next((k for k in call.keywords if k.arg == "check_bounds"), None)
+        raw = sorted(r for r in roots if self.kinds.get(r) == ParamKind.RAW)
+        if kw is not None and not (isinstance(kw.value, ast.Constant)
+                                   and kw.value.value is True):
+            record_access(self, call, AccessKind.UNSAFE, callee, arrays,
+                          f"{callee}({shown}, ..., check_bounds={self.text(kw.value)}) "
+                          "reads without bounds checks, which nothing proves: an opt-out "
+                          "of @tl.kernel(unsafe=True)")
+        elif raw:
+            record_access(self, call, AccessKind.UNSAFE, callee, arrays,
+                          f"{callee}() reads tl.Raw {raw[0]!r} (bounds-checked), which "
+                          "blocks of this unsafe kernel may write: nothing orders those "
+                          "accesses")
+        elif name == "gather":
+            pad = next((self.text(k.value) for k in call.keywords
+                        if k.arg == "padding_value"), "0")
+            record_access(self, call, AccessKind.MASKED_GATHER, callee, arrays,
+                          f"{callee}({shown}, ...) masks every index against "
+                          f"{shown}.shape: out-of-bounds lanes read the padding value "
+                          f"({pad}), never memory outside {shown!r}")
+        else:
+            pad = next((self.text(k.value) for k in call.keywords
+                        if k.arg == "padding_mode"), "cuTile's default padding")
+            record_access(self, call, AccessKind.BOUNDS_CHECKED, callee, arrays,
+                          f"{callee}({shown}, ...) keeps cuTile's bounds check: elements "
+                          f"outside {shown!r} are padding ({pad}), never memory outside it")
+
+    def record_unsafe(self, call: ast.Call, target: ast.expr | None, what: str, *,
+                      writes: bool = False) -> None:
+        """The record of a write, view or raw op an unsafe kernel may make."""
+        roots = self.expr_roots(target) if target is not None else set()
+        arrays = roots or ({self.text(target)} if target is not None else set())
+        named = ", ".join(f"{r!r} (tl.{self.kinds[r]})" if r in self.kinds else repr(r)
+                          for r in sorted(arrays)) or "memory it names"
+        record_access(self, call, AccessKind.UNSAFE, self.text(call.func), arrays,
+                      f"{what} {named}: an opt-out of @tl.kernel(unsafe=True); nothing "
+                      "proves where it reaches or that blocks do not race",
+                      writes=writes)
 
     # ---- writes --------------------------------------------------------------------
     def check_write(self, call: ast.Call, dest: ast.expr | None, what: str) -> None:
@@ -449,6 +507,16 @@ def unwrap_ct_function(obj: Any) -> Any:
     while getattr(obj, "_cutile_function_wrapper", False) and hasattr(obj, "__wrapped__"):
         obj = obj.__wrapped__
     return obj
+
+
+def _read_source(call: ast.Call) -> ast.expr | None:
+    """The array argument of ``ct.load`` / ``ct.gather`` (``array=`` or the first)."""
+    kw = next((k.value for k in call.keywords if k.arg == "array"), None)
+    if kw is not None:
+        return kw
+    if call.args and not isinstance(call.args[0], ast.Starred):
+        return call.args[0]
+    return None
 
 
 def _write_destination(call: ast.Call) -> ast.expr | None:

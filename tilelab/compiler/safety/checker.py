@@ -3,7 +3,8 @@
 The rules live in mixins, one module each: :mod:`structure` (what code may contain),
 :mod:`partitions` (how partitions are used), :mod:`calls` (the allowlist of calls and
 names) and :mod:`bounds` (reads without bounds checks). A check records what it
-resolved in the program's snapshot and collects the sites the lowering rewrites.
+resolved in the program's snapshot, collects the sites the lowering rewrites and records
+each memory access it accepted (:mod:`accesses`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import types
 from typing import Any, NoReturn
 
 from tilelab.compiler.capture import CapturedSource
+from tilelab.compiler.safety.accesses import AccessRecord
 from tilelab.compiler.safety.calls import CallRules
 from tilelab.compiler.safety.defaults import DefaultRules, Defaults
 from tilelab.compiler.safety.kinds import ParamKind
@@ -77,6 +79,9 @@ class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules, Defa
         self.partitions = {n for n, k in kinds.items() if k in (ParamKind.OUT,
                                                                  ParamKind.INOUT)}
         self.sites: list[Site] = []
+        #: the memory accesses the rules accepted, with why each is safe
+        #: (:mod:`tilelab.compiler.safety.accesses`)
+        self.accesses: list[AccessRecord] = []
         self.deferred: list[tuple[str, ast.AST]] = []
         self.persistent_loops: dict[ast.For, str] = {}
         self.func_arguments: set[int] = set()

@@ -9,13 +9,15 @@ method as a value) would let code the checker cannot see choose the destination.
 Stores and loads may carry constant performance hints (``latency=``, ``allow_tma=``,
 ``padding_mode=``, :mod:`tilelab.compiler.safety.hints`), which do not change what
 they touch.
-Each accepted construct becomes a :class:`Site` the lowering rewrites.
+Each accepted construct becomes a :class:`Site` the lowering rewrites, and each store
+or load the record of an own-tile access (:mod:`tilelab.compiler.safety.accesses`).
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
 
+from tilelab.compiler.safety.accesses import AccessKind, record_access
 from tilelab.compiler.safety.hints import LOAD_HINTS, STORE_HINTS, hint_keywords
 from tilelab.compiler.safety.kinds import OpKind, ParamKind
 from tilelab.compiler.safety.optable import CT_OPS
@@ -216,6 +218,13 @@ class PartitionRules:
         elts = self.store_offset(p, offset) if offset is not None else None
         self.sites.append(Site("store", p, call, value=value, at=at, offset=elts,
                                hints=hints))
+        tile = (f"the tile {self.text(at)} that {p}.tiles() handed to this block"
+                if at is not None else "this block's own tile")
+        what = (f"a sub-tile inside {tile} of {p} (offset= picks which; an offset outside "
+                "the tile writes nothing)" if offset is not None else f"{tile} of {p}")
+        record_access(self, call, AccessKind.OWN_STORE, self.text(call.func), (p,),
+                      f"{p}.store() writes {what} (tl.{self.kinds[p]}): the partition fixes "
+                      "the destination, so no two blocks write one element", writes=True)
 
     def store_value(self, p: str, call: ast.Call) -> ast.expr:
         """The stored tile of ``p.store(...)``: its one positional argument or ``tile=``
@@ -289,6 +298,11 @@ class PartitionRules:
         if at is not None:
             self.minted_at(call, at, f"{p}.load")
         self.sites.append(Site("load", p, call, at=at, hints=hints))
+        tile = (f"the tile {self.text(at)} that {p}.tiles() handed to this block"
+                if at is not None else "this block's own tile")
+        record_access(self, call, AccessKind.OWN_LOAD, self.text(call.func), (p,),
+                      f"{p}.load() reads {tile} of {p} (tl.InOut), which no other block "
+                      "writes")
 
     def check_partition_argument(self, name: ast.Name, call: ast.Call) -> None:
         p, kind = name.id, self.kinds[name.id]
@@ -358,10 +372,26 @@ class PartitionRules:
         at = next((k.value for k in call.keywords if k.arg == "at"), None)
         if at is not None:
             self.minted_at(call, at, "tl.load_like")
+        self.record_load_like(call, src.id, part.id)
         if any(s.node is call for s in self.sites):
             return
         self.sites.append(Site("load_like", part.id, call, value=call.args[0], at=at,
                                guards=self.constant_guards(call), hints=hints))
+
+    def record_load_like(self, call: ast.Call, x: str, p: str) -> None:
+        """The record of an accepted ``tl.load_like(x, p)``: launch-proven, unless x is
+        a ``tl.Raw`` array that blocks of an unsafe kernel may write."""
+        what = f"tl.load_like({x}, {p})"
+        if self.kinds[x] == ParamKind.RAW:
+            record_access(self, call, AccessKind.UNSAFE, self.text(call.func), (x,),
+                          f"{what} reads tl.Raw {x!r}, which blocks of this unsafe kernel "
+                          "may write: nothing orders those accesses")
+            return
+        record_access(self, call, AccessKind.LAUNCH_PROVEN, self.text(call.func), (x,),
+                      f"{what} reads the tile of {x!r} at {p}'s position; every launch "
+                      f"proves from the shapes that each block's tile meets {x!r} (zero "
+                      "padding past its edge; under check_bounds=False, that the tile lies "
+                      "wholly inside)")
 
     def constant_guards(self, node: ast.AST) -> tuple[tuple[str, bool], ...]:
         """The ``if C:`` tests on unrebound ct.Constant parameters around ``node``."""

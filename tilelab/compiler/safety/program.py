@@ -11,7 +11,8 @@ Captures are found by the code object's identity, never by equality: ``CodeType`
 code at all), so a helper of the same name, first line and bytecode in another module or
 a re-run notebook cell would otherwise be checked, lowered and run from the text captured
 for the first one. A function's default values are checked and snapshotted with it
-(:mod:`tilelab.compiler.safety.defaults`).
+(:mod:`tilelab.compiler.safety.defaults`). The memory accesses the check accepted, with
+why each is safe, are collected here too (:attr:`Program.accesses`).
 """
 from __future__ import annotations
 
@@ -84,6 +85,9 @@ class Program:
     _memo: set = field(default_factory=set, repr=False)
     deferred: list = field(default_factory=list)
     bindings: list = field(default_factory=list, repr=False)
+    #: every memory access the check accepted in the kernel and its helpers, with why it
+    #: is safe, in source order (:class:`~tilelab.compiler.safety.accesses.AccessRecord`)
+    accesses: tuple = ()
 
     def changed(self) -> bool:
         """Whether anything the check resolved has changed since (identity compares).
@@ -93,6 +97,8 @@ class Program:
     def seal(self) -> None:
         """End of the check: fix the snapshot's lists (see :attr:`bindings`)."""
         self.snapshot.seal()
+        self.accesses = tuple(sorted(dict.fromkeys(self.accesses),
+                                     key=lambda r: r.sort_key()))
         self.changed = self.snapshot.changed
         #: (dict, name, object) triples the native launch path compares; never empty,
         #: so the Python launch path always asks :meth:`changed` as well
@@ -151,6 +157,7 @@ class Program:
                                   program=self, allow_deferred=self.allow_deferred)
         checker.run()
         self.deferred += checker.deferred
+        self.accesses = (*self.accesses, *checker.accesses)
         self.add(fn, src, checker.scope.resolved, defaults=checker.defaults)
 
 

@@ -19,6 +19,7 @@ import ast
 from typing import Any
 
 from tilelab.compiler.safety import bounds
+from tilelab.compiler.safety.accesses import AccessKind, record_access
 from tilelab.compiler.safety.kinds import ParamKind
 
 __all__ = ["check_input_view"]
@@ -47,4 +48,9 @@ def check_input_view(checker: Any, call: ast.Call, f: ast.Attribute) -> bool:
                                              "checker must see every argument of a "
                                              "memory op")
     bounds.check_read_call(checker, call, what)
+    arrays = sorted(roots)
+    record_access(checker, call, AccessKind.BOUNDS_CHECKED, what, arrays,
+                  f"{what}(...) loads a tile of a tiled view of {', '.join(map(repr, arrays))}"
+                  " and keeps cuTile's bounds check: elements outside the array are "
+                  "padding, never memory outside it")
     return True

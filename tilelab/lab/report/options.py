@@ -21,12 +21,12 @@ __all__ = ["VIEWS", "DEFAULT_VIEWS", "VIEW_MODES", "TileOptions", "parse_show",
            "resolve_views", "OptionError", "parse_predict_at"]
 
 #: every view ``--show`` accepts, in tab order
-VIEWS = ("tileir", "lowered", "ptx", "sass", "resources", "remarks", "ownership", "roofline",
-         "timings")
+VIEWS = ("tileir", "safety", "lowered", "ptx", "sass", "resources", "remarks", "ownership",
+         "roofline", "timings")
 #: the views shown without ``--show``: what explains a kernel; PTX and SASS are long
 #: listings and are added with ``--show +ptx,+sass`` (or ``--show all``)
-DEFAULT_VIEWS = ("tileir", "lowered", "resources", "remarks", "ownership", "roofline",
-                 "timings")
+DEFAULT_VIEWS = ("tileir", "safety", "lowered", "resources", "remarks", "ownership",
+                 "roofline", "timings")
 #: how a view is published: ``auto`` (widget when a widget frontend is there), ``widget``
 #: or ``html`` (static tabs only); ``$TILELAB_LAB_VIEW`` sets the default
 VIEW_MODES = ("auto", "widget", "html")

@@ -29,9 +29,10 @@ from tilelab.lab.views.linked import (device_lines, folded_listing, linked_secti
 __all__ = ["TITLES", "Panel", "build_panels", "remarks_text", "sass_text"]
 
 #: the tab title of each view
-TITLES = {"race": "Race", "tileir": "Source ↔ Tile IR", "lowered": "Lowered", "ptx": "PTX", "sass": "SASS",
-          "resources": "Resources", "remarks": "Remarks", "ownership": "Ownership",
-          "roofline": "Roofline", "timings": "Timings"}
+TITLES = {"race": "Race", "tileir": "Source ↔ Tile IR", "safety": "Safety",
+          "lowered": "Lowered", "ptx": "PTX", "sass": "SASS", "resources": "Resources",
+          "remarks": "Remarks", "ownership": "Ownership", "roofline": "Roofline",
+          "timings": "Timings"}
 
 
 
@@ -351,6 +352,11 @@ def _panel(key: str, report: CellReport) -> tuple[str, str]:
     if key == "tileir":
         return (_sections(report, lambda k: _tileir_section(k, rn)),
                 _joined(report, _tileir_text))
+    if key == "safety":
+        from tilelab.lab.views.safety_view import safety_section, safety_text
+
+        return (_sections(report, lambda k: _artifact(k, lambda _a: safety_section(k, rn))),
+                _joined(report, lambda k: k.error or safety_text(k, rn)))
     if key == "lowered":
         return _sections(report, _lowered), _joined(report, lambda k: k.lowered_source or k.error)
     if key == "ptx":

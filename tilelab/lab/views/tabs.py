@@ -29,6 +29,7 @@ from tilelab.lab.figures.theme import theme_css
 from tilelab.lab.report.options import VIEW_MODES
 from tilelab.lab.views.highlight import CSS as TOKEN_CSS
 from tilelab.lab.views.panels import Panel
+from tilelab.lab.views.safety_view import CSS as SAFETY_CSS
 
 __all__ = ["CSS", "TileView", "widget_frontend"]
 
@@ -212,7 +213,7 @@ class TileView:
 
     @staticmethod
     def _style() -> str:
-        return f"<style>{theme_css()}{CSS}{TOKEN_CSS}</style>"
+        return f"<style>{theme_css()}{CSS}{TOKEN_CSS}{SAFETY_CSS}</style>"
 
     def to_html(self) -> str:
         """The static page: radio-button tabs, pure HTML and CSS (no script, no kernel).
