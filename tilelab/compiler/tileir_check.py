@@ -694,7 +694,6 @@ class CheckReport:
     """What :func:`check_tileir` looked at, its verdict on each memory op, and how long
     it took."""
 
-
     entries: int = 0
     ops: int = 0
     partition_stores: int = 0
@@ -842,7 +841,6 @@ class _Checker:
         """Record that ``op`` passed, as what and why (the verdicts of the report)."""
         self.decided.append((op, access, param, True, reason))
 
-
     def check(self) -> None:
         for e in self.m.entries:
             self.report.entries += 1
@@ -940,7 +938,6 @@ class _Checker:
                     f"a store into partition {p!r} ({kind}, one the lowering stores into) "
                     f"through a view of exactly its pointer, shape and strides: {what}; "
                     f"{checks}")
-
 
     # ---- the guarded sub-tile store (p.store(tile, offset=...)) ---------------------
     def sub_tile_problem(self, op: Op, p: str, got, want) -> str:
@@ -1054,7 +1051,6 @@ class _Checker:
         self.accept(op, "masked gather", p,
                     f"a pointer load (gather) from {p!r} whose mask bounds every dimension "
                     f"by {p}.shape (unsigned index < shape)")
-
 
     def bounded_dims(self, op: Op, mask: str, p: str) -> set[int]:
         """The dimensions d of p for which the mask is and-ed with an unsigned
