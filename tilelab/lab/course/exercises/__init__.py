@@ -16,12 +16,23 @@ and reference answers, registered with
 loaded, in notebook order, on the first use. ``solution(name)`` returns a reference
 answer.
 
+A FAIL names the concept that is wrong and the notebook section that explains it, never
+the expected value nor the code to type; each further failed :func:`check` of the same
+exercise shows one more hint of its ladder (:class:`~tilelab.lab.course.grading.Lesson`),
+and a PASS starts the ladder again. The shared machinery: :mod:`.hidden` (the hidden
+cases), :mod:`.forms` (every correct form of an answer: one kernel, or a host function
+making several launches), :mod:`.budget` (bytes or FLOPs against the stated budget),
+:mod:`.compare` (values by tile) and :mod:`.kernels` (the grader of kernel exercises).
+
 Example:
     >>> from tilelab.lab.course.exercises import grade, solution
-    >>> grade("roofline", solution("roofline")).passed
+    >>> grade("saxpy_edge", solution("saxpy_edge")).passed
     True
-    >>> r = grade("roofline", {"h200": 1e-3, "b200": 1e-3})
-    >>> r.passed, r.hint.startswith("the roofline's lower bound")
+    >>> import tilelab as tl
+    >>> def saxpy(z: tl.Out, x: tl.In, y: tl.In, a: float):
+    ...     z.store(tl.load_like(x, z))
+    >>> r = grade("saxpy_edge", saxpy)
+    >>> r.passed, "notebook 02" in r.hint
     (False, True)
 """
 from __future__ import annotations
@@ -29,9 +40,17 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from tilelab.lab.course.grading import EXERCISES, Exercise, Result, failed
+from tilelab.lab.course.grading import EXERCISES, Exercise, Lesson, Result, failed
 
-__all__ = ["grade", "check", "solution", "exercises"]
+__all__ = ["grade", "check", "solution", "exercises", "writes_kernel", "tries",
+           "forget_tries"]
+
+#: what a refusal by the safety checker teaches, beside the checker's own advice
+SAFE_RULE = Lesson("the rule: a safe kernel writes only its own tile, through its "
+                   "partition", "01", "3. What the checker rejects")
+
+#: failed checks in a row, per exercise: the rung of the hint ladder the next FAIL shows
+_TRIES: dict[str, int] = {}
 
 
 def exercises(notebook: str | None = None) -> list[Exercise]:
@@ -44,6 +63,21 @@ def exercises(notebook: str | None = None) -> list[Exercise]:
     _load()
     every = sorted(EXERCISES.values(), key=lambda e: e.notebook)   # (stable: course order)
     return [e for e in every if notebook is None or e.notebook.startswith(notebook)]
+
+
+def writes_kernel(ex: Exercise) -> bool:
+    """Whether the student writes a kernel in exercise ``ex``: as registered, else when
+    its reference answer is a kernel.
+
+    Example:
+        >>> writes_kernel(exercises("02")[0])
+        True
+    """
+    from tilelab.lab.course.exercises.forms import is_kernel_answer
+
+    if ex.kernel is not None:
+        return ex.kernel
+    return ex.solution is not None and is_kernel_answer(ex.solution())
 
 
 def _load() -> None:
@@ -66,8 +100,9 @@ def _lookup(name: str) -> Exercise:
         raise KeyError(f"no exercise named {name!r}; the exercises are: {known}") from None
 
 
-def grade(name: str, answer: Any) -> Result:
-    """Grade ``answer`` for exercise ``name`` and return the :class:`Result` (no output).
+def grade(name: str, answer: Any, attempt: int = 1) -> Result:
+    """Grade ``answer`` for exercise ``name`` and return the :class:`Result` (no output),
+    its hint that of the ``attempt``-th failed try (a ladder: later tries say more).
 
     A refusal by the safety checker and any error the answer raises become a FAIL that
     says what happened.
@@ -80,11 +115,12 @@ def grade(name: str, answer: Any) -> Result:
 
     ex = _lookup(name)
     try:
-        return ex.grader(answer)
+        return ex.grader(answer).at(attempt)
     except SafetyError as e:
+        advice = e.hint or "write through the partition"
         return failed(name, "the safety checker refused the kernel: "
                       + str(e.message).split("\n")[0],
-                      e.hint or "a safe kernel writes only its own tile, through its partition")
+                      f"{advice}\n  {SAFE_RULE.text(1)}")
     except TilelabError as e:
         return failed(name, f"{type(e).__name__}: {e.message}",
                       e.hint or "read the error: it names the line and what to change")
@@ -95,21 +131,47 @@ def grade(name: str, answer: Any) -> Result:
 
 def check(name: str, answer: Any) -> None:
     """Grade ``answer`` and show PASS or FAIL with a hint. Never raises (unknown names
-    excepted), so a notebook shipped with an unsolved stub runs top to bottom.
+    excepted), so a notebook shipped with an unsolved stub runs top to bottom. Each
+    failed check of the same exercise shows one more hint; a PASS resets the count.
 
     Example:
-        >>> check("roofline", {"h200": 1e-3, "b200": 1e-3})      # doctest: +ELLIPSIS
-        FAIL roofline: h200: you predicted 1000 µs, the roofline bound is 139 µs...
+        >>> check("saxpy_edge", lambda z: None)                  # doctest: +ELLIPSIS
+        FAIL saxpy_edge: the answer raised TypeError: ...
     """
-    _show(grade(name, answer))
+    _lookup(name)
+    result = grade(name, answer, attempt=_TRIES.get(name, 0) + 1)
+    _TRIES[name] = 0 if result.passed else _TRIES.get(name, 0) + 1
+    _show(result)
+
+
+def tries(name: str) -> int:
+    """How many checks of exercise ``name`` failed in a row (0 after a PASS).
+
+    Example:
+        >>> forget_tries(); tries("saxpy_edge")
+        0
+    """
+    return _TRIES.get(name, 0)
+
+
+def forget_tries(name: str | None = None) -> None:
+    """Start the hint ladder again, for one exercise or (no name) for every one.
+
+    Example:
+        >>> forget_tries("saxpy_edge")
+    """
+    if name is None:
+        _TRIES.clear()
+    else:
+        _TRIES.pop(name, None)
 
 
 def solution(name: str) -> Any:
     """The reference answer of exercise ``name`` (from its notebook's module).
 
     Example:
-        >>> sorted(solution("roofline"))
-        ['b200', 'h200']
+        >>> sorted(solution("grouped_owner"))
+        ['grouped', 'persistent']
     """
     ex = _lookup(name)
     if ex.solution is None:
