@@ -1,10 +1,14 @@
-"""Limits of compiled tile code that the compiler and the CPU interpreter both enforce.
+"""Limits of compiled tile code that the compiler and the CPU interpreter both enforce,
+and the shape rules whose refusals both explain alike.
 
 Why a leaf module: the compiler (:mod:`tilelab.compiler`) refuses a kernel that passes
 one of these limits before tileiras runs, and the interpreter (:mod:`tilelab.interp`)
 runs the same kernel on the CPU; the two packages may not import each other (DESIGN §1),
 and a kernel the GPU toolchain refuses must not run on the CPU backend. Both read the
-numbers and build their messages here, so the two refusals say the same thing.
+numbers and build their messages here, so the two refusals say the same thing. The same
+holds for two shape errors a newcomer meets first, which cuTile words tersely: an ``mma``
+whose operands disagree on K (:func:`mma_shape_message`) and a partition store of a tile
+that is not the partition's (:func:`store_shape_message`).
 
 Example:
     >>> tile_limit_message("k", (1 << 25,))
@@ -15,7 +19,8 @@ from __future__ import annotations
 from typing import Iterable
 
 __all__ = ["MAX_TILE_ELEMENTS", "tile_elements", "tile_limit_hint", "tile_limit_message",
-           "partition_limit_message"]
+           "partition_limit_message", "mma_shape_message", "mma_acc_message",
+           "store_shape_message"]
 
 #: Tile IR's limit on the elements of one tile (``maxTileNumElements`` in the cuda-tile
 #: dialect, include/cuda_tile/Dialect/CudaTile/IR/Types.h; the bytecode reader refuses
@@ -66,3 +71,69 @@ def partition_limit_message(param: str, kernel: str, tile_shape: Iterable[int]) 
     return (f"partition {param!r} of kernel {kernel!r} has tiles of shape {shape}, "
             f"{tile_elements(shape)} elements: more than Tile IR's limit of "
             f"{MAX_TILE_ELEMENTS} elements per tile")
+
+
+def mma_shape_message(op: str, x_shape: Iterable[int], y_shape: Iterable[int]
+                      ) -> tuple[str, str]:
+    """(message, hint) of ``op(x, y, ...)`` (``ct.mma``, ``ct.matmul``, ``@``) whose
+    operand shapes do not multiply: which dimension disagrees (K, or the batch
+    dimensions) and the shapes that would. 1-D operands count as cuTile counts them (x
+    a row, y a column).
+
+    Example:
+        >>> m, h = mma_shape_message("ct.mma", (16, 32), (16, 16))
+        >>> m
+        'ct.mma: K differs: x is (16, 32), so K = 32, but y is (16, 16), so K = 16 (x @ y multiplies (M, K) by (K, N))'
+        >>> h
+        'load x and y with one K tile size: y as (32, 16) for K = 32, or x as (16, 16) for K = 16'
+    """
+    xs, ys = tuple(int(d) for d in x_shape), tuple(int(d) for d in y_shape)
+    x2 = (1,) + xs if len(xs) == 1 else xs
+    y2 = ys + (1,) if len(ys) == 1 else ys
+    kx, ky = x2[-1], y2[-2]
+    if kx != ky:
+        y_fix = ys[:-2] + (kx, ys[-1]) if len(ys) > 1 else (kx,)
+        x_fix = xs[:-1] + (ky,)
+        return (f"{op}: K differs: x is {xs}, so K = {kx}, but y is {ys}, so K = {ky} "
+                "(x @ y multiplies (M, K) by (K, N))",
+                f"load x and y with one K tile size: y as {y_fix} for K = {kx}, or x as "
+                f"{x_fix} for K = {ky}")
+    return (f"{op}: the batch dimensions of x {xs} and y {ys} do not broadcast: "
+            f"{x2[:-2]} against {y2[:-2]}",
+            "give x and y the same leading (batch) dimensions, or 1 where one of them has "
+            "a single batch")
+
+
+def mma_acc_message(op: str, acc_shape: Iterable[int], out_shape: Iterable[int]
+                    ) -> tuple[str, str]:
+    """(message, hint) of an ``mma`` accumulator whose shape is not that of ``x @ y``.
+
+    Example:
+        >>> mma_acc_message("ct.mma", (16, 32), (16, 16))[0]
+        'ct.mma: acc is (16, 32), but x @ y is (16, 16) (M rows of x by N columns of y)'
+    """
+    acc, out = tuple(int(d) for d in acc_shape), tuple(int(d) for d in out_shape)
+    return (f"{op}: acc is {acc}, but x @ y is {out} (M rows of x by N columns of y)",
+            f"make the accumulator of shape {out}, e.g. ct.zeros({out}, dtype=ct.float32)")
+
+
+def store_shape_message(param: str, tile_shape: Iterable[int],
+                        partition_tile: Iterable[int]) -> tuple[str, str]:
+    """(message, hint) of ``param.store(tile)`` with a tile that is not (and does not
+    broadcast to) the partition's tile shape.
+
+    Example:
+        >>> m, h = store_shape_message("z", (128,), (256,))
+        >>> m
+        'z.store(tile): the tile is (128,), but z is partitioned into tiles of (256,): a store writes one whole tile of z'
+        >>> print(h)
+        store a tile of shape (256,) (z.tile_shape): load it with tl.load_like(x, z), or with shape=z.tile_shape; a tile that divides it is stored as a part of the block's own tile with z.store(tile, offset=...)
+    """
+    tile, part = tuple(int(d) for d in tile_shape), tuple(int(d) for d in partition_tile)
+    hint = (f"store a tile of shape {part} ({param}.tile_shape): load it with "
+            f"tl.load_like(x, {param}), or with shape={param}.tile_shape")
+    if len(tile) == len(part) and all(0 < t <= p and p % t == 0 for t, p in zip(tile, part)):
+        hint += (f"; a tile that divides it is stored as a part of the block's own tile "
+                 f"with {param}.store(tile, offset=...)")
+    return (f"{param}.store(tile): the tile is {tile}, but {param} is partitioned into "
+            f"tiles of {part}: a store writes one whole tile of {param}", hint)

@@ -104,8 +104,11 @@ def test_shape_error_is_located_in_user_source():
     e = ei.value
     assert e.location.filename == K.__file__
     assert e.location.line == marked_line("shape_mismatch")
-    assert "not broadcastable" in e.message
-    assert "z.tile_shape" in e.hint and "astype" in e.hint
+    # the store's tile against the partition's, not cuTile's "not broadcastable"
+    assert e.message.endswith("z.store(tile): the tile is (128,), but z is partitioned "
+                              "into tiles of (256,): a store writes one whole tile of z")
+    assert e.hint.startswith("store a tile of shape (256,) (z.tile_shape): load it with "
+                             "tl.load_like(x, z), or with shape=z.tile_shape")
     assert re.search(rf"kernels_for_tests.py:{e.location.line}:\d+", str(e))
 
 

@@ -352,6 +352,12 @@ def test_05_races_outputs(run):
     assert r.text("def head_permute_bad(").startswith("SafetyError (expected): ")
     assert re.search(r"LaunchError \(expected\): In\[\d+\]:\d+:\d+: 6 race\(s\) in kernel "
                      "'head_permute_raw'", r.text("head_permute_raw(out, xd"))
+    # the racy launch raised inside expect(...), yet the %%tile view shows it and its races
+    raced = r.view("head_permute_raw(out, xd")
+    assert "1 kernel, 1 launch" in raced and "no kernels, no launches" not in raced
+    labels = re.findall(r"<label for=[^>]*>([^<]*)</label>", raced)
+    assert labels[0] == "Race" and "Lowered" in labels, labels
+    assert "Race tab below" in r.text("head_permute_raw(out, xd")
     assert "read-write race on 'x'" in r.text("def smooth_in_place(")
     # a kernel defined in a plain cell is located in that cell, not in ipykernel's file
     rw = r.text("def smooth_in_place(")

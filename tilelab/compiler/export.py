@@ -24,6 +24,7 @@ from tilelab.compiler.cache import DiskCache
 from tilelab.compiler.dtypes import to_cutile_dtype
 from tilelab.compiler.frozen import user_facing
 from tilelab.compiler.lower import LoweredKernel
+from tilelab.compiler.shape_errors import explain_shape_error
 from tilelab.compiler.signature import (ArraySpec, ConstantValue, PartitionSpec, ScalarSpec,
                                         array_traits)
 from tilelab.compiler.specialize import Specialization
@@ -157,6 +158,8 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
             frames.append(loc)
         loc = loc.call_site
     message = getattr(e, "message", str(e)).strip()
+    # mma's K and acc, a store's tile: said as the CPU interpreter says them
+    explained = explain_shape_error(message, None)
     where, hint, chain = None, None, []
     for fr in frames:
         if fr.filename.startswith("<tilelab-device "):
@@ -164,8 +167,11 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
         if fr.filename == lowered.filename:
             user = lowered.source_map.to_user(fr.line, fr.col)
             part = lowered.store_at(fr.line, fr.col)
-            if part is not None and any(w in message.lower() for w in
-                                        ("broadcast", "cast", "shape", "dtype")):
+            if explained is None and part is not None and \
+                    part not in getattr(lowered, "offset_store_params", ()):
+                explained = explain_shape_error(message, part)
+            if explained is None and part is not None and any(
+                    w in message.lower() for w in ("broadcast", "cast", "shape", "dtype")):
                 hint = (f"{part}.store(tile) needs a tile of {part}.tile_shape and "
                         f"{part}.dtype; convert with tile.astype({part}.dtype) and check "
                         "the tile shapes")
@@ -183,6 +189,8 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
             where = user
         else:
             chain.append(str(user))
+    if explained is not None:
+        message, hint = explained
     if chain:
         message += " (called from " + ", ".join(chain) + ")"
     message = user_facing(message, lowered.source_map.filename)

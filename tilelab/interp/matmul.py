@@ -22,26 +22,29 @@ from tilelab.interp.dtypes import DTYPES, FLOAT32, FLOAT64, TileDType, as_dtype,
 from tilelab.interp.elementwise import make, require_bool_flag
 from tilelab.interp.rounding import convert
 from tilelab.interp.shapes import to_tile
+from tilelab.limits import mma_acc_message, mma_shape_message
 
 __all__ = ["mma", "matmul", "mma_scaled"]
 
 _FP8 = (DTYPES["float8_e4m3fn"], DTYPES["float8_e5m2"])
 
 
-def _broadcast_shapes(xs: tuple, ys: tuple) -> tuple[tuple, tuple, tuple, tuple]:
-    """(x shape, y shape, accumulator shape, output shape) of a (batched) matmul."""
+def _broadcast_shapes(xs: tuple, ys: tuple, op: str) -> tuple[tuple, tuple, tuple, tuple]:
+    """(x shape, y shape, accumulator shape, output shape) of a (batched) matmul; the
+    refusal of shapes that do not multiply says which dimension disagrees (K, or the
+    batch) in the compiler's words (:func:`tilelab.limits.mma_shape_message`)."""
+    x_given, y_given = xs, ys
     x1, y1 = len(xs) == 1, len(ys) == 1
     if x1:
         xs = (1,) + xs
     if y1:
         ys = ys + (1,)
-    if xs[-1] != ys[-2]:
-        raise compile_error(f"Incompatible shapes for matrix mul on tiles: {xs}, {ys}.")
     try:
+        if xs[-1] != ys[-2]:
+            raise ValueError("K")
         batch = tuple(np.broadcast_shapes(xs[:-2], ys[:-2]))
     except ValueError:
-        raise compile_error(f"Incompatible shapes for matrix mul on tiles: {xs}, {ys}.") \
-            from None
+        raise compile_error(*mma_shape_message(op, x_given, y_given)) from None
     xs, ys = batch + xs[-2:], batch + ys[-2:]
     acc = batch + (xs[-2], ys[-1])
     out = acc
@@ -115,9 +118,9 @@ def mma(x, y, /, acc, *, use_fast_acc=False):
         raise compile_error(f"Expect shape of `x` to be at least 2D, got {tx.shape}")
     if ty.ndim < 2:
         raise compile_error(f"Expect shape of `y` to be at least 2D, got {ty.shape}")
-    xs, ys, _accs, out_shape = _broadcast_shapes(tx.shape, ty.shape)
+    xs, ys, _accs, out_shape = _broadcast_shapes(tx.shape, ty.shape, "ct.mma")
     if tacc.shape != out_shape:
-        raise compile_error(f"Expect acc shape to be {out_shape}, got {tacc.shape}")
+        raise compile_error(*mma_acc_message("ct.mma", tacc.shape, out_shape))
     if use_fast_acc and tx._dt not in _FP8:
         raise compile_error(f"use_fast_acc is only supported for fp8 input dtypes "
                             f"(float8_e4m3fn, float8_e5m2), got {tx._dt}")
@@ -137,7 +140,7 @@ def matmul(x, y, /):
     tx, ty = to_tile(x, "x"), to_tile(y, "y")
     if tx.ndim == 0 or ty.ndim == 0:
         raise compile_error("matmul: operands must be at least 1-D tiles")
-    xs, ys, accs, out_shape = _broadcast_shapes(tx.shape, ty.shape)
+    xs, ys, accs, out_shape = _broadcast_shapes(tx.shape, ty.shape, "ct.matmul")
     common = promote(tx._dt, ty._dt)
     try:
         acc_real = _cutile.resolve_mma_dtype(common.real, common.real, None)
@@ -192,9 +195,9 @@ def mma_scaled(x, x_scale, y, y_scale, /, acc):
             raise unsupported(f"mma_scaled with {s._dt} scales",
                               "numpy has no storage type for this format")
         blocks.append(b)
-    xs, ys, _accs, out_shape = _broadcast_shapes(tx.shape, ty.shape)
+    xs, ys, _accs, out_shape = _broadcast_shapes(tx.shape, ty.shape, "ct.mma_scaled")
     if tacc.shape != out_shape:
-        raise compile_error(f"Expect acc shape to be {out_shape}, got {tacc.shape}")
+        raise compile_error(*mma_acc_message("ct.mma_scaled", tacc.shape, out_shape))
     xf = tx._v.astype(np.float32) * np.repeat(tsx._v.astype(np.float32), blocks[0], axis=-1)
     yf = ty._v.astype(np.float32) * np.repeat(tsy._v.astype(np.float32), blocks[1], axis=-2)
     xf, yf = np.broadcast_to(xf, xs), np.broadcast_to(yf, ys)

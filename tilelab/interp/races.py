@@ -39,7 +39,7 @@ import numpy as np
 from tilelab.errors import SourceLocation, display_filename
 
 __all__ = ["Race", "RaceDetector", "MAX_RACES", "Region", "allocation_bounds",
-           "raw_offsets_to_indices"]
+           "raw_offsets_to_indices", "race_hint"]
 
 #: Most distinct race records kept; further ones are only counted.
 MAX_RACES = 1000
@@ -105,19 +105,53 @@ class Race:
         else:
             ex = ", ".join(f"{self.arg}[{', '.join(str(i) for i in e)}]"
                            for e in self.examples)
+        n = f"{self.count} element{'s' * (self.count != 1)}"
         if self.accesses == ("write", "write"):
-            what = f"blocks {a} and {b} both write {self.count} elements"
+            what = f"blocks {a} and {b} both write {n}"
         else:
             what = (f"block {a} {self.accesses[0]}s and block {b} {self.accesses[1]}s "
-                    f"{self.count} elements")
+                    f"{n}")
         via = ""
         if self.other_arg is not None and self.other_arg != self.arg:
             via = f" (aliasing '{self.other_arg}', which the earlier access went through)"
         text = f"{self.kind} race on '{self.arg}'{via}: {what}, e.g. {ex}"
         if any(loc is not None for loc in self.locations):
-            text += (f"; {self.accesses[0]} at {self._where(0)}, {self.accesses[1]} at "
-                     f"{self._where(1)}")
+            first, then = self._where(0), self._where(1)
+            if first == then and self.accesses[0] == self.accesses[1]:
+                text += f"; both by the {self.accesses[0]} at {first}"   # said once
+            else:
+                text += f"; {self.accesses[0]} at {first}, {self.accesses[1]} at {then}"
         return text
+
+
+def race_hint(races: list[Race]) -> str:
+    """What to write instead of the racing access of ``races[0]``: an output every block
+    writes becomes a ``tl.Out`` partition (each block then stores only its own tile, so
+    the race cannot be written), an input some block overwrites is read as ``tl.In``
+    beside a separate output; a value blocks share on purpose takes atomics.
+
+    Why not "index the store with ``ct.bid``": a racy kernel usually does already; what
+    makes the destination of each block's store its own is a partition.
+
+    Example:
+        >>> r = Race("out", "write-write", ((0, 0, 0), (1, 0, 0)), ("write", "write"),
+        ...          (None, None), 16, [(0,)])
+        >>> race_hint([r]).split(":")[0]
+        "make 'out' a partition"
+    """
+    if not races:
+        return ""
+    r = races[0]
+    arg = r.arg.split("[")[0]   # a tuple parameter's element: the parameter
+    if r.kind == "write-write":
+        return (f"make {arg!r} a partition: declare it '{arg}: tl.Out', launch with "
+                f"{arg}.partition(tile_shape) and store with {arg}.store(tile): each "
+                "block then writes only its own tile, and the kernel needs no "
+                "unsafe=True. A value the blocks share on purpose (a sum, a histogram) "
+                "takes ct.atomic_add instead")
+    return (f"read {arg!r} as tl.In and write the result to a separate output, a tl.Out "
+            "partition stored with out.store(tile): then no block writes what another "
+            "reads, and the kernel needs no unsafe=True")
 
 
 # ---- owner maps ---------------------------------------------------------------------------

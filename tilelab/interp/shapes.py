@@ -7,6 +7,7 @@ compiler's wording.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -138,9 +139,21 @@ def broadcast_to(x: Any, /, shape: Any) -> Tile:
     pairs = zip(reversed(src), reversed(target))
     ok = len(src) <= len(target) and all(s in (d, 1) for s, d in pairs)
     if not ok:
-        raise compile_error(f"Shape {src} is not broadcastable to {target}")
+        _refuse_broadcast(src, target, sys._getframe(1))
     return Tile(np.broadcast_to(t._v, target), t._dt, False,
                 _map_valid(t, lambda m: np.broadcast_to(m, target)))
+
+
+def _refuse_broadcast(src: tuple, target: tuple, caller: Any) -> None:
+    """cuTile's refusal of a broadcast; when it is a partition store's (``z.store(t)``
+    lowers to a broadcast to ``z``'s tile shape), the refusal of that store instead."""
+    from tilelab.interp.memory_args import partition_store_param
+    from tilelab.limits import store_shape_message
+
+    param = partition_store_param(caller)
+    if param is not None:
+        raise compile_error(*store_shape_message(param, src, target))
+    raise compile_error(f"Shape {src} is not broadcastable to {target}")
 
 
 def permute(x: Any, /, axes: Any) -> Tile:

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from tilelab.errors import LaunchError, SourceLocation
-from tilelab.interp.races import Race, RaceDetector
+from tilelab.interp.races import Race, RaceDetector, race_hint
 
 __all__ = ["Access", "BlockRecord", "ArgInfo", "Trace", "Tracer"]
 
@@ -370,10 +370,8 @@ class Trace:
         """
         if self.races:
             first = self.races[0]
-            raise LaunchError(
-                self.race_report(), location=first.locations[1],
-                hint="make each block write only its own elements (e.g. index stores with "
-                     "ct.bid), or use atomics for shared accumulators")
+            raise LaunchError(self.race_report(), location=first.locations[1],
+                              hint=race_hint(self.races))
 
     # ---- regions -----------------------------------------------------------------------------
     def block(self, index: int | BlockIndex) -> BlockRecord:

@@ -39,11 +39,13 @@ def load_ipython_extension(ipython: Any) -> None:
     Example:
         >>> load_ipython_extension(get_ipython())              # doctest: +SKIP
     """
+    from tilelab.lab.cell.shell import show_errors_located
     from tilelab.lab.magic import TileMagics
 
     unload_ipython_extension(ipython)  # a reload replaces, never duplicates
     ipython.register_magics(TileMagics)
     _show_figures_as_png(ipython)
+    show_errors_located(ipython)   # tilelab's errors in any cell: one located message
 
 
 def _show_figures_as_png(ipython: Any) -> None:
@@ -72,6 +74,9 @@ def unload_ipython_extension(ipython: Any) -> None:
     Example:
         >>> unload_ipython_extension(get_ipython())            # doctest: +SKIP
     """
+    from tilelab.lab.cell.shell import stop_showing_errors_located
+
+    stop_showing_errors_located(ipython)
     manager = getattr(ipython, "magics_manager", None)
     if manager is None:
         return

@@ -35,10 +35,11 @@ import threading
 import types
 from typing import Any, Callable
 
-from tilelab.errors import BorrowError, LaunchError, SourceLocation, TilelabError
+from tilelab.errors import (BorrowError, LaunchError, SourceLocation, TilelabError,
+                            display_filename)
 
 __all__ = ["LaunchRecord", "Ledger", "unchecked", "checks_enabled", "call_site", "raw_site",
-           "call_location", "locate", "LEDGER"]
+           "call_location", "locate", "place", "Site", "LEDGER"]
 
 _state = threading.local()
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -120,10 +121,47 @@ def _user_frame(f: Any) -> Any:
     return f
 
 
-def call_site() -> str:
-    """'file:line' of the first caller frame outside tilelab (where the user launched)."""
+def place(filename: str, line: int) -> str:
+    """A line of the user's code as messages name it: ``file:line``, or ``In[3], line 5``
+    for a notebook or IPython cell (whose code lives in a temporary file such as
+    ``/tmp/ipykernel_123/456.py``, a name the user never saw), as IPython's tracebacks
+    name cells.
+
+    Example:
+        >>> place("kernels.py", 12)
+        'kernels.py:12'
+    """
+    shown = display_filename(filename)
+    return f"{filename}:{line}" if shown == filename else f"{shown}, line {line}"
+
+
+class Site:
+    """A line of the user's code, named by :func:`place` only when a message shows it
+    (naming a notebook cell asks IPython, which costs microseconds a launch must not
+    pay).
+
+    Example:
+        >>> str(Site("kernels.py", 12))
+        'kernels.py:12'
+    """
+
+    __slots__ = ("filename", "line")
+
+    def __init__(self, filename: str, line: int):
+        self.filename, self.line = filename, line
+
+    def __str__(self) -> str:
+        return place(self.filename, self.line)
+
+    def __repr__(self) -> str:
+        return f"Site({self.filename!r}, {self.line})"
+
+
+def call_site() -> Site | str:
+    """Where the first caller frame outside tilelab is (where the user launched): a
+    :class:`Site` (``str()`` names it as :func:`place` does), or ``"<unknown>"``."""
     f = _user_frame(sys._getframe(1))
-    return "<unknown>" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+    return "<unknown>" if f is None else Site(f.f_code.co_filename, f.f_lineno)
 
 
 def call_location() -> SourceLocation | None:
@@ -174,8 +212,8 @@ class LaunchRecord:
     """One pending unit of device work (a launch or a graph replay).
 
     ``query`` polls whether the work finished (without observing it); ``site`` says
-    where it was launched: a string, or raw (file, line) pairs of the calling frames,
-    formatted only when an error message needs them. ``kernel``, ``stream``, ``query``,
+    where it was launched: a :class:`Site` or a string, or raw (file, line) pairs of the
+    calling frames, formatted only when an error message needs them. ``kernel``, ``stream``, ``query``,
     ``cuda_stream`` and ``borrows`` live in its :class:`LaunchInfo`.
     """
 
@@ -222,15 +260,17 @@ class LaunchRecord:
 
     @property
     def site(self) -> str:
+        """Where the launch was made, as :func:`place` names it (``In[3], line 5`` in a
+        notebook)."""
         s = self._site
         if isinstance(s, types.CodeType):   # a PreparedRecord's
-            return f"{s.co_filename}:{code_line(s, self._offset)}"
+            return place(s.co_filename, code_line(s, self._offset))
         if isinstance(s, tuple):
             for fn, line in s:
                 if not fn.startswith(_PKG):
-                    return f"{fn}:{line}"
+                    return place(fn, line)
             return "<unknown>"
-        return s
+        return str(s)
 
     @property
     def running(self) -> bool:

@@ -25,6 +25,7 @@ from tilelab.compiler.safety.optable import (BUILTIN_CALLS, CT_OPS, DYNAMIC_BUIL
                                              TILE_METHODS, VIEW_METHODS, WRITE_METHODS,
                                              builtin_name, is_allowed_value)
 from tilelab.compiler.safety.scope import UNRESOLVED
+from tilelab.compiler.safety.suggest import missing_attribute_message, missing_name_suffix
 from tilelab.compiler.safety.views import check_input_view
 from tilelab.errors import SafetyError
 
@@ -50,6 +51,11 @@ def ct_names() -> dict[int, str]:
 
 
 _RAW_CLASS_ATTRS = {"from_foreign": OpKind.RAW}
+
+
+def _is_ct_class(obj: Any) -> bool:
+    """A class or enum of cuda.tile (``ct.PaddingMode``): its members are names."""
+    return isinstance(obj, type) and (obj.__module__ or "").startswith("cuda.tile")
 
 
 def _is_ct_module(obj: Any) -> bool:
@@ -99,11 +105,14 @@ class CallRules:
                 return obj
             nxt = self.scope.attribute(obj, attr, names[0], tuple(names[1:i + 1]))
             if nxt is UNRESOLVED:
+                if isinstance(obj, types.ModuleType) or _is_ct_class(obj):  # a typo?
+                    message, hint = missing_attribute_message(obj, ".".join(names[:i]),
+                                                              attr)
+                    self.fail("global-attribute", e, message, hint=hint)
                 self.fail("global-attribute", e,
                           f"{'.'.join(names[:i + 1])}: {'.'.join(names[:i])} is "
                           f"{_describe(obj)}, and dotted names in a kernel go through "
-                          "modules only" if not isinstance(obj, types.ModuleType) else
-                          f"module {obj.__name__!r} has no attribute {attr!r}")
+                          "modules only")
             obj = nxt
         return obj
 
@@ -172,7 +181,8 @@ class CallRules:
         if self.allow_deferred:
             self.deferred.append((name, node))
             return
-        self.fail("unresolved-name", node, f"NameError: name {name!r} is not defined")
+        self.fail("unresolved-name", node, f"NameError: name {name!r} is not defined"
+                  + missing_name_suffix(name, self.bound, self.scope.globals))
 
     def check_call(self, call: ast.Call) -> None:
         f = call.func

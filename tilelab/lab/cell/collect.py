@@ -23,9 +23,16 @@ from tilelab.lab.report.measure import Measurement, measure_launch
 from tilelab.lab.report.options import VIEWS, TileOptions
 from tilelab.lab.report.record import LaunchRecorder, describe_launch
 
-__all__ = ["collect_report", "example_args"]
+__all__ = ["collect_report", "example_args", "NOTHING_TO_SHOW"]
 
 _MEASURED_VIEWS = {"ownership", "roofline", "timings"}
+
+#: the note of a cell that defined no kernel and launched none (it shows no tabs)
+NOTHING_TO_SHOW = ("this cell defined no kernel and launched none, so there are no tabs "
+                   "to show: %%tile shows the kernels a cell defines (a def with a tl.In, "
+                   "tl.Out, tl.InOut or tl.Raw parameter, or one the cell launches) and "
+                   "the launches it makes; a cell without kernels runs the same without "
+                   "%%tile")
 
 
 def example_args(examples: Any, name: str) -> tuple | None:
@@ -183,6 +190,11 @@ def collect_report(rec: LaunchRecorder, cell_kernels: Mapping[str, Any], example
         if any(l.device == "gpu" for l in report.launches):
             current = _measured_ceilings(report)
         _draw_roofline(report, current, projections=len(opts.roofline_gpus) > 1)
+    if not report.kernels and not groups:
+        # no kernel to show: no tabs (they would all be empty), and a note on why
+        report.views = ()
+        if not cell_kernels:
+            notes.append(NOTHING_TO_SHOW)
     report.notes[:] = list(dict.fromkeys(report.notes))
     report.seconds = time.perf_counter() - t0
     return report

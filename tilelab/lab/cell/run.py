@@ -347,9 +347,12 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
     magic's makes an unusable one a UsageError).
 
     An error of the body propagates, except a race the CPU interpreter found when
-    ``keep_race``: its launch is recorded, its trace is the report's ``race_trace``, and
-    the error is returned in ``raced``. A kernel that does not compile is in
-    ``report.compile_errors``, not raised.
+    ``keep_race``: it is returned in ``raced`` (to raise once the tabs are shown). A
+    launch a race stopped is recorded either way, also when the cell caught its error
+    itself (``expect(tl.LaunchError, ...)`` hands it to
+    :func:`~tilelab.lab.report.record.record_failure`): the first one's trace is the
+    report's ``race_trace`` (the Race tab) and its error the ``race_message``. A kernel
+    that does not compile is in ``report.compile_errors``, not raised.
 
     Example:
         >>> import linecache, time
@@ -363,7 +366,7 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
     """
     from tilelab import config
     from tilelab.lab.cell.collect import collect_report
-    from tilelab.lab.report.record import LaunchRecorder, failed_launch
+    from tilelab.lab.report.record import LaunchRecorder, record_failure
     from tilelab.runtime.device import backend
     from tilelab.runtime.kernel import Kernel
 
@@ -376,19 +379,16 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
         if skipped:
             notes.append("--no-run: skipped the statements at line"
                          f"{'s' * (len(skipped) > 1)} {', '.join(map(str, skipped))}")
-    race, raced = None, None
+    raced = None
     with config.override(backend=opts.backend):
         active = (active_backend or backend)()
         with LaunchRecorder() as rec:
             try:
                 (execute or _exec_in(namespace, cell_name))(tree)
             except BaseException as e:
-                race = failed_launch(e) if keep_race else None
-                if race is None:
+                if record_failure(e) is None or not keep_race:
                     raise
                 raced = e  # a race: shown (the Race tab first), then raised
-        if race is not None:
-            rec.add(race)
         kernels = {n: namespace[n] for n in sorted(kernel_names)
                    if isinstance(namespace.get(n), Kernel)}
         report = collect_report(rec, kernels, namespace.get("TILELAB_EXAMPLES"), opts,
@@ -397,8 +397,10 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
                                 namespace=namespace)
     report.notes[:0] = notes
     report.seconds = time.perf_counter() - started
-    if race is not None:
-        report.race_trace = race.trace
+    if rec.failures:
+        event, error = rec.failures[0]
+        report.race_trace = event.trace
+        report.race_message = str(error)
     return CellRun(report, plan, raced)
 
 

@@ -9,7 +9,10 @@ the user namespace, the last expression shown through the display hook like any 
 
 Errors: a :class:`~tilelab.errors.TilelabError` (SafetyError, CompileError, LaunchError,
 ...) is shown as its own located message, without a traceback of tilelab's internals; any
-other exception keeps IPython's normal traceback, starting at the cell's own frame.
+other exception keeps IPython's normal traceback, starting at the cell's own frame. A race
+the magic shows in a Race tab is named once: the error printed after the tabs gives the
+first race and points to the tab. With the extension loaded, a tilelab error of any cell
+(``%%tile`` or not) is shown the same way (:func:`show_errors_located`).
 
 Example:
     >>> from IPython.core.interactiveshell import InteractiveShell
@@ -26,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CellSource", "register_cell", "parse_cell", "execute", "prepare_error",
-           "display_name", "cell_files", "rename_cells"]
+           "display_name", "cell_files", "rename_cells", "located_text",
+           "show_errors_located", "stop_showing_errors_located"]
 
 
 @dataclass(frozen=True)
@@ -154,14 +158,18 @@ def prepare_error(shell: Any, exc: BaseException, src: CellSource | None = None)
         ['SafetyError: bad store\\nhint: use z.store']
     """
     from tilelab.errors import TilelabError
+    from tilelab.lab.report.record import failed_launch
 
     if isinstance(exc, (SyntaxError, KeyboardInterrupt, SystemExit)):
         return exc
     if isinstance(exc, TilelabError):
-        names = [getattr(getattr(exc, "location", None), "filename", None),
-                 src.filename if src is not None else None]
-        text = rename_cells(f"{type(exc).__name__}: {exc}", shell, [n for n in names if n])
-        lines = [text]
+        race = failed_launch(exc)   # the magic shows it in a Race tab before this error
+        text = None
+        if race is not None:
+            from tilelab.lab.views.race_view import race_error_text
+
+            text = race_error_text(exc, race.trace, "above")
+        lines = [located_text(shell, exc, src, text)]
     else:
         tb = exc.__traceback__
         if src is not None:
@@ -175,3 +183,67 @@ def prepare_error(shell: Any, exc: BaseException, src: CellSource | None = None)
     except (AttributeError, TypeError):  # pragma: no cover - exotic exception types
         pass
     return exc
+
+
+def located_text(shell: Any, exc: BaseException, src: CellSource | None = None,
+                 text: str | None = None) -> str:
+    """``Type: In[3]:6:5: message`` + the source line and the hint: how a tilelab error
+    reads in a notebook (``text`` replaces ``str(exc)``). Cells are named as IPython names
+    them, never by their temporary files.
+
+    Example:
+        >>> from tilelab.errors import LaunchError
+        >>> located_text(None, LaunchError("bad grid", hint="pass grid=(4,)"))
+        'LaunchError: bad grid\\nhint: pass grid=(4,)'
+    """
+    names = [getattr(getattr(exc, "location", None), "filename", None),
+             src.filename if src is not None else None]
+    body = str(exc) if text is None else text
+    return rename_cells(f"{type(exc).__name__}: {body}", shell, [n for n in names if n])
+
+
+def _located_handler(shell: Any, etype: type, value: BaseException, tb: Any,
+                     tb_offset: Any = None) -> list[str]:
+    """IPython's custom-exception handler for tilelab's errors (see
+    :func:`show_errors_located`): shows the error as the shell shows any (so ``%tb`` and
+    ``%debug`` find it, and a Jupyter kernel sends it as the cell's error), rendered by
+    its located text unless the magic prepared a rendering already."""
+    if not hasattr(value, "_render_traceback_"):
+        lines = [located_text(shell, value)]
+        try:
+            value._render_traceback_ = lambda: list(lines)  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):  # pragma: no cover - exotic exception types
+            pass
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    return []
+
+
+def show_errors_located(shell: Any) -> bool:
+    """Show a :class:`~tilelab.errors.TilelabError` raised by any cell as its located
+    message and hint (``TileShapeError: In[4]:2:5: tile size 100 ...``), as ``%%tile``
+    shows it, instead of a traceback through tilelab's internals; other errors keep
+    IPython's traceback. Returns False (and changes nothing) when the shell already has
+    a custom exception handler, which is the user's to keep.
+
+    Example:
+        >>> show_errors_located(get_ipython())                   # doctest: +SKIP
+        True
+    """
+    from tilelab.errors import TilelabError
+
+    if getattr(shell, "custom_exceptions", None) != ():
+        return False
+    shell.set_custom_exc((TilelabError,), _located_handler)
+    return True
+
+
+def stop_showing_errors_located(shell: Any) -> None:
+    """Undo :func:`show_errors_located` (when its handler is the shell's).
+
+    Example:
+        >>> stop_showing_errors_located(get_ipython())           # doctest: +SKIP
+    """
+    from tilelab.errors import TilelabError
+
+    if getattr(shell, "custom_exceptions", None) == (TilelabError,):
+        shell.set_custom_exc((), None)

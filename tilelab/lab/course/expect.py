@@ -7,6 +7,12 @@ the notebook go on. It is also a check: when the expected error does *not* happe
 raises ``AssertionError``, so a course that teaches a refusal notices when the refusal
 is gone.
 
+Inside a ``%%tile`` cell, an expected launch error still shows its launch: a race the
+CPU interpreter found is handed to the cell's recorder
+(:func:`tilelab.lab.report.record.record_failure`), so the view below shows the launch
+and its Race tab, and the message shown here names the first race only (the tab lists
+every one).
+
 Two forms:
 
 - ``with expect(tl.SafetyError): ...`` catches the error raised in the block;
@@ -29,16 +35,19 @@ from typing import Any, Callable
 __all__ = ["expect", "Expected", "show_error", "show_box"]
 
 
-def show_error(err: BaseException, note: str = "expected") -> None:
+def show_error(err: BaseException, note: str = "expected", message: str | None = None
+               ) -> None:
     """Display ``err`` as ``Type (note): message``: a styled box in a notebook, one text
     block elsewhere. The text form is also the notebook output's ``text/plain``.
+    ``message`` replaces ``str(err)`` (a shorter form of it).
 
     Example:
         >>> show_error(ValueError("bad size"))
         ValueError (expected): bad size
     """
-    text = f"{type(err).__name__} ({note}): {err}"
-    head, _, rest = str(err).partition("\n")
+    shown = str(err) if message is None else message
+    text = f"{type(err).__name__} ({note}): {shown}"
+    head, _, rest = shown.partition("\n")
     body = (f'<div class="tilelab-expected" style="border-left:4px solid #d62728;'
             f'padding:4px 10px;margin:2px 0;font-family:monospace;white-space:pre-wrap">'
             f'<b style="color:#d62728">{html.escape(type(err).__name__)}</b> '
@@ -98,8 +107,22 @@ class Expected:
             raise AssertionError(f"expected {_names(self.kind)} saying {self.match!r}, "
                                  f"got: {err}") from err
         self.error = err
-        show_error(err, "expected")
+        show_error(err, "expected", _in_race_tab(err))
         return True
+
+
+def _in_race_tab(err: BaseException) -> str | None:
+    """File the launch ``err`` stopped with the ``%%tile`` cell running now, if any;
+    its message then names the first race and points to the Race tab below (None:
+    show the error as it is)."""
+    from tilelab.lab.report.record import record_failure
+
+    event = record_failure(err)
+    if event is None:
+        return None
+    from tilelab.lab.views.race_view import race_error_text
+
+    return race_error_text(err, event.trace, "below")
 
 
 def _names(kind: Any) -> str:

@@ -6,6 +6,12 @@ code) and draws each distinct *launch* once (same specialization, same shapes, g
 device), counting repeats. Events come from :func:`tilelab.runtime.events.subscribe`, so
 recording costs the launch path nothing outside a recorded cell.
 
+A launch that raised emits no event. A race the CPU interpreter found still belongs in
+the cell's view (its Race tab, its launch row), whether the error leaves the cell or is
+caught inside it (``expect(tl.LaunchError, ...)`` in a course notebook): whoever holds
+the error hands it to :func:`record_failure`, which files the launch with every
+recorder active now.
+
 Example:
     >>> with LaunchRecorder() as rec:
     ...     pass                     # run launches here
@@ -19,7 +25,11 @@ from typing import Any, Callable
 
 from tilelab.runtime.events import LaunchEvent, subscribe
 
-__all__ = ["LaunchGroup", "LaunchRecorder", "describe_launch", "failed_launch", "shape_key"]
+__all__ = ["LaunchGroup", "LaunchRecorder", "describe_launch", "failed_launch", "shape_key",
+           "record_failure"]
+
+#: the recorders active now (innermost last): :func:`record_failure` files with them
+_ACTIVE: list["LaunchRecorder"] = []
 
 
 def _arg_key(value: Any) -> Any:
@@ -149,6 +159,8 @@ class LaunchRecorder:
     """
 
     events: list[LaunchEvent] = field(default_factory=list)
+    #: launches a race stopped, with their errors, in the order they failed
+    failures: list[tuple[LaunchEvent, BaseException]] = field(default_factory=list)
     _groups: dict[tuple, LaunchGroup] = field(default_factory=dict)
     _stop: Callable[[], None] | None = None
 
@@ -183,14 +195,33 @@ class LaunchRecorder:
             group.count += 1
             group.sync_launches += int(event.sync)
 
+    def add_failure(self, event: LaunchEvent, error: BaseException) -> bool:
+        """Record a launch that ``error`` stopped (see :func:`failed_launch`), once per
+        error; returns whether it was new.
+
+        Example:
+            >>> rec = LaunchRecorder(); rec.add_failure(event, err)   # doctest: +SKIP
+            True
+        """
+        if any(e is error for _, e in self.failures):
+            return False
+        self._on_launch(event)
+        self.failures.append((event, error))
+        return True
+
     def __enter__(self) -> "LaunchRecorder":
         self._stop = subscribe(self._on_launch)
+        _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self._stop is not None:
             self._stop()
             self._stop = None
+        for i in range(len(_ACTIVE) - 1, -1, -1):   # by identity (dataclasses compare fields)
+            if _ACTIVE[i] is self:
+                del _ACTIVE[i]
+                break
 
     def groups(self) -> list[LaunchGroup]:
         """The launch groups, in the order their first launch happened.
@@ -245,3 +276,26 @@ def failed_launch(exc: BaseException) -> LaunchEvent | None:
         return None
     return LaunchEvent(launcher.kernel, tuple(found["norm"]), found["plan"].spec,
                        tuple(found["g"]), "cpu", bool(found.get("sync", True)), trace)
+
+
+def record_failure(error: BaseException) -> LaunchEvent | None:
+    """File the launch that ``error`` stopped with every active :class:`LaunchRecorder`
+    (a ``%%tile`` cell running now), and return its event; None when ``error`` is no
+    such launch's or no recorder is active.
+
+    Who catches a launch's error calls this, so the cell's view still shows the launch
+    and its Race tab: ``expect(...)`` does, and the cell's runner does for an error
+    leaving the cell.
+
+    Example:
+        >>> record_failure(ValueError("not a launch")) is None
+        True
+    """
+    if not _ACTIVE:
+        return None
+    event = failed_launch(error)
+    if event is None:
+        return None
+    for rec in list(_ACTIVE):
+        rec.add_failure(event, error)
+    return event

@@ -2,7 +2,9 @@
 
 Why: a race stops a launch with a :class:`~tilelab.errors.LaunchError` whose message is a
 list of races; a picture of the array, every element coloured by what happened to it,
-says at a glance which blocks collide and where. The picture is inline SVG coloured with
+says at a glance which blocks collide and where. Where the tab shows the races, the error
+printed beside it names only the first (:func:`race_error_text`), so each race is
+printed once. The picture is inline SVG coloured with
 the page's ``--tl-*`` variables (see :func:`tilelab.lab.figures.theme.css_variables`), so it
 follows a light or dark theme without a re-run. Arrays of rank 3 and more are drawn as one
 small grid per leading index, every slice in index order (up to :data:`MAX_SLICES`; the
@@ -25,7 +27,7 @@ import numpy as np
 
 from tilelab.lab.figures.theme import css_var
 
-__all__ = ["MAX_SLICES", "categories_svg", "race_rows", "race_panel"]
+__all__ = ["MAX_SLICES", "categories_svg", "race_rows", "race_panel", "race_error_text"]
 
 #: slices of a rank >= 3 array drawn at most (a note says how many more there are)
 MAX_SLICES = 256
@@ -132,6 +134,11 @@ def _where(loc: Any, rename: Callable[[str], str]) -> str:
     return f"{rename(loc.filename)}, line {loc.line}"
 
 
+def _n(count: int) -> str:
+    """``1 element``, ``1,024 elements``."""
+    return f"{count:,} element{'s' * (count != 1)}"
+
+
 def race_rows(trace: Any, rename: Callable[[str], str] = str) -> list[dict[str, str]]:
     """One dict per race the trace found: kind, argument, blocks, elements, examples and
     where each access is (``In[3], line 6``).
@@ -187,14 +194,42 @@ def race_panel(trace: Any, message: str, rename: Callable[[str], str] = str,
             continue
         d = race_data(trace, arg)
         n_ww, n_rw = int(d.write_write.sum()), int(d.read_write.sum())
-        caption = (f"{trace.kernel}: {n_ww:,} elements of '{arg}' written by more than one "
+        caption = (f"{trace.kernel}: {_n(n_ww)} of '{arg}' written by more than one "
                    f"block" + (f", {n_rw:,} read while another block writes them" if n_rw
                                else "") + f"; blocks involved: {len(d.blocks)}")
         parts.append(f'<figure class="tl-figure tl-svg">{categories_svg(d.categories, arg)}'
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>")
         text.append(caption)
     parts.append(_table(rows, limit))
-    text += [f"- {r['kind']} on {r['argument']}: blocks {r['blocks']}, {r['elements']} elements"
-             f" ({r['earlier']}; {r['later']})"
+    text += [f"- {r['kind']} on {r['argument']}: blocks {r['blocks']}, "
+             f"{_n(int(r['elements']))} ({r['earlier']}; {r['later']})"
              for r in rows[:limit]]
     return "".join(parts), "\n".join(text)
+
+
+def race_error_text(err: Any, trace: Any, where: str = "above") -> str:
+    """The located text of a race error that a Race tab shows ``where`` ("above" or
+    "below" the error): the count, the first race, the source line and the hint; the
+    list of every race is the tab's.
+
+    Example:
+        >>> from tilelab.errors import LaunchError
+        >>> T = type("T", (), {"races": [1, 2], "race_report":
+        ...          lambda self, limit: "2 race(s) in kernel 'k':\\n  - a\\n  ... and 1 more"})
+        >>> print(race_error_text(LaunchError("...", hint="fix it"), T()))
+        2 race(s) in kernel 'k' (each drawn and listed in the Race tab above); the first:
+          - a
+        hint: fix it
+    """
+    from tilelab.errors import LaunchError
+
+    n = len(trace.races) + getattr(trace, "races_dropped", 0)
+    lines = trace.race_report(limit=1).rstrip().splitlines()
+    if len(lines) > 2 and lines[-1].lstrip().startswith("..."):   # the tab lists them
+        lines.pop()
+    head = lines[0].rstrip(":")
+    head += (f" (drawn in the Race tab {where}):" if n == 1 else
+             f" (each drawn and listed in the Race tab {where}); the first:")
+    return str(LaunchError("\n".join([head, *lines[1:]]),
+                           location=getattr(err, "location", None),
+                           hint=getattr(err, "hint", None)))
