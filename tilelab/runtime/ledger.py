@@ -213,8 +213,9 @@ class LaunchRecord:
 
     ``query`` polls whether the work finished (without observing it); ``site`` says
     where it was launched: a :class:`Site` or a string, or raw (file, line) pairs of the
-    calling frames, formatted only when an error message needs them. ``kernel``, ``stream``, ``query``,
-    ``cuda_stream`` and ``borrows`` live in its :class:`LaunchInfo`.
+    calling frames, formatted only when an error message needs them. ``kernel``,
+    ``stream``, ``query``, ``cuda_stream`` and ``borrows`` live in its
+    :class:`LaunchInfo`.
     """
 
     __slots__ = ("info", "_site", "observed", "keepalive", "orphaned", "event")
