@@ -89,13 +89,17 @@ class Run:
     def text(self, marker: str) -> str:
         """Everything a cell printed or returned as text (streams, text/plain, errors)."""
         parts = []
+        stream = False        # (a cell's prints may arrive as several stream outputs)
         for o in self.cell(marker).outputs:
-            if o.output_type == "stream":
+            if o.output_type == "stream" and stream:
+                parts[-1] += o.text
+            elif o.output_type == "stream":
                 parts.append(o.text)
             elif o.output_type == "error":
                 parts.append("\n".join(o.traceback))
             else:
                 parts.append(o.get("data", {}).get("text/plain", ""))
+            stream = o.output_type == "stream"
         return "\n".join(parts)
 
     def data(self, marker: str, mime: str) -> list[str]:
@@ -243,6 +247,10 @@ def test_01_hello_tiles_outputs(run):
     assert "AliasError (expected): " in r.text("expect(tl.AliasError, add")
     assert "blocks per SM (limited by" in r.text("blocks_per_sm(\"sm_90\"")
     assert r.text('check("fix_refused"').startswith("FAIL fix_refused: the safety checker")
+    assert "z = [4. 5. 6. 7. 8. 9. 0. 0.]" in r.text("def next_tile(")     # index= in tiles
+    assert "[ 8.,  9., 10., 11.]" in r.text("def as_rows(")
+    shown = r.text('check("pair_sum"')
+    assert shown.startswith("FAIL pair_sum: on the notebook's size") and "notebook 01" in shown
 
 
 @pytest.mark.slow
@@ -263,6 +271,14 @@ def test_02_vector_add_outputs(run):
     assert re.search(r"tile  1024: 128 threads x  32 registers -> 16 blocks per SM", occupancy)
     assert re.search(r"tile  8192: 128 threads x 108 registers ->  4 blocks per SM", occupancy)
     assert r.text('check("saxpy_edge"').startswith("FAIL saxpy_edge: ")
+    assert r.text('check("broadcast_2d"').startswith("FAIL broadcast_2d: ")
+    assert "[0., 1., 2., 3., 4., 5.]" in r.text("def add_row(")
+    machine = r.text("SM_LIMITS[g.arch]")
+    for gpu in ("NVIDIA H200 SXM", "NVIDIA B200", "NVIDIA GeForce RTX 5090"):
+        assert gpu in machine, machine
+    assert "ridge point, bf16 (FLOP/B)" in machine and "tensor cores ÷ CUDA cores" in machine
+    sectors = r.text("SECTOR, WARP = 32, 32")
+    assert " 4 sectors,   128 bytes moved" in sectors and "32 sectors, 1,024 bytes" in sectors
     shown = r.text('recorded("memory/add/")')
     assert "recorded: NVIDIA H200, 20" in shown or "no recorded GPU measurements" in shown
     assert "block 5 owns tile [(5,)] = elements (slice(1280, 1536, None),)" in r.text(
@@ -298,8 +314,11 @@ def test_03_gemm_outputs(run):
     shown = r.text('recorded("gemm/bfloat16/square")')
     assert re.search(r"recorded: NVIDIA H200, 20\d\d-\d\d-\d\d, benchmarks/results/suite_", shown) \
         or "no recorded GPU measurements" in shown
-    for name in ("gemm_traffic", "grouped_owner", "roofline"):
+    for name in ("gemm_traffic", "grouped_owner", "roofline", "linear", "grouped_linear",
+                 "persistent_linear"):
         assert r.text(f'check("{name}"').startswith(f"FAIL {name}: "), name
+    assert "8.0x the compulsory reads of A and B" in traffic       # the loads, not C's store
+    assert "plus the store of C:                   0.50 MiB" in traffic
     assert len(r.data("schedules = {", "image/png")) == 2
     waves = r.text("wave = 132")
     assert re.search(r"row-major\s+5\s+32", waves) and re.search(r"grouped\(8\)\s+8\s+17", waves)
@@ -331,7 +350,7 @@ def test_04_softmax_fusion_outputs(run):
                      r.text("FULL = 16384"))
     assert r.data("FULL = 16384", "image/png")
     assert "h identical to the library: True" in r.text("def add_rms_norm_rows(")
-    for name in ("online_logsumexp", "fused_bias_gelu"):
+    for name in ("row_sum_squares", "online_logsumexp", "row_logsumexp", "fused_bias_gelu"):
         assert r.text(f'check("{name}"').startswith(f"FAIL {name}: "), name
 
 
