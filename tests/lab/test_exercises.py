@@ -135,6 +135,20 @@ def _wrong_answers() -> list[tuple[str, object]]:
     return found
 
 
+def test_every_exercise_has_typical_wrong_answers_and_kernels_a_one_shape_one():
+    """The course's bar: at least two typical wrong answers per exercise, tested in its
+    notebook's tests/lab/test_course_nbNN.py (WRONG), and for a kernel exercise one
+    that is right on the notebook's configuration only."""
+    by_name: dict[str, list] = {}
+    for name, w in _wrong_answers():
+        by_name.setdefault(name, []).append(w)
+    for ex in exercises():
+        wrong = by_name.get(ex.name, [])
+        assert len(wrong) >= 2, f"{ex.name}: {len(wrong)} typical wrong answers in WRONG"
+        if writes_kernel(ex):
+            assert any(w.one_shape for w in wrong), f"{ex.name}: no one-shape answer"
+
+
 def test_no_fail_shows_an_expected_value():
     wrong = _wrong_answers()
     assert len({name for name, _ in wrong}) >= 14

@@ -290,7 +290,8 @@ ROW_LOGSUMEXP = KernelExercise(
           {"masked": 600}, "masked", 2),
      Case("values near 5000", (32, 1024), (16,), {"offset": 5000.0}, "large", 3),
      Case("long rows", (16, 5000), (16,), {}, "stream", 4),
-     Case("a partial last tile of rows", (37, 300), (8,), {}, "edge", 5)],
+     Case("another tile of rows", (64, 512), (32,), {}, "tile", 5),
+     Case("a partial last tile of rows", (37, 300), (8,), {}, "edge", 6)],
     lambda case: _reduce_setup(case, _row_lse_want), _ROW_LSE, tol=1e-4,
     properties=(_bounded,), output="out")
 
