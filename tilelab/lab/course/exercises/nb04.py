@@ -185,6 +185,24 @@ def _lse_case_row(case: Case) -> np.ndarray:
     return row
 
 
+def _peak_memory(fn: Callable[[], Any]) -> int:
+    """The most bytes ``fn()`` held at once (numpy's arrays included), by tracemalloc;
+    a trace the caller had running goes on after."""
+    running = tracemalloc.is_tracing()
+    if running:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+    else:
+        tracemalloc.start()
+        base = 0
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not running:
+            tracemalloc.stop()
+
+
 @register("online_logsumexp", NOTEBOOK,
           "lse(chunks) -> (m, s): the running max and sum of exp(x - m) over a row's "
           "chunks (an iterable), right with -inf chunks and large values, in bounded "
@@ -194,12 +212,7 @@ def _online_logsumexp(answer: Any) -> Result:
         row = _lse_case_row(case)
         chunk = case.params["chunk"]
         if case.lesson == "stream":
-            tracemalloc.start()
-            try:
-                answer(_chunks(row, chunk))
-                peak = tracemalloc.get_traced_memory()[1]
-            finally:
-                tracemalloc.stop()
+            peak = _peak_memory(lambda: answer(_chunks(row, chunk)))
             if peak > 64 * chunk * row.itemsize:
                 return miss("online_logsumexp", f"the answer held {peak / 1024:,.0f} KiB "
                             "at once", _LSE["stream"])
