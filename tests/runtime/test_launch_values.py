@@ -500,29 +500,41 @@ def _prepared(fake, *args):
     return fast
 
 
-def test_other_scalar_values_relaunch_the_prepared_launch(gpu_fake):
+def test_other_scalar_values_relaunch_the_prepared_launch(gpu_fake, monkeypatch):
+    """The same tensors with new scalar values: the prepared launch runs with only the
+    scalars repacked (no full path, no plan, nothing kept), each launch with its own
+    values, read here at the driver call."""
+    import ctypes
+
+    from tilelab.runtime import launch as L
+
     x, z = tl.ones(1024, device="cpu"), tl.empty(1024, device="cpu")
     zp = z.partition(256)
     first = _prepared(gpu_fake, zp, x, 0, 1.0, 7)
+    (_, at_pos, _), (_, at_scale, _) = first.scalars
+    seen = []
+    if gpu_fake.mode == "driver":
+        record = L.DRIVER.cu_launch_kernel
+
+        def decode(*argv):
+            ptrs = (ctypes.c_void_p * len(first.params[2])).from_address(argv[9])
+            seen.append((ctypes.c_int32.from_address(ptrs[at_pos]).value,
+                         ctypes.c_float.from_address(ptrs[at_scale]).value))
+            return record(*argv)
+
+        monkeypatch.setattr(L.DRIVER, "cu_launch_kernel", decode)
     launcher = shift._launcher
     plans = len(launcher.plans)
     for i in range(1, 300):                       # the full path never runs (it raises)
         shift.launch_async(zp, x, i, i * 0.5, 7)
     shift(zp, x, -5, float("nan"), 7)
-    assert len(gpu_fake.launches) == 300 and len(launcher.plans) == plans
-    last = list(launcher._fast.values())[-1]      # (filed last)
-    (_, at_pos, _), (_, at_scale, _) = last.scalars
-    assert last.params[2][at_pos].value == -5 and math.isnan(last.params[2][at_scale].value)
-    assert first.params[2][at_pos].value == 0     # the template is never changed
-    assert gpu_fake.launches[-1][9] == last.params[0]
-    from tilelab.runtime.launch.launcher import PREPARED_TABLE_SIZE
-
-    assert len(launcher._fast) <= PREPARED_TABLE_SIZE
-    pos, scale = 12345, 2.5                       # the same objects again: the relaunch's
-    for _ in range(3):                            # copy is found by hash (C's hot path)
-        shift.launch_async(zp, x, pos, scale, 7)
-    assert len(gpu_fake.launches) == 303
-    assert launcher._fast[hash((zp, x, pos, scale, 7))].params[2][at_pos].value == pos
+    shift.launch_async(zp, x, 0, 1.0, 7)          # the prepared objects: by hash
+    assert len(gpu_fake.launches) == 301 and len(launcher.plans) == plans
+    assert len(launcher._fast) == 1 and len(launcher._by_layout) == 1   # nothing kept
+    assert first.params[2][at_pos].value == 0     # the prepared launch is never changed
+    if seen:
+        assert seen[:3] == [(1, 0.5), (2, 1.0), (3, 1.5)] and seen[298] == (299, 149.5)
+        assert seen[299][0] == -5 and math.isnan(seen[299][1]) and seen[300] == (0, 1.0)
 
 
 @pytest.mark.parametrize("other", [

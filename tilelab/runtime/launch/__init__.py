@@ -8,7 +8,7 @@ scalar's value; a miss specializes, compiles or hits the disk cache, and loads t
 cubin: :mod:`.plan`), check aliasing and borrows (:mod:`.checks`), pack the
 ``cutile_python_v1`` words and launch (grid = tile blocks, block = (1, 1, 1)). A launch
 repeated with the very same argument objects reuses everything prepared the first time,
-and one with other scalar values a copy with the scalars repacked (:mod:`.prepared`),
+and one with other scalar values the same with the scalars repacked (:mod:`.prepared`),
 calling the driver by the one path :data:`DRIVER` chose for the process
 (:mod:`.driver`: tilelab's native C module, cuda-bindings or cuda.core;
 ``DRIVER.path`` and ``DRIVER.why`` say which and why). The CPU backend runs the same

@@ -66,7 +66,7 @@ class Launcher:
         self.code = code_table(definition)
         #: prepared GPU launches by the hash of their argument tuple (see kernel.py)
         self._fast: dict[int, PreparedLaunch] = {}
-        #: the same, by their tensors' ids and their scalars' types (see _rebound)
+        #: the same, by their tensors' ids, scalars' types and constants (see _launch)
         self._by_layout: dict[tuple, PreparedLaunch] = {}
         #: which parameters are ct.Constant (their values specialize the kernel)
         self._constant = tuple(p.kind == "constant" for p in definition.analysis.params)
@@ -195,13 +195,14 @@ class Launcher:
                 result = fast.run(args, stream, sync)
                 if result is not _STALE:
                     return result
-            # (with listeners, a launch of new scalar values takes the full path, which
-            # tells them: the lab records each launch's values)
-            fast = None if _events.LISTENERS else self._rebound(args)
-            if fast is not None:
-                result = fast.run(args, stream, sync)
+            # the same tensors with other scalar values: the prepared launch, repacked
+            # (with listeners, the full path, which tells them: the lab records values)
+            base = None if _events.LISTENERS or not self._by_layout else \
+                self._by_layout.get(_layout_key(args, self._constant))
+            packed = None if base is None else base.rebound(args)
+            if packed is not None:
+                result = base.run(args, stream, sync, packed=packed)
                 if result is not _STALE:
-                    _file(self._fast, hash(args), fast)
                     return result
         norm, device = self.prepare(args)
         if grid is None and _empty_partition(norm) is not None:
@@ -220,7 +221,7 @@ class Launcher:
             fast = PreparedLaunch(self, plan, args, norm, g, claims, cache)
             if fast.match is not None:
                 # an identical launch again (same objects) skips straight to the driver,
-                # one with other scalar values through a copy (PreparedLaunch.rebound)
+                # one with other scalar values repacks them (PreparedLaunch.rebound)
                 _file(self._fast, hash(args), fast)
                 if fast.scalars:
                     _file(self._by_layout, _layout_key(args, self._constant), fast)
@@ -243,14 +244,6 @@ class Launcher:
             return self._fast.get(hash(args))
         except Exception:  # noqa: BLE001 - unhashable (a numpy array): never prepared
             return None
-
-    def _rebound(self, args: tuple) -> PreparedLaunch | None:
-        """A prepared launch of these very tensors with other scalar values, made from
-        the one filed under their layout (see ``PreparedLaunch.rebound``), if any."""
-        if not self._by_layout:
-            return None
-        base = self._by_layout.get(_layout_key(args, self._constant))
-        return None if base is None else base.rebound(args)
 
     def _fault(self, e: Exception) -> Exception:
         return LaunchError(f"kernel {self.definition.name!r} failed while running on the "

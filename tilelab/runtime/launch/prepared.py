@@ -2,9 +2,9 @@
 repeated with the very same argument objects only re-checks that they are those
 objects and unfreed, checks the borrow ledger, and calls the driver (by the path
 :data:`~tilelab.runtime.launch.driver.DRIVER` chose). A launch of the same tensors with
-other scalar values (a decode position, a step counter) takes a copy with only the
-scalars' words packed again (:meth:`PreparedLaunch.rebound`): scalars are launch values,
-never a reason to specialize, check or prepare anew.
+other scalar values (a decode position, a step counter) runs the same prepared launch
+with only the scalars' words packed again (:meth:`PreparedLaunch.rebound`): scalars are
+launch values, never a reason to specialize, check, prepare or keep anything anew.
 
 ``native_launch.c``'s ``nl_hot`` runs the same steps as :meth:`PreparedLaunch.run` for
 a repeated async launch on the default stream, reading the slots of these classes
@@ -201,7 +201,7 @@ class PreparedLaunch:
                  "claims",
                  "words", "config", "kernel", "epoch", "free_epoch", "fault", "params",
                  "grid", "handle", "gpu", "tls", "argv", "info", "pin", "caller", "native",
-                 "stream", "key", "plan", "scalars", "pdl")
+                 "stream", "key", "plan", "scalars", "constant_at", "tensor_at", "pdl")
 
     def __init__(self, launcher: Any, plan: LaunchPlan, args: Sequence[Any],
                  norm: list[Any], grid: tuple, claims: list, cache: bool = False):
@@ -221,8 +221,14 @@ class PreparedLaunch:
         self.claims = claims
         self.words = tuple(launcher.words(plan, norm))
         self.plan = plan
-        #: where the run-time scalars are among the arguments and words (see rebound)
+        #: where the run-time scalars are among the arguments and words, and the
+        #: constants among the arguments (see rebound)
         self.scalars = _scalar_slots(plan)
+        at = {i for i, _, _ in self.scalars}
+        m = self.match or ()
+        self.constant_at = tuple(i for i, a in enumerate(m) if type(a) is _Same
+                                 and i not in at)
+        self.tensor_at = tuple(i for i, a in enumerate(m) if type(a) is not _Same)
         # programmatic dependent launch: the kernel may start while the previous one
         #: of the stream finishes (it waits for it before touching memory; see
         #: LaunchPlan.pdl). On the native and cuda.core paths; the driver path does not.
@@ -258,61 +264,50 @@ class PreparedLaunch:
         #: the code that made the last async launch, known to lie outside tilelab
         self.caller = None
 
-    def rebound(self, args: tuple) -> "PreparedLaunch | None":
-        """This prepared launch for ``args`` that pass the very tensor and partition
-        objects this one was made for and other values of its run-time scalars, of the
-        same types (and int32/int64 range): a copy with the scalars' words packed again,
-        everything else shared (the plan, grid, claims, stream). None when ``args``
-        differ otherwise (the caller takes the full path). Its checks (helpers, freed
-        memory, borrows) are ``run``'s, as for any prepared launch.
+    def rebound(self, args: tuple) -> tuple | None:
+        """The launch words of ``args`` that pass the very tensor and partition objects
+        this prepared launch was made for, the same constants, and other values of its
+        run-time scalars of the same types (and int32/int64 range): ``(argv, native
+        launch, words, parameters)`` with only the scalars packed again, for
+        ``run(args, ..., packed=...)``; everything else (plan, grid, claims, stream)
+        is this launch's. None when ``args`` differ otherwise (the caller takes the
+        full path).
 
-        Filed by ``Launcher`` under the arguments' ids with the scalars' types: a step
-        counter launches through here, not through a new specialization.
+        ``Launcher`` files prepared launches under their tensors' ids and their scalars'
+        types for this: a step counter launches through here, not through a new
+        specialization or preparation, and nothing new is kept.
         """
         match = self.match
         scalars = self.scalars
         if match is None or not scalars or len(args) != len(match):
             return None
-        new_match = list(match)
         values = list(self.params[2])
         words = list(self.words)
+        old_ptrs = self.params[1]
+        ptrs = type(old_ptrs).from_buffer_copy(old_ptrs)
         types = self.plan.scalar_types
         for i, at, dtype in scalars:
-            v, old = args[i], match[i].value
-            if type(v) is not type(old) or not _same_dtype(dtype, v):
+            v = args[i]
+            if type(v) is not type(match[i].value) or not _same_dtype(dtype, v):
                 return None
-            new_match[i] = _Same(v)
-            values[at] = _scalar_ctype(dtype, v)
+            values[at] = c = _scalar_ctype(dtype, v)
+            ptrs[at] = ctypes.addressof(c)
             words[at] = types[i](v)
-        at = {i for i, _, _ in scalars}
+        for i in self.constant_at:   # a constant: the same value (compiled in)
+            a, old = args[i], match[i].value
+            if type(a) is not type(old) or constant_key(a) != constant_key(old):
+                return None
         try:
-            for i, m in enumerate(match):
-                if i in at:
-                    continue
-                a = args[i]
-                if type(m) is _Same:        # a constant: the same value, compiled in
-                    if type(a) is not type(m.value) or \
-                            constant_key(a) != constant_key(m.value):
-                        return None
-                elif m != a:                 # a tensor or partition: the very object
+            for i in self.tensor_at:     # the very objects (weak proxies compare so)
+                if match[i] != args[i]:
                     return None
-        except ReferenceError:               # one of them is gone
+        except ReferenceError:           # one of them is gone
             return None
-        new = PreparedLaunch.__new__(PreparedLaunch)
-        for name in PreparedLaunch.__slots__:
-            setattr(new, name, getattr(self, name))
-        new.match = tuple(new_match)
-        new.words = tuple(words)
-        ptrs = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v)
-                                                         for v in values])
-        new.params = (ctypes.addressof(ptrs), ptrs, values)
-        new.argv = self.argv[:9] + (new.params[0], 0)
+        address = ctypes.addressof(ptrs)
         prepare = DRIVER.native_prepare
-        new.native = None if prepare is None else prepare(
-            int(self.handle), *self.grid, int(self.key), new.params[0], int(self.pdl))
-        new.pin = _dead_ref
-        new.caller = None
-        return new
+        native = None if prepare is None else prepare(
+            int(self.handle), *self.grid, int(self.key), address, int(self.pdl))
+        return (self.argv[:9] + (address, 0), native, tuple(words), (ptrs, values))
 
     def valid(self) -> bool:
         """Whether the prepared launch still holds (helpers unchanged, no argument freed,
@@ -331,10 +326,13 @@ class PreparedLaunch:
             return checks_enabled() and capture.current_graph() is None
         return True
 
-    def run(self, args: tuple, stream: Any, sync: bool, fresh: bool = False) -> Any:
+    def run(self, args: tuple, stream: Any, sync: bool, fresh: bool = False,
+            packed: tuple | None = None) -> Any:
         """Launch with ``args`` (the objects this was prepared for; ``fresh``: just
-        prepared for them, so unchecked); returns None (sync), a Future (async), or
-        ``_STALE`` having launched nothing when this does not describe ``args`` anymore.
+        prepared for them, so unchecked; ``packed``: other scalar values, as
+        :meth:`rebound` packed them for ``args``); returns None (sync), a Future
+        (async), or ``_STALE`` having launched nothing when this does not describe
+        ``args`` anymore.
 
         This is every repeated launch's host path, so it is written flat (one
         function, longer than most): no call it can avoid, the rare conditions tested
@@ -342,8 +340,8 @@ class PreparedLaunch:
         """
         if not fresh:
             try:
-                if args != self.match:   # not the very objects (see _match_of)
-                    return _STALE
+                if packed is None and args != self.match:   # not the very objects
+                    return _STALE                               # (see _match_of)
             except ReferenceError:       # an argument it was made for is gone
                 return _STALE
             if (self.epoch != self.definition.helper_epoch or SPECIAL_MODES[0]
@@ -359,18 +357,19 @@ class PreparedLaunch:
                 g.make_current()
             s = self.stream
             key = self.key
-            argv = self.argv
+            argv = self.argv if packed is None else packed[0]
         else:
             from tilelab.runtime.streams import resolve_stream, stream_key
 
             s = resolve_stream(stream)
             key = stream_key(s)
-            argv = self.argv[:8] + (int(s.handle),) + self.argv[9:]
+            argv = self.argv if packed is None else packed[0]
+            argv = argv[:8] + (int(s.handle),) + argv[9:]
         logs = _LOGS
         if logs and (len(logs) != 1 or key not in logs):  # other streams have pending work
             LEDGER.check_launch(self.name, self.claims, key)
         d = DRIVER
-        nat = self.native
+        nat = self.native if packed is None else packed[1]
         if nat is not None:
             err = d.native_launch(nat) if stream is None else d.native_launch_on(nat,
                                                                                  argv[8])
@@ -387,14 +386,15 @@ class PreparedLaunch:
             except TypeError as e:  # a cuda-bindings without this signature
                 d.fall_back("cuda.core", "cuda-bindings' cuLaunchKernel does not take "
                                          f"packed parameters ({e})")
-                return self.run(args, stream, sync, True)
+                return self.run(args, stream, sync, True, packed)
             if err != d.success:
                 launch_failed(self, int(err))
         else:
             from cuda.core import launch as cu_launch
 
             try:
-                cu_launch(s, self.config, self.kernel, *self.words)
+                cu_launch(s, self.config, self.kernel,
+                          *(self.words if packed is None else packed[2]))
             except Exception as e:
                 raise LaunchError(f"launch of {self.name!r} (grid {self.grid}) failed: "
                                   f"{e}") from None
