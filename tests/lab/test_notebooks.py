@@ -383,7 +383,20 @@ def test_05_races_outputs(run):
     assert "ipykernel" not in rw and re.search(r"In\[\d+\], line \d+", rw), rw
     aliased = r.text("def add(z: tl.Out")
     assert "AliasError (expected): " in aliased and "[1. 2. 3. 4. 5. 6. 7. 8.]" in aliased
-    assert r.text('check("race_hunt"').startswith("FAIL race_hunt: 15 race(s)")
+    hunt = r.text('check("race_hunt"')
+    assert hunt.startswith("FAIL race_hunt: on the notebook's size") and "15 race(s)" in hunt
+    assert 'see notebook 05, "Exercise: a race hunt"' in hunt
+    assert r.text('check("smooth_shift"').startswith("FAIL smooth_shift: ")
+    printed = r.text("def tile_max(")
+    assert "[block (2, 0, 0)] block 2 loaded [-17.000000, -18.000000, -19.000000, " \
+           "-20.000000, 0.000000" in printed and "tile maxima: [-1. -9.  0.]" in printed
+    race = r.text("racy = tl.interpret(")
+    assert "kind 'write-write', tensor 'out', blocks ((0, 0, 0), (0, 1, 0)), 64 elements" in race
+    _tabs(r.view("def tile_max_fixed("), "Resources", "Remarks", "Roofline")
+    profile = r.text("report = last_view().report")
+    assert re.search(r"T=1024\n    latency-bound: .* block latency", profile), profile
+    assert re.search(r"T=16384\n    memory-bound: .* of bytes", profile), profile
+    assert "TMA only supports zero padding" in profile
     split = r.text("plan_matmul(a, bm")
     assert "splitk_atomic_kernel   unsafe=True" in split and "unsafe=True" not in split.split(
         "atomic")[0]
@@ -410,7 +423,25 @@ def test_06_async_graphs_outputs(run):
     held = r.text("snapshots = []")
     assert "after fut.wait()        : []" in held and "('scale', 'w', True)" in held
     assert "LaunchError (expected): " in r.text("with tl.graph() as g_bad")
-    assert r.text('check("graph_deps"').startswith("FAIL graph_deps: launch 2 waits for []")
+    assert r.text('check("graph_deps"').startswith(
+        "FAIL graph_deps: launch 2: you listed [1], and it does not wait for all of those")
+
+
+@pytest.mark.slow
+def test_07_decode_outputs(run):
+    r = run("07_decode_on_the_roofline")
+    tokens = r.text("greedy = model.generate(prompt")
+    assert "(same)" in tokens and "same seed, same tokens : True" in tokens
+    assert "unsafe: none" in r.text("step = model.decode_step()")
+    assert r.data("roofline_figure(points", "image/png")
+    for name in ("gemv", "rms_norm", "rope", "capstone_norm_gemv"):
+        shown = r.text(f'check("{name}"')
+        assert shown.startswith(f"FAIL {name}: on the notebook's size"), shown
+        assert 'see notebook 07, "' in shown
+    plugged = r.text('kernels={"norm_qkv_gemv": norm_gemv}')
+    assert re.search(r"your kernel : \[[\d, ]+\]\nbuilt-in    : \[[\d, ]+\] \(different\)",
+                     plugged), plugged
+    assert "the step's first launches: ['embed', 'norm_qkv_gemv'" in plugged
 
 
 @pytest.mark.slow
@@ -421,6 +452,10 @@ def test_08_flash_attention_outputs(run):
     assert re.search(r"head \(0, 0\) largest error \d\.\de-0[2-9]", r.text("def reference("))
     assert "block(s) per SM" in r.text("compile_attention(8, 32")
     assert r.text('check("causal_mask"').startswith("FAIL causal_mask: ")
+    for name in ("flash_attention", "combine_splits"):
+        shown = r.text(f'check("{name}"')
+        assert shown.startswith(f"FAIL {name}: on the notebook's size"), shown
+        assert 'see notebook 08, "' in shown
     decode = r.text("plan_decode_attention(qd, kc, vc)")
     assert "decode_split_kernel" in decode and "decode_combine_kernel" in decode
     assert decode.count("no inter-block races found") == 2
