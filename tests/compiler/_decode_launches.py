@@ -1,5 +1,5 @@
 """Launches of the decode engine's kernels (tilelab.kernels.decode, .decode_gemv,
-.decode_gemv_mma) with the
+.decode_gemv_mma, .sampling) with the
 argument forms the engine passes them, at small shapes, for the Tile IR validator tests.
 
 The shapes follow :class:`tilelab.models.decode_step.DecodeStep` (one layer of a small
@@ -14,6 +14,7 @@ import math
 
 from tilelab.kernels import decode as dk
 from tilelab.kernels import decode_gemv as dg
+from tilelab.kernels import sampling as ks
 from tilelab.kernels._host import hinted
 from tilelab.kernels.rope import rope_tables
 from tilelab.runtime.tensor import empty
@@ -75,6 +76,27 @@ def _head_launches(pos, tokens) -> dict:
     }
 
 
+def _sampling_launches(pos, tokens) -> dict:
+    """The sampling head (tilelab.models.sample_head): 7 blocks of 16 logits, 8
+    candidates each, merged in one block; the history partitioned as one tile."""
+    bv, kc = 16, 8
+    blocks = -(-VOCAB // bv)
+    cv, ci = _t((blocks, kc), "float32"), _t((blocks, kc), "int32")
+    pm, ps = _t(blocks, "float32"), _t(blocks, "float32")
+    gv, gi = _t(blocks, "float32"), _t(blocks, "int32")
+    history, params, seed = _t(VOCAB, "int32"), _t(ks.PARAMS, "float32"), _t(1, "int32")
+    return {
+        "sample_partial": (ks.sample_partial_kernel, (
+            cv.partition((1, kc)), ci.partition((1, kc)), pm.partition(1), ps.partition(1),
+            gv.partition(1), gi.partition(1), _t(VOCAB, "float32"), history, params, seed,
+            pos, bv)),
+        "sample_pick": (ks.sample_pick_kernel, (
+            tokens.partition(S), _t(S, "int32").partition(S),
+            history.partition(1 << (VOCAB - 1).bit_length()), cv, ci, pm, ps, gv, gi,
+            params, seed, pos, 1 << (blocks - 1).bit_length(), kc)),
+    }
+
+
 def _gemv_launches() -> dict:
     cfg = dg.GemvConfig(bn=4, bk=16, latency=3)
     mma = dg.GemvConfig(bn=64, bk=16, latency=3, mma=True)
@@ -122,5 +144,6 @@ def decode_launches() -> dict:
     }
     out.update(_attention_launches(pos, cache_k, cache_v))
     out.update(_head_launches(pos, tokens))
+    out.update(_sampling_launches(pos, tokens))
     out.update(_gemv_launches())
     return out

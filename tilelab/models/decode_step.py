@@ -29,11 +29,16 @@ read the tensor it writes. That is 6 kernels per layer (7 in the split form). Un
 attention kernels, ``o_gemv_residual`` (``h' = h + W_o @ attn``), ``rms_norm`` of
 ``h'``, ``gate_up_silu_gemv`` and ``down_gemv`` (8 in the one-pass form).
 
-Every form then runs ``final_add_rms_norm``, ``lm_head_partial`` (logits and per-block
-max/index, or a flag for NaN/infinite logits), ``pick_token`` (argmax, or the Gumbel-max
-sample, and the flag into ``cache.nonfinite``) and ``advance``; the
-embedding of ``tokens[pos]`` (``embed``) opens the step: ``5 + 6 * layers`` launches
-fused with one-pass attention, ``5 + 7 * layers`` fused and split.
+Every form then runs ``final_add_rms_norm``, the head and ``advance``; the embedding of
+``tokens[pos]`` (``embed``) opens the step. The head (:data:`HEADS`, chosen when the
+step is built) is ``lm_head_partial`` (logits and per-block max/index, or a flag for
+NaN/infinite logits) then ``pick_token`` (the combine: argmax, or with the ``"gumbel"``
+head the Gumbel-max sample of softmax(logits / T), and the flag into
+``cache.nonfinite``); the ``"sample"`` head replaces ``pick_token`` with
+``sample_partial`` and ``sample_pick`` (:mod:`tilelab.models.sample_head`: penalties,
+top-k, top-p, min-p and the seeded draw, with the settings read from the cache). That is
+``5 + 6 * layers`` launches fused with one-pass attention, ``5 + 7 * layers`` fused and
+split (one more with the ``"sample"`` head).
 
 The one-pass and split forms are two launch lists (:attr:`DecodeStep.forms`) and two
 graphs; the step tracks the position on the host (``Qwen3.begin`` sets it, each
@@ -62,11 +67,15 @@ from tilelab.kernels.decode_gemv import (GemvConfig, default_gemv_config, gemv_s
                                          row_gemv)
 from tilelab.models.kv_cache import pow2_at_least
 from tilelab.models.plug import plugged
+from tilelab.models.sample_head import SampleHead, check_tiles
 
-__all__ = ["StepConfig", "StepLaunch", "DecodeStep", "HEAD_KINDS", "whole_chunks"]
+__all__ = ["StepConfig", "StepLaunch", "DecodeStep", "HEAD_KINDS", "HEADS", "whole_chunks"]
 
 #: the launches that turn the final hidden state into the next token (prefill runs them)
-HEAD_KINDS = ("lm_head_partial", "pick_token", "advance")
+HEAD_KINDS = ("lm_head_partial", "pick_token", "sample_partial", "sample_pick", "advance")
+#: the heads a step may be built with: greedy, temperature-only sampling (Gumbel-max in
+#: the lm_head kernel), and sampling with penalties and filters (its own two kernels)
+HEADS = ("argmax", "gumbel", "sample")
 #: the smallest MMA's rows: a GQA group's query rows are padded to this many
 _MMA_ROWS = 16
 
@@ -96,7 +105,11 @@ class StepConfig:
     ``((kind, n, k), GemvConfig)`` pairs (``kind`` is the launch's cost-table row, e.g.
     ``"qkv_gemv"``), which a tuning run measures (``benchmarks/decode_tune.py``);
     ``fuse_norms``: fold the RMSNorms of each layer into the GEMVs that read them (7
-    kernels per layer instead of 9: see the module docstring).
+    kernels per layer instead of 9: see the module docstring); ``sample_candidates``:
+    the candidate tile of the ``"sample"`` head (a power of two: the most ``top_k`` may
+    be, and the candidates top-p and min-p see when top-k is off);
+    ``sample_block``: logits per block of its partial kernel (grown for very large
+    vocabularies so that the merge holds every block's candidates).
 
     Example:
         >>> StepConfig(attn_splits=4).attn_splits, StepConfig().fuse_norms
@@ -118,6 +131,13 @@ class StepConfig:
     num_sms: int | None = None
     gemv_table: tuple[tuple[tuple[str, int, int], GemvConfig], ...] = ()
     fuse_norms: bool = True
+    #: 64 candidates of 4096-logit blocks: Qwen3's vocabulary is 38 blocks, a merge of
+    #: 2432 candidates in one 64 x 64 tile
+    sample_candidates: int = 64
+    sample_block: int = 4096
+
+    def __post_init__(self) -> None:
+        check_tiles(self.sample_candidates, self.sample_block)
 
     def gemv_for(self, kind: str, n: int, k: int) -> GemvConfig | None:
         """The tiles chosen for one projection: its ``gemv_table`` entry, else ``gemv``.
@@ -175,8 +195,10 @@ def _sms(device: str, cfg: StepConfig) -> int:
 class DecodeStep:
     """The buffers and launches of one decode step (see the module docstring).
 
-    ``sample`` builds the sampling variant of the head (Gumbel-max with the cache's
-    ``seed`` and ``inv_temp``) instead of argmax. ``kernels`` maps roles of
+    ``sample`` chooses the head (:data:`HEADS`): False or ``"argmax"`` (greedy), True
+    or ``"gumbel"`` (Gumbel-max with the cache's ``seed`` and ``inv_temp``), or
+    ``"sample"`` (:class:`~tilelab.models.sample_head.SampleHead`: the cache's
+    ``sampling`` settings and ``history``). ``kernels`` maps roles of
     :data:`tilelab.models.plug.ROLES` to user kernels the step launches in their place.
 
     Example:
@@ -186,10 +208,12 @@ class DecodeStep:
     """
 
     def __init__(self, weights: Any, cache: Any, config: StepConfig | None = None, *,
-                 sample: bool = False, kernels: Any = None):
+                 sample: bool | str = False, kernels: Any = None):
         self.weights, self.cache = weights, cache
         self.config = config or StepConfig()
-        self.sample = bool(sample)
+        #: the head (one of HEADS)
+        self.head = _head_name(sample)
+        self.sample = self.head != "argmax"
         #: user kernels by role (tilelab.models.plug), launched in the built-ins' place
         self.plugged = plugged(kernels, fuse_norms=self.config.fuse_norms)
         c = weights.config
@@ -214,6 +238,10 @@ class DecodeStep:
         self.logits = empty(c.vocab_size, "float32")
         self.pval = empty(self.head_blocks, "float32")
         self.pidx = empty(self.head_blocks, "int32")
+        #: the sampling head's scratch and launches (None for the other heads)
+        self.sampler = SampleHead(c.vocab_size, dev, block=self.config.sample_block,
+                                  candidates=self.config.sample_candidates) \
+            if self.head == "sample" else None
         capacity = cache.capacity
         upto = capacity if self.config.attn_splits == 1 else self.config.one_pass_upto
         #: contexts (positions attended to) up to this run the one-pass form
@@ -448,11 +476,15 @@ class DecodeStep:
         add("lm_head_partial", None, _async(
             kern, self.logits.partition(head.bn), self.pval.partition(1),
             self.pidx.partition(1), w.lm_head, self.normed, cache.inv_temp, cache.seed,
-            cache.pos, head.bk, head.latency or 0, int(self.sample)))
-        chunk = min(cfg.pick_chunk, pow2_at_least(self.head_blocks))
-        add("pick_token", None, _async(pick_token_kernel, cache.tokens.partition(
-            cache.capacity), cache.nonfinite.partition(cache.capacity), self.pval,
-            self.pidx, cache.pos, chunk))
+            cache.pos, head.bk, head.latency or 0, int(self.head == "gumbel")))
+        if self.sampler is not None:
+            for kind, kernel, args in self.sampler.launches(self.logits, cache):
+                add(kind, None, _async(kernel, *args))
+        else:
+            chunk = min(cfg.pick_chunk, pow2_at_least(self.head_blocks))
+            add("pick_token", None, _async(pick_token_kernel, cache.tokens.partition(
+                cache.capacity), cache.nonfinite.partition(cache.capacity), self.pval,
+                self.pidx, cache.pos, chunk))
         add("advance", None, _async(advance_kernel, cache.pos.partition(1)))
 
     # ---- running ----------------------------------------------------------------------
@@ -519,6 +551,16 @@ class DecodeStep:
             if launcher is not None:
                 seen.setdefault(id(launcher.kernel), launcher.kernel)
         return list(seen.values())
+
+
+def _head_name(sample: bool | str) -> str:
+    """The head a ``sample=`` argument names (see :class:`DecodeStep`)."""
+    if isinstance(sample, bool):
+        return "gumbel" if sample else "argmax"
+    if sample not in HEADS:
+        raise ValueError(f"DecodeStep: sample={sample!r} is not a head; the heads are "
+                         f"{', '.join(HEADS)} (or False/True for argmax/gumbel)")
+    return sample
 
 
 def _async(kernel: Any, *args: Any) -> Callable[[], Any]:

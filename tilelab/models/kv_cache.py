@@ -11,10 +11,12 @@ The sequence state lives on the device too, so that a replayed decode step finds
 changed there: ``tokens`` (every token of the sequence, int32, ``capacity`` of them),
 ``nonfinite`` (int32 per position: 1 where the logits computed at that position held
 NaN or infinity), ``pos`` (the position of the token being processed), ``inv_temp``
-(1 / temperature, float32) and ``seed`` (int32). The RoPE tables ``cos``/``sin``
-(``(capacity, head_dim / 2)`` float32, base ``rope_theta``) cover exactly the cache's
-positions: they are sized by the cache the engine allocates, not by the model's
-``max_position_embeddings``.
+(1 / temperature, float32), ``seed`` (int32), ``sampling`` (the float32 settings
+vector of :mod:`tilelab.kernels.sampling`) and ``history`` (int32 per vocabulary entry:
+seen in the prompt, generated, or neither; what the penalties read). The RoPE tables
+``cos``/``sin`` (``(capacity, head_dim / 2)`` float32, base ``rope_theta``) cover
+exactly the cache's positions: they are sized by the cache the engine allocates, not by
+the model's ``max_position_embeddings``.
 
 Tokens leave the device through :meth:`KVCache.read_tokens`, which reads their flags
 with them and raises :class:`~tilelab.models.errors.NonFiniteLogitsError` for a token
@@ -23,7 +25,7 @@ picked from non-finite logits: such a token is never returned.
 Example:
     >>> from types import SimpleNamespace
     >>> cfg = SimpleNamespace(num_hidden_layers=2, num_key_value_heads=2, head_dim=16,
-    ...                       rope_theta=10000.0)
+    ...                       rope_theta=10000.0, vocab_size=300)
     >>> c = KVCache(cfg, 40, dtype="bfloat16", device="cpu")
     >>> c.capacity, c.k.shape, c.cos.shape
     (64, (2, 2, 64, 16), (64, 8))
@@ -37,6 +39,7 @@ import numpy as np
 import tilelab as tl
 from tilelab.kernels.rope import rope_tables
 from tilelab.models.errors import NonFiniteLogitsError
+from tilelab.models.sampling import SamplingParams, history_vector
 
 __all__ = ["KVCache", "pow2_at_least", "MAX_CAPACITY"]
 
@@ -59,13 +62,13 @@ class KVCache:
     """Keys, values and the sequence state of one sequence (see the module docstring).
 
     ``max_tokens`` is rounded up to a power of two (the :attr:`capacity`), at most
-    :data:`MAX_CAPACITY`; ``config`` gives the layers, KV heads, ``head_dim`` and
-    ``rope_theta``.
+    :data:`MAX_CAPACITY`; ``config`` gives the layers, KV heads, ``head_dim``,
+    ``rope_theta`` and ``vocab_size``.
 
     Example:
         >>> from types import SimpleNamespace
         >>> cfg = SimpleNamespace(num_hidden_layers=1, num_key_value_heads=1, head_dim=8,
-        ...                       rope_theta=10000.0)
+        ...                       rope_theta=10000.0, vocab_size=16)
         >>> c = KVCache(cfg, 8, dtype="bfloat16", device="cpu")
         >>> c.set_sequence([5, 6, 7]); c.position(), c.read_tokens(0, 3)
         (2, [5, 6, 7])
@@ -85,11 +88,15 @@ class KVCache:
         self.pos = tl.zeros(1, "int32", device=device)
         self.inv_temp = tl.ones(1, "float32", device=device)
         self.seed = tl.zeros(1, "int32", device=device)
+        self.sampling = tl.tensor(SamplingParams.greedy().device_vector(), device=device)
+        self.history = tl.zeros(config.vocab_size, "int32", device=device)
         self.device = self.k.device
         self.cos, self.sin = rope_tables(self.capacity, config.head_dim,
                                          base=float(config.rope_theta), device=self.device)
         #: the prompt's length and the temperature of the current sequence (messages)
         self.prompt_length, self.temperature = 0, 0.0
+        #: the settings last stored by :meth:`set_sampling`
+        self.sampling_params = SamplingParams.greedy()
 
     def layer(self, i: int) -> tuple[tl.Tensor, tl.Tensor]:
         """Layer i's ``(kv_heads, capacity, head_dim)`` key and value caches.
@@ -131,17 +138,37 @@ class KVCache:
             self.v[i].copy_(0)
         self.nonfinite.copy_(0)
 
-    def set_sampling(self, temperature: float, seed: int) -> None:
-        """Store 1 / temperature and the seed that the sampling kernel reads
-        (``temperature`` 0: greedy decoding, which reads neither; 1 is stored).
+    def set_sampling(self, sampling: SamplingParams | float, seed: int | None = None
+                     ) -> None:
+        """Store the settings the decode step's head reads: ``sampling`` a
+        :class:`~tilelab.models.sampling.SamplingParams` (or, the older form, a
+        temperature, with ``seed``; 0 is greedy). Writes 1 / temperature and the seed
+        (the Gumbel head's), the settings vector (the sampling head's) and, when a
+        penalty is on, the ``history`` of the current sequence: its prompt
+        (``tokens[:prompt_length]``) seen, ``tokens[prompt_length:pos + 1]`` generated
+        (a read of the device's tokens). The sampling head marks each token it picks
+        from then on.
 
         Example:
+            >>> cache.set_sampling(SamplingParams(0.7, top_k=20, seed=3))  # doctest: +SKIP
             >>> cache.set_sampling(0.7, seed=3)                            # doctest: +SKIP
         """
-        inv = 1.0 / temperature if temperature > 0 else 1.0
-        self.inv_temp.copy_(np.array([inv], np.float32))
-        self.seed.copy_(np.array([np.int64(seed) & 0x7FFFFFFF], np.int32))
-        self.temperature = float(temperature)
+        if not isinstance(sampling, SamplingParams):
+            sampling = SamplingParams(temperature=sampling,
+                                      seed=0 if seed is None else seed)
+        elif seed is not None:
+            sampling = sampling.replace(seed=seed)
+        t = sampling.temperature
+        self.inv_temp.copy_(np.array([1.0 / t if t > 0 else 1.0], np.float32))
+        self.seed.copy_(np.array([np.int64(sampling.seed) & 0x7FFFFFFF], np.int32))
+        self.sampling.copy_(sampling.device_vector())
+        if sampling.penalized:
+            end = self.position() + 1
+            seq = self.tokens[:end].numpy()
+            cut = min(self.prompt_length, end)
+            self.history.copy_(history_vector(self.history.shape[0], seq[:cut], seq[cut:]))
+        self.temperature = float(t)
+        self.sampling_params = sampling
 
     def position(self) -> int:
         """The device-held position, read on the host (a sync on the GPU).

@@ -28,6 +28,7 @@ from tilelab.models.errors import GenerateInputError
 from tilelab.models.kv_cache import MAX_CAPACITY, KVCache
 from tilelab.models.plug import plugged
 from tilelab.models.prefill import prefill, prefill_logits
+from tilelab.models.sampling import SamplingParams, load_generation_config, resolve_sampling
 from tilelab.models.step_cost import CostRow, step_cost
 
 __all__ = ["Qwen3", "UnsupportedModelError", "DEFAULT_MAX_TOKENS"]
@@ -89,7 +90,7 @@ class Qwen3:
 
     def __init__(self, weights: DeviceWeights, *, max_tokens: int | None = None,
                  step_config: StepConfig | None = None, tokenizer: Any = None,
-                 kernels: Any = None):
+                 kernels: Any = None, sampling: SamplingParams | None = None):
         c = weights.config
         _check_supported(c)
         cap = c.max_position_embeddings
@@ -106,7 +107,10 @@ class Qwen3:
         self.step_config = step_config or StepConfig()
         #: user kernels by role, checked now (tilelab.models.plug)
         self.plugged = plugged(kernels, fuse_norms=self.step_config.fuse_norms)
-        self._steps: dict[bool, DecodeStep] = {}
+        self._steps: dict[str, DecodeStep] = {}
+        #: the sampling defaults of generation (the checkpoint's generation_config.json;
+        #: None: greedy)
+        self.sampling_defaults = resolve_sampling(None, sampling) if sampling else None
 
     @classmethod
     def from_pretrained(cls, path: Any, device: Any = None, *, dtype: str | None = None,
@@ -128,7 +132,8 @@ class Qwen3:
             dtype = ckpt.config.dtype if ckpt.config.dtype in COMPUTE_DTYPES else "bfloat16"
         weights = DeviceWeights.from_checkpoint(ckpt, device=device, dtype=dtype)
         return cls(weights, max_tokens=max_tokens, step_config=step_config,
-                   tokenizer=getattr(ckpt, "tokenizer", None), kernels=kernels)
+                   tokenizer=getattr(ckpt, "tokenizer", None), kernels=kernels,
+                   sampling=load_generation_config(ckpt.path))
 
     # ---- checks -----------------------------------------------------------------------
     def _ids(self, ids: Any) -> list[int]:
@@ -150,11 +155,12 @@ class Qwen3:
             raise GenerateInputError("the prompt is empty; give at least one token id")
         return out
 
-    def _step(self, sample: bool) -> DecodeStep:
-        if sample not in self._steps:
-            self._steps[sample] = DecodeStep(self.weights, self.cache, self.step_config,
-                                             sample=sample, kernels=self.plugged)
-        return self._steps[sample]
+    def _step(self, sample: bool | str) -> DecodeStep:
+        head = sample if isinstance(sample, str) else ("gumbel" if sample else "argmax")
+        if head not in self._steps:
+            self._steps[head] = DecodeStep(self.weights, self.cache, self.step_config,
+                                           sample=head, kernels=self.plugged)
+        return self._steps[head]
 
     # ---- the interface ----------------------------------------------------------------
     def logits(self, ids: Sequence[int]) -> np.ndarray:
@@ -212,24 +218,35 @@ class Qwen3:
             fut.wait()
         return self.cache.read_tokens(len(ids), len(ids) + int(max_new_tokens))
 
-    def begin(self, ids: Sequence[int], *, temperature: float = 0.0,
-              seed: int = 0) -> DecodeStep:
+    def begin(self, ids: Sequence[int], *, temperature: float | None = None,
+              seed: int | None = None, sampling: SamplingParams | None = None
+              ) -> DecodeStep:
         """Prefill ``ids`` and pick the first new token (into ``cache.tokens``); returns
         the decode step whose :meth:`~DecodeStep.replay` (or ``run``) makes each further
         token. :meth:`generate` is this plus the loop; benchmarks time the loop alone.
+        The sampling: ``sampling`` (a :class:`~tilelab.models.sampling.SamplingParams`),
+        else the checkpoint's ``generation_config.json`` (:attr:`sampling_defaults`),
+        else greedy; ``temperature`` and ``seed``, when given, replace theirs. The
+        settings live in device memory: another call with other settings replays the
+        same recorded step.
 
         Example:
             >>> step = model.begin([1, 2, 3])                            # doctest: +SKIP
             >>> step.replay().wait(); model.cache.read_tokens(3, 5)      # doctest: +SKIP
             [17, 254]
+            >>> top20 = SamplingParams(top_k=20)
+            >>> step = model.begin([1, 2, 3], sampling=top20)            # doctest: +SKIP
         """
         ids = self._ids(ids)
-        _check_temperature(temperature)
+        if temperature is not None:
+            _check_temperature(temperature)
         self._fits(len(ids), 1)
-        step = self._step(temperature > 0)
+        params = resolve_sampling(self.sampling_defaults, sampling, temperature, seed)
+        params.check_candidates(self.step_config.sample_candidates)
+        step = self._step(params.head)
         cache = self.cache
         cache.set_sequence(ids)
-        cache.set_sampling(float(temperature), int(seed))
+        cache.set_sampling(params)
         hidden = prefill(self.weights, cache, ids)
         step.normed.copy_(hidden[len(ids) - 1])
         fut = step.run_head()
@@ -254,14 +271,16 @@ class Qwen3:
                          head_rows=step.config.head.bn,
                          fuse_norms=step.config.fuse_norms)
 
-    def decode_step(self, sample: bool = False) -> DecodeStep:
-        """The (greedy or sampling) decode step: its launches, buffers and graph.
+    def decode_step(self, sample: bool | str = False) -> DecodeStep:
+        """The decode step with a head of :data:`~tilelab.models.decode_step.HEADS`
+        (False: argmax, True: Gumbel-max, ``"sample"``: penalties and filters): its
+        launches, buffers and graph.
 
         Example:
             >>> [l.kind for l in model.decode_step().launches][-1]       # doctest: +SKIP
             'advance'
         """
-        return self._step(bool(sample))
+        return self._step(sample if isinstance(sample, str) else bool(sample))
 
     def kernels(self) -> list[Any]:
         """Every tilelab kernel the engine launches, seen by running a one-token
@@ -280,6 +299,8 @@ class Qwen3:
             self.logits([0])
             self.generate([0], 2, graph=False)
             self.generate([0], 2, temperature=1.0, graph=False)
+            self.begin([0], sampling=SamplingParams(top_k=2, repetition_penalty=1.1)
+                       ).run().wait()
         finally:
             stop()
         return list(found.values())
