@@ -1,4 +1,4 @@
-"""The ``tilelab`` command: ``demo``, ``compile``, ``cache``, ``generate``.
+"""The ``tilelab`` command: ``demo``, ``compile``, ``cache``, ``generate``, ``chat``.
 
 Examples::
 
@@ -7,6 +7,7 @@ Examples::
         --args "tl.spec(4096, 'f32').partition(256), tl.spec(4096, 'f32'), tl.spec(4096, 'f32')"
     tilelab cache info
     tilelab generate --model checkpoints/Qwen3-0.6B --prompt "Hello" --max-new-tokens 16
+    tilelab chat --model checkpoints/Qwen3-0.6B --system "Be brief."
 
 A ``tilelab compile`` run again with nothing it read changed since is answered from a
 shortcut in the disk cache (:meth:`tilelab.compiler.cache.DiskCache.recall`) without
@@ -320,21 +321,26 @@ def cmd_generate(ns: argparse.Namespace) -> int:
     return run_generate(ns)
 
 
-def _add_generate(sub) -> None:
-    """``tilelab generate``; its implementation is tilelab.models.cli (imported on use)."""
-    g = sub.add_parser("generate", help="decode tokens with a Qwen3 checkpoint "
+def cmd_chat(ns: argparse.Namespace) -> int:
+    from tilelab.models.cli_chat import run_chat
+
+    return run_chat(ns)
+
+
+def _add_models(sub) -> None:
+    """``tilelab generate`` and ``tilelab chat``: their arguments are declared by
+    tilelab.models.cli, which imports nothing of the engine; the work is imported on
+    use."""
+    from tilelab.models.cli import add_chat_arguments, add_generate_arguments
+
+    g = sub.add_parser("generate", help="generate text with a Qwen3 checkpoint "
                                         "(tilelab.models)")
-    g.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
-    prompt = g.add_mutually_exclusive_group(required=True)
-    prompt.add_argument("--ids", help="prompt token ids, comma-separated: 1,2,3")
-    prompt.add_argument("--prompt", help="prompt text (needs the checkpoint's tokenizer.json)")
-    g.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate")
-    g.add_argument("--temperature", type=float, default=0.0,
-                   help="0 (the default) decodes greedily; above 0 samples")
-    g.add_argument("--device", choices=("cpu", "gpu"), default=None,
-                   help="backend (default: the GPU when there is one, else the CPU)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    add_generate_arguments(g)
     g.set_defaults(func=cmd_generate)
+    c = sub.add_parser("chat", help="talk with a Qwen3 checkpoint: multi-turn, chat "
+                                    "template, KV cache reused (tilelab.models)")
+    add_chat_arguments(c)
+    c.set_defaults(func=cmd_chat)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -361,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("cache", help="inspect or clear the compiled-kernel cache")
     k.add_argument("action", choices=("info", "clear"))
     k.set_defaults(func=cmd_cache)
-    _add_generate(sub)
+    _add_models(sub)
     return p
 
 

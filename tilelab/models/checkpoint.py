@@ -1,11 +1,16 @@
-"""Hugging Face Qwen3 checkpoints: ``config.json``, safetensors weights, ``tokenizer.json``.
+"""Hugging Face Qwen3 checkpoints: ``config.json``, safetensors weights, the tokenizer.
 
 :func:`load_checkpoint` reads a checkpoint directory as ``save_pretrained`` (or the
 Hugging Face hub) lays it out: one ``model.safetensors``, or shards named by
 ``model.safetensors.index.json``. Everything is checked when it loads: the config, that
 every tensor the config implies is there with the right shape and a supported dtype
-(BF16, F16, F32), and the tokenizer. The weights stay in the files: each tensor is a
-read-only, zero-copy view of a memory mapping, in its stored dtype.
+(BF16, F16, F32; a quantized checkpoint is refused naming its format), the tokenizer
+(``tokenizer.json``), its chat template and special tokens
+(:mod:`~tilelab.models.tokenizer_config`) and the end-of-sequence ids of
+``generation_config.json``. The weights stay in the files: each tensor is a read-only,
+zero-copy view of a memory mapping, in its stored dtype. A hub id such as
+``Qwen/Qwen3-0.6B`` is found in the local Hugging Face cache when it was downloaded
+there; otherwise the error says how to download it.
 
 Example:
     >>> ckpt = load_checkpoint("checkpoints/Qwen3-0.6B")  # doctest: +SKIP
@@ -16,12 +21,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 from pathlib import Path
 
 import numpy as np
 
-from .config import LAYER_TENSORS, Qwen3Config, layer_tensor_name, read_config
+from .config import LAYER_TENSORS, Qwen3Config, layer_tensor_name, read_config, token_ids
 from .errors import CheckpointError
+from .quantized import QUANTIZED_HINT, tensor_format
+from .tokenizer_config import (GENERATION_CONFIG_FILE, TokenizerConfig, read_json_object,
+                               read_tokenizer_config)
 from .weights import NUMPY_DTYPES, SafetensorsFile, TensorEntry
 
 __all__ = ["Checkpoint", "load_checkpoint", "Qwen3Config", "CheckpointError"]
@@ -39,6 +49,12 @@ class Checkpoint:
         path: the checkpoint directory.
         config: its :class:`Qwen3Config`.
         tokenizer: a ``tokenizers.Tokenizer`` from ``tokenizer.json``, or None.
+        tokenizer_config: its :class:`~tilelab.models.tokenizer_config.TokenizerConfig`
+            (chat template, named special tokens), or None.
+        generation_config: ``generation_config.json`` as a dict (empty without one).
+        eos_token_ids: the ids generation stops at: ``generation_config.json``'s
+            ``eos_token_id``, then ``config.json``'s, then the tokenizer's
+            ``eos_token``, each once.
 
     Example:
         >>> ckpt = load_checkpoint(path)  # doctest: +SKIP
@@ -48,10 +64,15 @@ class Checkpoint:
     """
 
     def __init__(self, path: Path, config: Qwen3Config, files: dict[str, SafetensorsFile],
-                 tokenizer=None):
+                 tokenizer=None, tokenizer_config: TokenizerConfig | None = None,
+                 generation_config: dict | None = None,
+                 eos_token_ids: tuple[int, ...] = ()):
         self.path = path
         self.config = config
         self.tokenizer = tokenizer
+        self.tokenizer_config = tokenizer_config
+        self.generation_config = dict(generation_config or {})
+        self.eos_token_ids = tuple(eos_token_ids)
         self._files = files  # tensor name -> the file holding it
         self._shapes = config.weight_shapes()
 
@@ -141,15 +162,74 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         >>> ckpt.config.num_hidden_layers  # doctest: +SKIP
         28
     """
-    path = Path(path)
-    if not path.is_dir():
-        what = "does not exist" if not path.exists() else "is not a directory"
-        raise CheckpointError(f"{what}", path=path,
-                              hint="pass the checkpoint directory (holding config.json)")
+    path = _resolve(Path(path))
     config = read_config(path / "config.json")
     files = _weight_files(path)
     config = _check_tensors(path, config, files)
-    return Checkpoint(path, config, files, _load_tokenizer(path, config))
+    tokenizer = _load_tokenizer(path, config)
+    tok_config = read_tokenizer_config(path)
+    generation = _generation_config(path)
+    eos = _eos_ids(path, config, generation, tokenizer, tok_config)
+    return Checkpoint(path, config, files, tokenizer, tok_config, generation, eos)
+
+
+#: a Hugging Face hub id: owner/name
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _resolve(path: Path) -> Path:
+    """The checkpoint directory: ``path`` itself, or, for a hub id that is not a local
+    path, its snapshot in the Hugging Face cache; else a CheckpointError that says
+    how to get the files."""
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise CheckpointError("is not a directory", path=path,
+                              hint="pass the checkpoint directory (holding config.json)")
+    text = str(path)
+    if _HUB_ID.fullmatch(text):
+        cached = hub_snapshot(text)
+        if cached is not None:
+            return cached
+        name = text.split("/")[1]
+        raise CheckpointError(
+            "does not exist locally (tilelab.models reads checkpoint directories; it "
+            "does not download)", path=path,
+            hint=f"if {text!r} is a Hugging Face hub id, download it with "
+                 f"`huggingface-cli download {text} --local-dir checkpoints/{name}` and "
+                 f"pass checkpoints/{name}")
+    raise CheckpointError("does not exist", path=path,
+                          hint="pass the checkpoint directory (holding config.json)")
+
+
+def hub_snapshot(repo_id: str) -> Path | None:
+    """The snapshot directory of hub model ``repo_id`` in the local Hugging Face cache
+    (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``): the
+    revision ``refs/main`` names, else the only snapshot; None when there is none with
+    a ``config.json``.
+
+    Example:
+        >>> hub_snapshot("nobody/no-such-model") is None
+        True
+    """
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                      "huggingface")
+    root = Path(os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub"))
+    repo = root / ("models--" + repo_id.replace("/", "--"))
+    snapshots = repo / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    ref = repo / "refs" / "main"
+    candidates = []
+    if ref.is_file():
+        candidates.append(snapshots / ref.read_text(encoding="utf-8").strip())
+    found = [p for p in snapshots.iterdir() if p.is_dir()]
+    if len(found) == 1:
+        candidates.append(found[0])
+    for c in candidates:
+        if (c / "config.json").is_file():
+            return c
+    return None
 
 
 def _weight_files(path: Path) -> dict[str, SafetensorsFile]:
@@ -200,7 +280,12 @@ def _sharded_files(index_path: Path) -> dict[str, SafetensorsFile]:
 def _check_tensors(path: Path, config: Qwen3Config,
                    files: dict[str, SafetensorsFile]) -> Qwen3Config:
     """Every tensor the config implies is present, shaped and of a supported dtype; the
-    config's dtype is the embedding's when config.json does not declare one."""
+    config's dtype is the embedding's when config.json does not declare one. A
+    quantized checkpoint is refused first, naming its format."""
+    fmt = tensor_format(files, {n: f.entries[n].dtype for n, f in files.items()})
+    if fmt is not None:
+        raise CheckpointError(f"the weights are quantized: {fmt}; quantized checkpoints "
+                              "are not supported", path=path, hint=QUANTIZED_HINT)
     for name, shape in config.weight_shapes().items():
         if name not in files:
             hint = ("set tie_word_embeddings in config.json if the output projection is "
@@ -234,3 +319,24 @@ def _load_tokenizer(path: Path, config: Qwen3Config):
         raise CheckpointError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens, more "
                               f"than vocab_size {config.vocab_size} in config.json", path=file)
     return tokenizer
+
+
+def _generation_config(path: Path) -> dict:
+    file = path / GENERATION_CONFIG_FILE
+    return read_json_object(file) if file.is_file() else {}
+
+
+def _eos_ids(path: Path, config: Qwen3Config, generation: dict, tokenizer,
+             tok_config: TokenizerConfig | None) -> tuple[int, ...]:
+    """generation_config.json's eos_token_id, config.json's, the tokenizer's eos_token."""
+    ids = list(token_ids(generation.get("eos_token_id"), config.vocab_size,
+                         path=path / GENERATION_CONFIG_FILE, key="eos_token_id"))
+    ids += config.eos_token_ids
+    eos = tok_config.special_tokens.get("eos_token") if tok_config else None
+    if eos is not None and tokenizer is not None:
+        tid = tokenizer.token_to_id(eos)
+        if tid is None:
+            raise CheckpointError(f"eos_token {eos!r} is not a token of tokenizer.json",
+                                  path=path / "tokenizer_config.json", key="eos_token")
+        ids.append(int(tid))
+    return tuple(dict.fromkeys(ids))

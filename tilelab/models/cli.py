@@ -1,35 +1,163 @@
-"""``tilelab generate``: greedy (or sampled) decoding of a Qwen3 checkpoint from the shell.
+"""``tilelab generate`` and ``tilelab chat``: a Qwen3 checkpoint from the shell.
 
-The arguments are declared in :mod:`tilelab.cli` (so that building the parser imports
-nothing of tilelab.models); :func:`run_generate` does the work::
+The arguments are declared here (:func:`add_generate_arguments`,
+:func:`add_chat_arguments`) by functions that import nothing heavy, so that
+:mod:`tilelab.cli` builds its parser without loading the engine;
+``python -m tilelab.models`` runs the same two commands. :func:`run_generate` and
+:func:`run_chat` (:mod:`tilelab.models.cli_chat`) do the work::
 
-    tilelab generate --model checkpoints/Qwen3-0.6B --prompt "The capital of France is" \\
-        --max-new-tokens 16 --device gpu
-    tilelab generate --model ckpt --ids 1,2,3 --max-new-tokens 8 --temperature 0.7 --seed 1
+    tilelab generate --model checkpoints/Qwen3-0.6B --prompt "The capital of France is"
+    echo "Explain tiles." | tilelab generate --model ckpt --chat --no-think
+    tilelab generate --model ckpt --ids 1,2,3 --max-new-tokens 8 --show-ids --ignore-eos
+    tilelab generate --model ckpt --prompt "Once" --temperature 0.7 --top-p 0.9 --seed 1
+    tilelab chat --model checkpoints/Qwen3-0.6B --system "Be brief."
 
-It prints the new token ids (comma-separated, as ``--ids`` takes them), the decoded text
-when the checkpoint has a ``tokenizer.json``, and the decoding speed. Bad input (a
-checkpoint that does not load, ids that are not in the vocabulary, a text prompt without a
-tokenizer, a non-positive token count) prints one ``tilelab generate: error: ...`` line
-and exits with status 2; another tilelab error while running exits with status 1.
+``generate`` prints the new text to stdout as the tokens come (decoded across token
+boundaries; without a tokenizer, the new ids), and the speed report to stderr (load,
+first run, prefill and time to first token, decode, and on a GPU the bandwidth against
+the card's roof). The prompt comes from ``--prompt``, ``--prompt-file``, ``--ids`` or,
+when none is given (or ``--prompt -``), stdin. Bad input (a checkpoint that does not
+load, a quantized one, ids outside the vocabulary, a prompt past ``--max-seq-len``)
+prints one ``tilelab generate: error: ...`` line and exits with status 2; another
+tilelab error while running exits with status 1.
 """
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from tilelab.errors import TilelabError
 
 from .errors import CheckpointError, GenerateInputError
 
-__all__ = ["run_generate", "parse_ids", "generate_command"]
+__all__ = ["run_generate", "parse_ids", "add_generate_arguments", "add_chat_arguments",
+           "add_engine_arguments", "build_parser", "main", "DEFAULT_NEW_TOKENS",
+           "DEFAULT_CHAT_CONTEXT", "load_engine", "one_line", "check_settings",
+           "generate_command", "sampling_settings"]
+
+#: --max-new-tokens when none is given
+DEFAULT_NEW_TOKENS = 256
+#: tilelab chat's --max-seq-len when none is given (capped by the model's positions)
+DEFAULT_CHAT_CONTEXT = 4096
+
+
+def add_engine_arguments(p: argparse.ArgumentParser, *, new_tokens: int) -> None:
+    """The arguments ``generate`` and ``chat`` share: the model, the device, the
+    context, the token budget, sampling and stopping.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_engine_arguments(p, new_tokens=8)
+        >>> p.parse_args(["--model", "m"]).max_new_tokens
+        8
+    """
+    p.add_argument("--model", required=True,
+                   help="checkpoint directory (or a hub id found in the Hugging Face cache)")
+    p.add_argument("--device", choices=("cpu", "gpu"), default=None,
+                   help="backend (default: the GPU when there is one, else the CPU)")
+    p.add_argument("--max-new-tokens", type=int, default=new_tokens,
+                   help=f"most tokens to generate per reply (default {new_tokens})")
+    p.add_argument("--max-seq-len", type=int, default=None,
+                   help="context: prompt plus new tokens, the KV cache's size")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="0 decodes greedily, above 0 samples (default: the checkpoint's "
+                        "generation_config.json, else greedy)")
+    p.add_argument("--greedy", action="store_true", help="decode greedily (--temperature 0)")
+    for flag, kind, what in (("--top-k", int, "keep the K most likely tokens (0: off)"),
+                             ("--top-p", float, "nucleus: keep tokens up to this mass"),
+                             ("--min-p", float, "keep tokens at least this times the top "
+                                                "one's probability"),
+                             ("--repetition-penalty", float, "penalize tokens seen (1: off)"),
+                             ("--presence-penalty", float, "penalize tokens generated "
+                                                           "(0: off)")):
+        p.add_argument(flag, type=kind, default=None,
+                       help=f"{what} (default: the checkpoint's generation config)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the sampling (default 0)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="stop when the text contains TEXT (repeatable)")
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="do not stop at end-of-sequence tokens (benchmarks)")
+    p.add_argument("--check-every", type=int, default=1, metavar="N",
+                   help="decode steps between token read-backs (default 1)")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="skip the first run that compiles the kernels before timing")
+    think = p.add_mutually_exclusive_group()
+    think.add_argument("--think", dest="enable_thinking", action="store_const", const=True,
+                       default=None, help="chat template: enable_thinking=True")
+    think.add_argument("--no-think", dest="enable_thinking", action="store_const",
+                       const=False, help="chat template: enable_thinking=False")
+    p.add_argument("--system", default=None, help="system prompt (chat)")
+
+
+def add_generate_arguments(p: argparse.ArgumentParser) -> None:
+    """Declare ``generate``'s arguments on ``p``.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_generate_arguments(p)
+        >>> p.parse_args(["--model", "m", "--ids", "1,2"]).ids
+        '1,2'
+    """
+    add_engine_arguments(p, new_tokens=DEFAULT_NEW_TOKENS)
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--ids", help="prompt token ids, comma-separated: 1,2,3")
+    prompt.add_argument("--prompt", help="prompt text ('-': read it from stdin)")
+    prompt.add_argument("--prompt-file", help="read the prompt text from this file")
+    p.add_argument("--chat", action="store_true",
+                   help="send the prompt as a user message through the chat template")
+    p.add_argument("--show-ids", action="store_true",
+                   help="also print the new token ids (comma-separated, as --ids takes)")
+
+
+def add_chat_arguments(p: argparse.ArgumentParser) -> None:
+    """Declare ``chat``'s arguments on ``p``.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_chat_arguments(p)
+        >>> p.parse_args(["--model", "m", "--system", "Be brief."]).system
+        'Be brief.'
+    """
+    add_engine_arguments(p, new_tokens=512)
+
+
+def build_parser(prog: str = "python -m tilelab.models") -> argparse.ArgumentParser:
+    """The parser of ``python -m tilelab.models``: the ``generate`` and ``chat`` commands.
+
+    Example:
+        >>> build_parser().parse_args(["chat", "--model", "m"]).command
+        'chat'
+    """
+    p = argparse.ArgumentParser(prog=prog, description="Run a Qwen3 checkpoint with "
+                                "tilelab's safe kernels.")
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="generate text after a prompt")
+    add_generate_arguments(g)
+    g.set_defaults(func=lambda ns: run_generate(ns))
+    c = sub.add_parser("chat", help="talk with the model (multi-turn, chat template)")
+    add_chat_arguments(c)
+    c.set_defaults(func=lambda ns: _run_chat(ns))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tilelab.models``.
+
+    Example:
+        >>> main(["generate", "--model", "/nonexistent", "--ids", "1"])  # doctest: +SKIP
+        2
+    """
+    ns = build_parser().parse_args(argv)
+    return int(ns.func(ns) or 0)
+
+
+def _run_chat(ns: argparse.Namespace) -> int:
+    from .cli_chat import run_chat
+
+    return run_chat(ns)
 
 
 def run_generate(ns: argparse.Namespace, out: TextIO | None = None,
-                 err: TextIO | None = None) -> int:
+                 err: TextIO | None = None, inp: TextIO | None = None) -> int:
     """Run ``tilelab generate`` for parsed arguments; the exit status.
 
     Example:
@@ -41,59 +169,104 @@ def run_generate(ns: argparse.Namespace, out: TextIO | None = None,
         tilelab generate: error: /nonexistent: does not exist (hint: pass the checkpoint directory (holding config.json))
         2
     """
-    out, err = out or sys.stdout, err or sys.stderr
+    out, err, inp = out or sys.stdout, err or sys.stderr, inp or sys.stdin
     try:
-        generate_command(ns.model, ids=ns.ids, prompt=ns.prompt,
-                         max_new_tokens=ns.max_new_tokens, temperature=ns.temperature,
-                         device=ns.device, seed=ns.seed, out=out)
+        generate_command(ns, out=out, err=err, inp=inp)
     except (CheckpointError, GenerateInputError) as e:
-        print(f"tilelab generate: error: {_one_line(e)}", file=err)
+        print(f"tilelab generate: error: {one_line(e)}", file=err)
         return 2
     except TilelabError as e:
-        print(f"tilelab generate: error: {_one_line(e)}", file=err)
+        print(f"tilelab generate: error: {one_line(e)}", file=err)
         return 1
     return 0
 
 
-def generate_command(model: str, *, ids: str | None = None, prompt: str | None = None,
-                     max_new_tokens: int, temperature: float = 0.0, device: str | None = None,
-                     seed: int = 0, out: TextIO) -> list[int]:
-    """Load ``model``, decode ``max_new_tokens`` tokens after the prompt, print the result
-    to ``out`` and return the new ids. Exactly one of ``ids`` ("1,2,3") and ``prompt``.
+def load_engine(ns: argparse.Namespace, *, context: int | None) -> tuple[Any, float]:
+    """The engine for ``--model``/``--device`` with a context of ``context`` positions
+    (None: the default), and the seconds loading took.
 
     Example:
-        >>> generate_command("ckpt", ids="1,2,3", max_new_tokens=4,
-        ...                  out=sys.stdout)  # doctest: +SKIP
-        new ids: 17,250,3,99
-        4 new tokens in 0.21 s: 19.0 tok/s (prompt of 3 tokens, device cpu)
+        >>> load_engine(ns, context=64)                                  # doctest: +SKIP
+        (Qwen3(layers=2, ...), 0.41)
     """
-    from .checkpoint import load_checkpoint
-
-    _check_settings(max_new_tokens, temperature)
-    ckpt = load_checkpoint(model)
-    prompt_ids = _prompt_ids(ckpt, ids, prompt)
-    limit = ckpt.config.max_position_embeddings
-    if len(prompt_ids) + max_new_tokens > limit:
-        raise GenerateInputError(
-            f"{len(prompt_ids)} prompt tokens + {max_new_tokens} new tokens exceed the "
-            f"model's {limit} positions (max_position_embeddings)",
-            hint="use a shorter prompt or fewer --max-new-tokens")
     from tilelab.models import Qwen3
 
-    # a KV cache of exactly the prompt plus the new tokens (the engine needs at least 2)
-    engine = Qwen3.from_pretrained(model, device=device,
-                                   max_tokens=max(2, len(prompt_ids) + max_new_tokens))
-    start = time.perf_counter()
-    new = list(engine.generate(prompt_ids, max_new_tokens=max_new_tokens,
-                               temperature=temperature, seed=seed))
-    seconds = time.perf_counter() - start
-    print(f"new ids: {','.join(str(t) for t in new)}", file=out)
-    if ckpt.tokenizer is not None:
-        print(f"text: {ckpt.tokenizer.decode(new)}", file=out)
-    rate = len(new) / seconds if seconds > 0 else float("inf")
-    print(f"{len(new)} new tokens in {seconds:.2f} s: {rate:.1f} tok/s (prompt of "
-          f"{len(prompt_ids)} tokens, device {getattr(engine, 'device', device)})", file=out)
-    return new
+    t0 = time.perf_counter()
+    engine = Qwen3.from_pretrained(ns.model, device=ns.device, max_seq_len=context)
+    return engine, time.perf_counter() - t0
+
+
+def generate_command(ns: argparse.Namespace, *, out: TextIO, err: TextIO,
+                     inp: TextIO) -> list[int]:
+    """Load ``ns.model``, generate after the prompt, stream the text to ``out`` and the
+    report to ``err``; the new ids.
+
+    Example:
+        >>> generate_command(ns, out=sys.stdout, err=sys.stderr,
+        ...                  inp=sys.stdin)                            # doctest: +SKIP
+        [17, 250, 3, 99]
+    """
+    from .checkpoint import load_checkpoint
+    from .generation import warm_up
+
+    check_settings(ns)
+    t0 = time.perf_counter()
+    ckpt = load_checkpoint(ns.model)
+    prompt_ids = _prompt_ids(ns, ckpt, inp)
+    context = ns.max_seq_len
+    if context is None:      # just the prompt and the new tokens (at least 2 positions)
+        limit = ckpt.config.max_position_embeddings
+        context = max(2, min(len(prompt_ids) + ns.max_new_tokens, limit))
+    engine, _ = load_engine(ns, context=context)
+    load_s = time.perf_counter() - t0         # the checkpoint's files and the engine
+    engine._fits(len(prompt_ids), ns.max_new_tokens)
+    sampling = sampling_settings(ns, engine)
+    first = None if ns.no_warmup else warm_up(engine, prompt_ids, sampling=sampling)
+    s = engine.stream(prompt_ids, ns.max_new_tokens, sampling=sampling,
+                      stop_strings=ns.stop, ignore_eos=ns.ignore_eos,
+                      check_every=ns.check_every)
+    text = engine.tokenizer is not None
+    for piece in s:
+        if text and piece.text:
+            out.write(piece.text)
+            out.flush()
+    if text:
+        out.write("\n")
+    if ns.show_ids or not text:
+        print(f"ids: {','.join(str(t) for t in s.tokens)}", file=out)
+    out.flush()
+    s.speed.load_s, s.speed.first_run_s = load_s, first
+    print(f"{len(s.tokens)} new tokens, stopped by {_reason(s.finish_reason)} (device "
+          f"{s.speed.device})", file=err)
+    for line in s.speed.lines():
+        print(line, file=err)
+    return s.tokens
+
+
+def sampling_settings(ns: argparse.Namespace, engine: Any) -> Any:
+    """The :class:`~tilelab.models.sampling.SamplingParams` of the command line: the
+    checkpoint's defaults (``engine.sampling_defaults``, else greedy) with the given
+    ``--temperature``/``--greedy``, ``--top-k``, ``--top-p``, ``--min-p``, penalties and
+    ``--seed`` in their place.
+
+    Example:
+        >>> sampling_settings(ns, engine)                                # doctest: +SKIP
+        SamplingParams(temperature=0.6, top_k=20, top_p=0.95, ...)
+    """
+    from .sampling import SamplingParams
+
+    base = engine.sampling_defaults or SamplingParams.greedy()
+    given = {"temperature": 0.0 if ns.greedy else ns.temperature, "top_k": ns.top_k,
+             "top_p": ns.top_p, "min_p": ns.min_p,
+             "repetition_penalty": ns.repetition_penalty,
+             "presence_penalty": ns.presence_penalty, "seed": ns.seed}
+    changes = {k: v for k, v in given.items() if v is not None}
+    return base.replace(**changes) if changes else base
+
+
+def _reason(reason: str | None) -> str:
+    return {"eos": "an end-of-sequence token", "stop": "a stop string",
+            "length": "--max-new-tokens"}.get(reason or "", str(reason))
 
 
 def parse_ids(text: str, vocab_size: int | None = None) -> list[int]:
@@ -128,30 +301,90 @@ def parse_ids(text: str, vocab_size: int | None = None) -> list[int]:
     return ids
 
 
-def _check_settings(max_new_tokens: int, temperature: float) -> None:
-    if max_new_tokens < 1:
-        raise GenerateInputError(f"--max-new-tokens must be at least 1, not {max_new_tokens}")
-    if not math.isfinite(temperature) or temperature < 0:
+def check_settings(ns: argparse.Namespace) -> None:
+    """The numeric arguments in range (a :class:`GenerateInputError` otherwise).
+
+    Example:
+        >>> check_settings(argparse.Namespace(max_new_tokens=0))
+        Traceback (most recent call last):
+        ...
+        tilelab.models.errors.GenerateInputError: --max-new-tokens must be at least 1, not 0
+    """
+    import math
+
+    if ns.max_new_tokens < 1:
+        raise GenerateInputError(f"--max-new-tokens must be at least 1, not "
+                                 f"{ns.max_new_tokens}")
+    if ns.temperature is not None and (not math.isfinite(ns.temperature)
+                                       or ns.temperature < 0):
         raise GenerateInputError(f"--temperature must be 0 (greedy) or positive, not "
-                                 f"{temperature}")
+                                 f"{ns.temperature}")
+    if ns.max_seq_len is not None and ns.max_seq_len < 2:
+        raise GenerateInputError(f"--max-seq-len must be at least 2, not {ns.max_seq_len}")
+    if ns.check_every < 1:
+        raise GenerateInputError(f"--check-every must be at least 1, not {ns.check_every}")
+    if any(not s for s in ns.stop):
+        raise GenerateInputError("--stop needs a non-empty text")
 
 
-def _prompt_ids(ckpt, ids: str | None, prompt: str | None) -> list[int]:
-    if (ids is None) == (prompt is None):
-        raise GenerateInputError("give exactly one of --ids and --prompt")
-    if ids is not None:
-        return parse_ids(ids, ckpt.config.vocab_size)
+def _prompt_ids(ns: argparse.Namespace, ckpt: Any, inp: TextIO) -> list[int]:
+    if ns.ids is not None:
+        if ns.chat:
+            raise GenerateInputError("--chat takes a text prompt, not --ids")
+        return parse_ids(ns.ids, ckpt.config.vocab_size)
+    text = _prompt_text(ns, inp)
     if ckpt.tokenizer is None:
-        raise GenerateInputError(f"--prompt needs a tokenizer, and {ckpt.path} has no "
+        raise GenerateInputError(f"a text prompt needs a tokenizer, and {ckpt.path} has no "
                                  "tokenizer.json", hint="pass token ids with --ids 1,2,3")
-    encoded = ckpt.tokenizer.encode(prompt).ids
+    if ns.chat:
+        text = _chat_prompt(ns, ckpt, text)
+    encoded = ckpt.tokenizer.encode(text, add_special_tokens=False).ids
     if not encoded:
-        raise GenerateInputError(f"--prompt {prompt!r} encodes to no tokens",
+        raise GenerateInputError(f"the prompt {text!r} encodes to no tokens",
                                  hint="give a non-empty prompt")
     return list(encoded)
 
 
-def _one_line(e: TilelabError) -> str:
+def _prompt_text(ns: argparse.Namespace, inp: TextIO) -> str:
+    if ns.prompt_file is not None:
+        try:
+            with open(ns.prompt_file, encoding="utf-8") as f:
+                return f.read()
+        except OSError as e:
+            raise GenerateInputError(f"--prompt-file {ns.prompt_file}: {e.strerror}") \
+                from None
+        except UnicodeDecodeError as e:
+            raise GenerateInputError(f"--prompt-file {ns.prompt_file}: not UTF-8 text "
+                                     f"({e.reason})") from None
+    if ns.prompt is not None and ns.prompt != "-":
+        return ns.prompt
+    if ns.prompt is None and inp.isatty():
+        raise GenerateInputError("no prompt: give --prompt TEXT, --prompt-file FILE or "
+                                 "--ids 1,2,3, or pipe the prompt on stdin")
+    return inp.read()
+
+
+def _chat_prompt(ns: argparse.Namespace, ckpt: Any, text: str) -> str:
+    from .chat import ChatTemplate, ChatTemplateError
+
+    cfg = ckpt.tokenizer_config
+    if cfg is None or not cfg.chat_template:
+        raise ChatTemplateError(f"--chat: {ckpt.path} has no chat template "
+                                "(tokenizer_config.json's chat_template or "
+                                "chat_template.jinja)", hint="drop --chat")
+    messages = ([{"role": "system", "content": ns.system}] if ns.system else []) + \
+        [{"role": "user", "content": text}]
+    return ChatTemplate(cfg.chat_template, cfg.special_tokens,
+                        source=cfg.template_file).render(
+        messages, add_generation_prompt=True, enable_thinking=ns.enable_thinking)
+
+
+def one_line(e: TilelabError) -> str:
+    """An error's message and hint on one line.
+
+    Example:
+        >>> one_line(GenerateInputError("bad\\nthing", hint="fix it"))
+        'bad thing (hint: fix it)'
+    """
     text = " ".join(e.message.split())
     return f"{text} (hint: {' '.join(e.hint.split())})" if e.hint else text
-

@@ -18,8 +18,9 @@ from typing import Any
 
 from .config_check import RULES, field_problem
 from .errors import CheckpointError
+from .quantized import QUANTIZED_HINT, quantization_problem
 
-__all__ = ["Qwen3Config", "parse_config", "read_config", "DTYPES"]
+__all__ = ["Qwen3Config", "parse_config", "read_config", "DTYPES", "token_ids"]
 
 DTYPES = ("bfloat16", "float16", "float32")
 ARCHITECTURE = "Qwen3ForCausalLM"
@@ -33,7 +34,9 @@ _DEFAULTS = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddin
 class Qwen3Config:
     """The shape and numerics of a Qwen3 model (the keys of ``config.json`` it uses).
 
-    ``dtype`` is the declared weight dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``.
+    ``dtype`` is the declared weight dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``;
+    ``eos_token_ids`` the ids of ``config.json``'s ``eos_token_id`` (one id or a list;
+    empty when it has none), each inside the vocabulary.
 
     Example:
         >>> c = Qwen3Config(vocab_size=300, hidden_size=96, intermediate_size=160,
@@ -57,6 +60,7 @@ class Qwen3Config:
     max_position_embeddings: int
     tie_word_embeddings: bool
     dtype: str
+    eos_token_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         """Every field in its range, however the config was made (``parse_config``
@@ -70,6 +74,11 @@ class Qwen3Config:
                                   f"({self.num_attention_heads}) is not a multiple of "
                                   f"num_key_value_heads ({self.num_key_value_heads})",
                                   key="num_key_value_heads")
+        bad = [t for t in self.eos_token_ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise CheckpointError(f"Qwen3Config: eos token id {bad[0]} is outside the "
+                                  f"vocabulary (0..{self.vocab_size - 1})",
+                                  key="eos_token_id")
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """The Hugging Face tensor names of the model and the shape each must have
@@ -158,6 +167,10 @@ def parse_config(raw: Any, *, path: str | Path = "config.json") -> Qwen3Config:
         raise CheckpointError(f"the top level must be a JSON object, not {type(raw).__name__}",
                               path=path)
     _check_architecture(raw, path)
+    quantized = quantization_problem(raw)
+    if quantized is not None:
+        raise CheckpointError(quantized, path=path, key="quantization_config",
+                              hint=QUANTIZED_HINT)
     cfg = _Reader(raw, path)
     hidden, heads = cfg.field("hidden_size"), cfg.field("num_attention_heads")
     kv_heads = cfg.field("num_key_value_heads", default=heads)
@@ -179,7 +192,9 @@ def parse_config(raw: Any, *, path: str | Path = "config.json") -> Qwen3Config:
         rope_theta=_rope_theta(raw, cfg, path),
         max_position_embeddings=cfg.field("max_position_embeddings"),
         tie_word_embeddings=cfg.boolean("tie_word_embeddings"),
-        dtype=_dtype(raw, path))
+        dtype=_dtype(raw, path),
+        eos_token_ids=token_ids(raw.get("eos_token_id"), cfg.field("vocab_size"),
+                                path=path, key="eos_token_id"))
 
 
 class _Reader:
@@ -244,6 +259,32 @@ def _check_unsupported(raw: dict, path) -> None:
     for key, ok, what in checks:
         if not ok:
             raise CheckpointError(f"{key} is {raw.get(key)!r}: {what}", path=path, key=key)
+
+
+def token_ids(value: Any, vocab_size: int, *, path: str | Path,
+              key: str) -> tuple[int, ...]:
+    """The token ids of a config key that holds one id, a list of ids or null (as
+    ``eos_token_id`` in ``config.json`` and ``generation_config.json``), each an
+    integer inside the vocabulary; a located :class:`CheckpointError` otherwise.
+
+    Example:
+        >>> token_ids([5, 7], 300, path="c.json", key="eos_token_id")
+        (5, 7)
+        >>> token_ids(None, 300, path="c.json", key="eos_token_id")
+        ()
+        >>> token_ids(300, 300, path="c.json", key="eos_token_id")
+        Traceback (most recent call last):
+        ...
+        tilelab.models.errors.CheckpointError: c.json: eos_token_id is 300: a token id must be an integer from 0 to 299
+    """
+    if value is None:
+        return ()
+    values = value if isinstance(value, list) else [value]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < vocab_size:
+            raise CheckpointError(f"{key} is {value!r}: a token id must be an integer "
+                                  f"from 0 to {vocab_size - 1}", path=path, key=key)
+    return tuple(dict.fromkeys(values))
 
 
 def _rope_theta(raw: dict, cfg: _Reader, path) -> float:
