@@ -148,7 +148,7 @@ class SpeedReport:
         bw = self.bandwidth
         if bw is not None:
             per = self.decode_bytes / self.decode_steps / 1e9
-            roof = (f", {bw / self.roof:.1%} of the {self.gpu}'s nominal "
+            roof = (f", {number(100 * bw / self.roof)}% of the {self.gpu}'s nominal "
                     f"{number(self.roof / 1e9)} GB/s" if self.roof else
                     f" (no nominal bandwidth known for {self.gpu})")
             out.append(f"decode bandwidth: {number(bw / 1e9)} GB/s{roof} "
