@@ -328,8 +328,10 @@ def test_notebook_02_runs_in_jupyterlab_and_renders_the_view(lab, tmp_path):
             assert fit == [[], []], fit
             _save(page, view, tmp_path, "notebook02-1100px.png")
 
-            # the notebook's own figures (ownership, grid, roofline) rendered as images
-            pngs = page.locator(".jp-RenderedImage img, .jp-RenderedSVG img, "
+            # the notebook's own figures (ownership, grid, roofline): themed inline SVG
+            # (tilelab.lab.figures.output), or images
+            pngs = page.locator(".jp-RenderedHTMLCommon .tilelab-figure > svg, "
+                                ".jp-RenderedImage img, .jp-RenderedSVG img, "
                                 ".jp-RenderedSVG svg")
             assert pngs.count() >= 4, pngs.count()
             widths = pngs.evaluate_all("els => els.map(e => e.naturalWidth ?? "

@@ -12,7 +12,10 @@ the CPU backend, and headless Chromium (through playwright) checks the view:
   backgrounds, light text, text readable on the figure's own background; switching back
   restores the light colours;
 - in an 1100 px wide output no tab makes the output scroll sideways and no figure is wider
-  than its panel.
+  than its panel;
+- the figures of a plain cell (``ownership_figure``, ``roofline_figure`` and a matplotlib
+  chart made with ``themed()``/``new_figure``) follow the same switch: their backgrounds
+  turn dark and their text light, readable both ways, and they fit the 1100 px output.
 
 Screenshots go to the test's tmp dir and, when set, ``$TILELAB_SCREENSHOT_DIR``. Needs
 ``jupyterlab``, ``playwright`` and Chromium (``/usr/bin/chromium`` or
@@ -51,6 +54,25 @@ x = tl.arange(4096, dtype="float32"); y = tl.ones(4096, dtype="float32")
 z = tl.empty(4096, dtype="float32")
 add(z.partition(256), x, y)
 '''
+# figures shown by a plain cell: two SVG figures of the lab and a themed matplotlib chart
+FIGURES = '''from tilelab.lab.figures.ownership import ownership_figure
+from tilelab.lab.figures.roofline_plot import roofline_figure
+from tilelab.lab.figures.theme import new_figure, themed
+from tilelab.perf import predict
+from tilelab.perf.counting import elementwise
+
+display(ownership_figure(tl.empty((256, 384), dtype="float32").partition((64, 128)), name="z"))
+display(roofline_figure([predict(elementwise(1 << 26, name="add"), "h200").point()]))
+with themed() as theme:
+    fig = new_figure(theme, figsize=(5, 2.2))
+    ax = fig.add_subplot()
+    ax.plot([1, 2, 4, 8], [1, 3, 2, 4], "o-", label="blocks")
+    ax.axhline(2, color=theme.muted, ls="--", lw=1)
+    ax.set_title("a themed chart")
+    ax.set_xlabel("tile")
+    ax.legend()
+fig
+'''
 TABS = ("Source ↔ Tile IR", "Safety", "Lowered", "Ownership", "Roofline", "Timings")
 FIGURE_TABS = ("Ownership", "Roofline")
 OUTPUT_WIDTH = 1100
@@ -84,8 +106,10 @@ _JS_LOOK = """(out) => {""" + _JS_COLOURS + """
     const bgRect = [...svg.querySelectorAll('rect')].find(r =>
       /--tl-(bg|panel)\\b/.test(r.getAttribute('fill') || ''));
     const ground = bgRect ? rgb(getComputedStyle(bgRect).fill) : behind(svg);
-    const texts = [...svg.querySelectorAll('text')].filter(t =>
-      /--tl-(fg|muted)\\b/.test(t.getAttribute('fill') || ''));
+    // text in the theme's text colours: a fill of --tl-fg/--tl-muted, or none (the
+    // figure's root fill, --tl-fg)
+    const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim() &&
+      (!t.getAttribute('fill') || /--tl-(fg|muted)\\b/.test(t.getAttribute('fill'))));
     const fills = texts.map(t => rgb(getComputedStyle(t).fill));
     look.figure = {ground, bgRect: !!bgRect, texts: texts.length,
                    textFill: fills[0] || null,
@@ -96,6 +120,30 @@ _JS_LOOK = """(out) => {""" + _JS_COLOURS + """
   look.lumFg = lum(look.fg); look.lumBg = lum(look.bg);
   look.contrast = contrast(look.fg, look.bg);
   return look;
+}
+"""
+
+# a plain cell's figure outputs: each one's background and text colours, and its fit
+_JS_PLAIN = """(cell) => {""" + _JS_COLOURS + """
+  const fillOf = e => e.getAttribute('fill') ||
+    ((e.getAttribute('style') || '').match(/fill:\\s*([^;]+)/) || [, ''])[1];
+  const out = cell.querySelector('.jp-OutputArea');
+  return [...cell.querySelectorAll('.tilelab-figure > svg')].map(svg => {
+    const ground = [...svg.querySelectorAll('rect, path')].find(e =>
+      /--tl-(bg|panel)\\b/.test(fillOf(e)));
+    // the figure's own background, else its wrapper's (the theme's, --tl-bg)
+    const bg = ground ? rgb(getComputedStyle(ground).fill) : behind(svg);
+    // text in the theme's text colours, not labels over owner colours (those have halos)
+    const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim()
+      && !t.getAttribute('stroke') && (/--tl-(fg|muted)\\b/.test(fillOf(t)) || !fillOf(t)));
+    const fills = texts.map(t => rgb(getComputedStyle(t).fill));
+    const worst = fills.map((f, i) => [contrast(f, bg), texts[i].textContent])
+      .sort((a, b) => a[0] - b[0]);
+    return {chart: svg.classList.contains('tl-mpl'), ground: bg,
+            texts: texts.length, textFill: fills[0] || null,
+            worst: worst.length ? worst[0][0] : null, lowest: worst.slice(0, 3),
+            width: svg.getBoundingClientRect().width, room: out.clientWidth};
+  });
 }
 """
 
@@ -140,7 +188,8 @@ def _notebook() -> dict:
         return {"cell_type": "code", "execution_count": None, "id": f"c{abs(hash(source))}",
                 "metadata": {}, "outputs": [], "source": source}
 
-    return {"cells": [cell(SETUP), cell(ADD)], "nbformat": 4, "nbformat_minor": 5,
+    return {"cells": [cell(SETUP), cell(ADD), cell(FIGURES)], "nbformat": 4,
+            "nbformat_minor": 5,
             "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
                                         "language": "python"}}}
 
@@ -182,7 +231,7 @@ def _run_all(page, lab, tmp_path: Path) -> list[str]:
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while True:
         prompts = _prompts(page)
-        if len(prompts) == 2 and all(_ran(p) for p in prompts):
+        if len(prompts) == 3 and all(_ran(p) for p in prompts):
             return prompts
         if time.monotonic() > deadline:
             _save(page, page.locator(".jp-Notebook"), tmp_path, "jupyterlab-failed.png")
@@ -288,6 +337,29 @@ def _check_dark(look: dict, light: dict, tab: str) -> None:
     assert fig["worst"] >= 3.0, f"dark {tab}: figure text hard to read: {fig}"
 
 
+def _plain_figures(page, theme: str, tmp_path: Path) -> list[dict]:
+    """The plain cell's three figures in a theme: present, readable, within the output."""
+    cell = page.locator(".jp-Cell").nth(2)
+    looks = cell.evaluate(_JS_PLAIN)
+    assert [f["chart"] for f in looks] == [False, False, True], f"{theme}: {looks}"
+    for f in looks:
+        assert f["texts"] > 0, f"{theme}: no figure text in theme colours: {f}"
+        assert f["worst"] >= 3.0, f"{theme}: figure text hard to read: {f}"
+        assert f["width"] <= f["room"] + 1, f"{theme}: a figure is wider than the output: {f}"
+    figures = cell.locator(".tilelab-figure")
+    for i, name in enumerate(("ownership", "roofline", "chart")):
+        _save(page, figures.nth(i), tmp_path, f"jupyterlab-{theme}-plain-{name}.png")
+    return looks
+
+
+def _check_plain_dark(dark: list[dict], light: list[dict]) -> None:
+    for d, lt in zip(dark, light):
+        lum = 0.2126 * d["ground"][0] + 0.7152 * d["ground"][1] + 0.0722 * d["ground"][2]
+        assert lum < 90 and d["ground"] != lt["ground"], \
+            f"dark: a plain-cell figure kept its light background: {d} (light: {lt})"
+        assert d["textFill"] != lt["textFill"], f"dark: figure text kept its colour: {d}"
+
+
 def _open_and_run(page, lab, tmp_path: Path):
     """Open the notebook, run it, and return (prompts, the view's output child, its
     output area) once the kernel is idle and the view shows its first tab."""
@@ -344,6 +416,7 @@ def test_the_view_follows_jupyterlab_light_and_dark_themes(lab, tmp_path):
                 assert look["figure"]["worst"] >= 3.0, (tab, look)
                 _tab(view, tab).click()
                 _save(page, view, tmp_path, f"jupyterlab-light-{tab.lower()}.png")
+            plain = _plain_figures(page, "light", tmp_path)
             safety = _check_safety(out, view, "light")
             _save(page, view, tmp_path, "jupyterlab-light-safety.png")
             _check_fit(page, out, view, "light")
@@ -355,6 +428,7 @@ def test_the_view_follows_jupyterlab_light_and_dark_themes(lab, tmp_path):
                 look = _look(out, view, tab)
                 _save(page, view, tmp_path, f"jupyterlab-dark-{tab.lower()}.png")
                 _check_dark(look, light[tab], tab)
+            _check_plain_dark(_plain_figures(page, "dark", tmp_path), plain)
             dark = _check_safety(out, view, "dark")
             assert dark["fg"] != safety["fg"], "the Safety tab kept its light text colour"
             for tab in ("Source ↔ Tile IR", "Safety", "Lowered"):
@@ -363,6 +437,7 @@ def test_the_view_follows_jupyterlab_light_and_dark_themes(lab, tmp_path):
             _check_fit(page, out, view, "dark")
 
             _set_theme(page, "JupyterLab Light", light=True)
+            assert _plain_figures(page, "light-again", tmp_path) == plain
             back = _look(out, view, "Ownership")
             assert (back["figure"]["ground"], back["vars"]) == (
                 light["Ownership"]["figure"]["ground"], light["Ownership"]["vars"]), back

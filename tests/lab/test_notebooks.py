@@ -112,14 +112,21 @@ class Run:
         assert len(pages) == 1, f"{len(pages)} %%tile views in the cell {marker!r}"
         return pages[0]
 
+    def figures(self, marker: str) -> list[str]:
+        """The figures a cell showed: themed figure outputs (inline SVG that follows the
+        page's theme, ``div.tilelab-figure``) and any PNG."""
+        return [h for h in self.data(marker, "text/html") if 'class="tilelab-figure"' in h] + \
+            self.data(marker, "image/png")
+
     def pngs(self) -> int:
-        """Figures shown: image/png outputs and the figures inside %%tile views (inline
-        SVG or PNG)."""
+        """Figures shown: figure outputs (themed inline SVG or PNG) and the figures inside
+        %%tile views (inline SVG or PNG)."""
         count = 0
         for c in self.nb.cells:
             for o in c.get("outputs", []):
                 data = o.get("data", {})
                 count += "image/png" in data
+                count += data.get("text/html", "").count('<div class="tilelab-figure">')
                 count += data.get("text/html", "").count('src="data:image/png;base64,')
                 count += data.get("text/html", "").count('<figure class="tl-figure tl-svg"')
         return count
@@ -238,7 +245,7 @@ def test_01_hello_tiles_outputs(run):
     assert "for sm_90" in lowered and "__tl_ct.store(z, index=(__tl_ct.bid(0),)" in lowered
     ops = r.text("the heart of the Tile IR")
     assert ops.count("load_view_tko") == 2 and "addf" in ops and "store_view_tko" in ops
-    assert r.data("ownership_figure(p", "image/png")
+    assert r.figures("ownership_figure(p")
     assert "after double: [2. 4. 6. 8.]" in r.text("def double(z: tl.InOut)")
     shown = r.text("def add_into_x(")
     assert re.match(r"SafetyError \(expected\): In\[\d+\]:2:5: ct\.store\(\) writes to 'x'",
@@ -286,7 +293,7 @@ def test_02_vector_add_outputs(run):
     assert "z[995:] = [ 996.  997.  998.  999. 1000.]" in r.text("x1k = tl.arange(1000")
     for marker in ("ownership_figure(p, name", "ownership_figure(p1k", "(300, 240)",
                    "grid = pd.DataFrame(", "roofline_figure(points"):
-        assert r.data(marker, "image/png"), f"no PNG from the cell {marker!r}"
+        assert r.figures(marker), f"no figure from the cell {marker!r}"
     assert "add f32: 0.083 FLOP/B" in r.text("roofline_figure(points")
     bench = r.view("%%tile --bench")
     _tabs(bench, "Timings", "Roofline")
@@ -302,7 +309,7 @@ def test_03_gemm_outputs(run):
     assert "max relative error" in r.text("def gemm(c: tl.Out")
     reads = r.text("trace = tl.interpret(gemm")
     assert re.search(r"block 21 read 128 KiB in 16 tiles of A and 16 tiles of B", reads), reads
-    assert r.data("trace = tl.interpret(gemm", "image/png")
+    assert r.figures("trace = tl.interpret(gemm")
     traffic = r.text("compulsory = gemm_work(")
     assert "compulsory bytes (each matrix once):   1.50 MiB" in traffic
     assert "FLOPs: 268,435,456" in traffic
@@ -319,14 +326,14 @@ def test_03_gemm_outputs(run):
         assert r.text(f'check("{name}"').startswith(f"FAIL {name}: "), name
     assert "8.0x the compulsory reads of A and B" in traffic       # the loads, not C's store
     assert "plus the store of C:                   0.50 MiB" in traffic
-    assert len(r.data("schedules = {", "image/png")) == 2
+    assert len(r.figures("schedules = {")) == 2
     waves = r.text("wave = 132")
     assert re.search(r"row-major\s+5\s+32", waves) and re.search(r"grouped\(8\)\s+8\s+17", waves)
     assert "persistent == row-major: True" in r.text("persistent_gemm(c_p")
-    assert r.data("roofline_figure(points", "image/png")
+    assert r.figures("roofline_figure(points")
     assert r.data("explorer = explore(", WIDGET), "the explorer is a widget"
     assert "gemm tile=128 n=512" in r.text("explorer.size_slider")
-    assert r.data("explorer.size_slider", "image/png")
+    assert r.figures("explorer.size_slider")
 
 
 @pytest.mark.slow
@@ -345,10 +352,10 @@ def test_04_softmax_fusion_outputs(run):
     table = r.text("count_traffic({")
     assert re.search(r"unfused\s+binary_kernel\s+1024\.0\s+512\.0", table), table
     assert re.search(r"fused\s+add_norm_rows_kernel\s+1032\.0\s+1024\.0", table), table
-    assert r.data("count_traffic({", "image/png")
+    assert r.figures("count_traffic({")
     assert re.search(r"16384x4096 bf16, predicted on an H200: unfused [\d.]+ µs, fused",
                      r.text("FULL = 16384"))
-    assert r.data("FULL = 16384", "image/png")
+    assert r.figures("FULL = 16384")
     assert "h identical to the library: True" in r.text("def add_rms_norm_rows(")
     for name in ("row_sum_squares", "online_logsumexp", "row_logsumexp", "fused_bias_gelu"):
         assert r.text(f'check("{name}"').startswith(f"FAIL {name}: "), name
@@ -362,11 +369,11 @@ def test_05_races_outputs(run):
     assert ("write-write race on 'out': blocks (0, 0, 0) and (0, 1, 0) both write 64 "
             "elements") in report
     assert "blocks (1, 0, 0) and (1, 3, 0)" in report
-    assert r.data('race_figure(trace, "out")', "image/png")
+    assert r.figures('race_figure(trace, "out")')
     assert "correct elements: 0 of 512" in r.text("got = out.numpy()")
     safe = r.text("def head_permute(out: tl.Out")
     assert "no inter-block races found" in safe and "correct: True" in safe
-    assert r.data("ownership_figure(part, trace=trace", "image/png")
+    assert r.figures("ownership_figure(part, trace=trace")
     assert "correct: True" in r.text("Bb, Hh, Ss, Dd, BSs")
     assert r.text("def head_permute_bad(").startswith("SafetyError (expected): ")
     assert re.search(r"LaunchError \(expected\): In\[\d+\]:\d+:\d+: 6 race\(s\) in kernel "
@@ -415,7 +422,7 @@ def test_06_async_graphs_outputs(run):
     for line in ("launch 0 waits for []", "launch 1 waits for [0]", "launch 2 waits for []",
                  "launch 3 waits for [1, 2]"):
         assert line in deps
-    assert r.data("def depth(i)", "image/png") and r.data("rows = []", "image/png")
+    assert r.figures("def depth(i)") and r.figures("rows = []")
     assert "v = 2(x + y) + 2x: [ 2.  6. 10. 14.]" in r.text("replay = g.replay()")
     timed = r.text("with tl.graph() as chain")
     assert "20 launches and 1 replay agree: True" in timed
@@ -433,7 +440,7 @@ def test_07_decode_outputs(run):
     tokens = r.text("greedy = model.generate(prompt")
     assert "(same)" in tokens and "same seed, same tokens : True" in tokens
     assert "unsafe: none" in r.text("step = model.decode_step()")
-    assert r.data("roofline_figure(points", "image/png")
+    assert r.figures("roofline_figure(points")
     for name in ("gemv", "rms_norm", "rope", "capstone_norm_gemv"):
         shown = r.text(f'check("{name}"')
         assert shown.startswith(f"FAIL {name}: on the notebook's size"), shown

@@ -52,7 +52,7 @@ def color(field_name: str) -> str:
         >>> color("foreground"), color("palette:2")
         ('var(--tl-fg, #1a1a1a)', 'var(--tl-c2, #2ca02c)')
     """
-    from tilelab.lab.figures.theme import LIGHT
+    from tilelab.lab.figures.looks import LIGHT
 
     kind, _, arg = field_name.partition(":")
     if kind == "palette":
@@ -78,7 +78,7 @@ def owner_fill(owner: int, num_blocks: int) -> str:
         >>> owner_fill(1, 4), owner_fill(0, 300)
         ('var(--tl-c1, #ff7f0e)', 'hsl(220, 60%, 55%)')
     """
-    from tilelab.lab.figures.theme import LIGHT
+    from tilelab.lab.figures.looks import LIGHT
 
     if num_blocks <= len(LIGHT.palette):
         return color(f"palette:{owner}")
@@ -94,7 +94,7 @@ def resolve(css: str, theme: Any = None) -> str:
         >>> resolve("var(--tl-fg, #1a1a1a)", "dark"), resolve("hsl(0, 100%, 50%)")
         ('#e6e6e6', '#ff0000')
     """
-    from tilelab.lab.figures.theme import get_theme
+    from tilelab.lab.figures.looks import get_theme
 
     t = get_theme(theme or "light")
     m = _VAR_RE.fullmatch(css.strip())
@@ -231,8 +231,10 @@ class Scene:
         """The scene as one ``<svg>`` element (1:1 px size, a viewBox, unique ids)."""
         w, h = _num(self.width), _num(self.height)
         hid = f"{self.prefix}-hatch"
+        # text is drawn in the foreground colour unless it says otherwise: the root's fill
+        # (every shape writes its own fill), so each text need not repeat it
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="tl-svg" width="{w}" '
-               f'height="{h}" viewBox="0 0 {w} {h}" role="img" '
+               f'height="{h}" viewBox="0 0 {w} {h}" role="img" fill="{color("foreground")}" '
                f'style="font-family:{html.escape(FONT, quote=True)}">']
         if self.title:
             out.append(f"<title>{html.escape(self.title)}</title>")
@@ -259,7 +261,8 @@ class Scene:
     def _stroke(d: dict[str, Any]) -> str:
         if not d.get("stroke"):
             return ""
-        return f' stroke="{d["stroke"]}" stroke-width="{_num(d["sw"])}"'
+        width = f' stroke-width="{_num(d["sw"])}"' if d["sw"] != 1 else ""   # 1: SVG's default
+        return f' stroke="{d["stroke"]}"{width}'
 
     @staticmethod
     def _tip(d: dict[str, Any]) -> str:
@@ -278,9 +281,9 @@ class Scene:
     def _svg_line(self, d: dict[str, Any], hid: str) -> str:
         pts = " ".join(f"{_num(a)},{_num(b)}" for a, b in d["pts"])
         dash = f' stroke-dasharray="{" ".join(map(_num, d["dash"]))}"' if d["dash"] else ""
-        return (f'<polyline points="{pts}" fill="none" stroke="{d["stroke"]}" '
-                f'stroke-width="{_num(d["sw"])}"{dash} stroke-linejoin="round"'
-                f'{self._common(d)}/>')
+        width = f' stroke-width="{_num(d["sw"])}"' if d["sw"] != 1 else ""
+        return (f'<polyline points="{pts}" fill="none" stroke="{d["stroke"]}"{width}{dash} '
+                f'stroke-linejoin="round"{self._common(d)}/>')
 
     def _svg_polygon(self, d: dict[str, Any], hid: str) -> str:
         pts = " ".join(f"{_num(a)},{_num(b)}" for a, b in d["pts"])
@@ -295,8 +298,11 @@ class Scene:
                 + (f">{tip}</circle>" if tip else "/>"))
 
     def _svg_text(self, d: dict[str, Any], hid: str) -> str:
-        attrs = (f'x="{_num(d["x"])}" y="{_num(d["y"])}" font-size="{_num(d["size"])}" '
-                 f'text-anchor="{d["anchor"]}" fill="{d["fill"]}"')
+        attrs = f'x="{_num(d["x"])}" y="{_num(d["y"])}" font-size="{_num(d["size"])}"'
+        if d["anchor"] != "start":                  # SVG's default
+            attrs += f' text-anchor="{d["anchor"]}"'
+        if d["fill"] != color("foreground"):        # the root's fill
+            attrs += f' fill="{d["fill"]}"'
         if d["weight"] != "normal":
             attrs += f' font-weight="{d["weight"]}"'
         if d["halo"]:
@@ -355,8 +361,9 @@ class Scene:
 class SvgFigure(Scene):
     """A finished figure: a :class:`Scene` with a title and what it drew (``tilelab``).
 
-    Shows itself in notebooks (SVG, and PNG for outputs that need one), and saves as SVG
-    or PNG by the file's suffix.
+    Shows itself in notebooks as inline SVG that follows the page's light or dark theme
+    (``_repr_svg_``/``_repr_png_`` give this figure's own theme, for other consumers), and
+    saves as SVG or PNG by the file's suffix.
 
     Example:
         >>> f = SvgFigure(200, 80, title="t", theme="light")
@@ -366,7 +373,7 @@ class SvgFigure(Scene):
 
     def __init__(self, width: float, height: float, *, title: str = "",
                  theme: Any = None) -> None:
-        from tilelab.lab.figures.theme import get_theme
+        from tilelab.lab.figures.looks import get_theme
 
         super().__init__(width, height, title=title)
         self.theme = get_theme(theme)
@@ -392,6 +399,14 @@ class SvgFigure(Scene):
         """The SVG with every colour made concrete for ``theme`` (for pages that do not
         define the ``--tl-*`` variables, such as a notebook's plain output)."""
         return _VAR_RE.sub(lambda m: resolve(m.group(0), theme or self.theme), self.to_svg())
+
+    def _ipython_display_(self) -> None:
+        """Shown in a notebook as one themed HTML output (:mod:`tilelab.lab.figures.output`):
+        the SVG with the page's colour variables, so it follows a theme switch without a
+        re-run; no PNG is stored beside it."""
+        from tilelab.lab.figures.output import publish
+
+        publish(self.to_svg(), f"<figure: {self.title}>" if self.title else "<figure>")
 
     def _repr_svg_(self) -> str:
         return self.svg_for(self.theme)

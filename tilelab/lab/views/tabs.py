@@ -31,7 +31,7 @@ from tilelab.lab.views.highlight import CSS as TOKEN_CSS
 from tilelab.lab.views.panels import Panel
 from tilelab.lab.views.safety_view import CSS as SAFETY_CSS
 
-__all__ = ["CSS", "TileView", "widget_frontend"]
+__all__ = ["CSS", "HIDE_STATIC", "TileView", "widget_frontend"]
 
 CSS = """
 .tilelab-view {
@@ -144,10 +144,14 @@ CSS = """
 .tilelab-widget-tabs .lm-TabBar-tab { flex: 0 0 auto !important; min-width: fit-content !important;
   max-width: none !important; }
 .tilelab-widget-tabs .widget-html-content { min-width: 0; max-width: 100%; }
-.jp-OutputArea-child:has(.tilelab-static):has(+ .jp-OutputArea-child .tilelab-view) {
-  display: none; }
 """
 """Layout and theme CSS of a view (token colours: :data:`tilelab.lab.views.highlight.CSS`)."""
+
+#: the static copy of a view hides where the widget published after it rendered (JupyterLab,
+#: an exported page online); where it did not (offline, GitHub) the static copy shows
+HIDE_STATIC = (".jp-OutputArea-child:has(.tilelab-static):has(+ .jp-OutputArea-child "
+               ".tilelab-view) { display: none; }")
+CSS += HIDE_STATIC + "\n"
 
 
 def widget_frontend(shell: Any = None) -> bool:
@@ -201,7 +205,7 @@ class TileView:
         #: from, if any
         self.report = report
         self.uid = f"tilelab-view-{uuid.uuid4().hex[:12]}"  # unique in any saved page
-        self._widget = None
+        self._widgets: dict[bool, Any] = {}   # styled or not -> the widget
 
     # ------------------------------------------------------------------ pieces
     def _head_html(self) -> str:
@@ -240,28 +244,33 @@ class TileView:
                 f'{self._head_html()}<div class="tl-tabs">{"".join(inputs)}{"".join(panels)}'
                 "</div></div>")
 
-    def to_widget(self) -> Any:
+    def to_widget(self, styled: bool = True) -> Any:
         """An ipywidgets ``VBox``: the header and a ``Tab`` with one ``HTML`` per panel.
+
+        ``styled=False`` leaves the view's CSS out of the widget: displaying a view
+        publishes the static page first, whose ``<style>`` styles the whole page (also
+        while the static copy is hidden), so the widget need not store it a second time.
 
         Example:
             >>> from tilelab.lab.views.panels import Panel
             >>> w = TileView([Panel("ptx", "PTX", "<b>x</b>", "x")], "h").to_widget()
-            >>> w.children[1].titles
-            ('PTX',)
+            >>> w.children[1].titles, "<style>" in w.children[0].value
+            (('PTX',), True)
         """
-        if self._widget is not None:
-            return self._widget
+        if styled in self._widgets:
+            return self._widgets[styled]
         import ipywidgets as widgets
 
-        head = widgets.HTML(f'<div class="tilelab-view">{self._style()}{self._head_html()}</div>')
+        style = self._style() if styled else ""
+        head = widgets.HTML(f'<div class="tilelab-view">{style}{self._head_html()}</div>')
         children = [widgets.HTML(f'<div class="tilelab-view"><div class="tl-widget-panel">'
                                  f'<h3 class="tl-panel-title">{html.escape(p.title)}</h3>'
                                  f"{p.html}</div></div>") for p in self.panels]
         tab = widgets.Tab(children=children)
         tab.add_class("tilelab-widget-tabs")  # CSS above: labels wrap instead of being cut
         tab.titles = tuple(p.title for p in self.panels)
-        self._widget = widgets.VBox([head, tab])
-        return self._widget
+        self._widgets[styled] = widgets.VBox([head, tab])
+        return self._widgets[styled]
 
     def to_text(self) -> str:
         """A plain-text summary: the header, notes and the text of the summary views
@@ -321,7 +330,8 @@ class TileView:
         The static page always has an output of its own: nbconvert, GitHub and any
         renderer without widget JavaScript prefer a widget MIME type to ``text/html`` in the
         same bundle and would show nothing offline. With a widget frontend a second output
-        holds the widget, and CSS hides the static copy wherever the widget rendered.
+        holds the widget, and CSS hides the static copy wherever the widget rendered. The
+        widget carries no CSS of its own: the static page's styles the whole page.
 
         Example:
             >>> from tilelab.lab.views.panels import Panel
@@ -332,7 +342,7 @@ class TileView:
         if not self.use_widget():
             return [static]
         key = "application/vnd.jupyter.widget-view+json"
-        bundle = self.to_widget()._repr_mimebundle_()
+        bundle = self.to_widget(styled=False)._repr_mimebundle_()   # the static page's CSS
         if key not in bundle:
             return [static]
         return [static, {key: bundle[key]}]  # its text would repeat the static summary

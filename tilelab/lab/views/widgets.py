@@ -36,7 +36,7 @@ __all__ = ["Explorer", "explore", "figure_html", "figure_png"]
 
 
 def figure_png(fig: Any, dpi: int = 80) -> bytes:
-    """A figure as PNG bytes (what the panel's image widgets show).
+    """A figure as PNG bytes (for files and outputs that cannot hold SVG).
 
     Example:
         >>> from tilelab.lab.figures.theme import new_figure
@@ -49,30 +49,44 @@ def figure_png(fig: Any, dpi: int = 80) -> bytes:
 
 
 _FIGURE_CSS = (".tilelab-view.tl-explorer-figure { margin: 0; background: transparent; } "
-               ".tl-explorer-figure svg, .tl-explorer-figure img { max-width: 100%; "
-               "height: auto; display: block; }")
+               ".tl-explorer-figure svg { max-width: 100%; height: auto; display: block; }")
+
+
+def _svg(fig: Any) -> str:
+    """Inline SVG coloured by the page's ``--tl-*`` variables: an SVG figure's own, or a
+    matplotlib figure's with its theme colours made variables."""
+    if hasattr(fig, "to_svg"):
+        return fig.to_svg()
+    from tilelab.lab.figures.mpl_svg import themed_svg
+
+    return themed_svg(fig)
 
 
 def figure_html(fig: Any) -> str:
-    """A figure as the HTML the panel shows: inline SVG (an SVG figure; its colours follow
-    the page's light or dark theme through ``--tl-*`` variables) or a PNG image.
+    """A figure as the HTML the panel shows: inline SVG whose colours follow the page's
+    light or dark theme through ``--tl-*`` variables (a matplotlib figure too).
 
     Example:
         >>> from tilelab.lab.figures.theme import new_figure
-        >>> "data:image/png;base64," in figure_html(new_figure("light", (1, 1)))
+        >>> html = figure_html(new_figure("light", (1, 1)))
+        >>> "<svg" in html and "var(--tl-bg, #ffffff)" in html and "base64" not in html
         True
     """
     from tilelab.lab.figures.theme import theme_css
 
-    if hasattr(fig, "to_svg"):
-        body = fig.to_svg()
-    else:
-        import base64
-
-        data = base64.b64encode(figure_png(fig)).decode("ascii")
-        body = f'<img alt="figure" src="data:image/png;base64,{data}"/>'
     return (f'<div class="tilelab-view tl-explorer-figure"><style>{theme_css()}{_FIGURE_CSS}'
-            f"</style>{body}</div>")
+            f"</style>{_svg(fig)}</div>")
+
+
+#: the snapshot an exported page shows where the widget cannot run
+_STATIC_CSS = (".tl-explorer-static { color: var(--tl-fg); font-size: 13px; max-width: 100%; "
+               "font-family: var(--jp-ui-font-family, system-ui, sans-serif); } "
+               ".tl-explorer-static .tl-note { margin: 4px 0; font-size: 12px; "
+               "color: var(--jp-content-font-color2, rgba(127,127,127,.95)); } "
+               ".tl-explorer-static .tl-explorer-figures { display: flex; flex-wrap: wrap; "
+               "gap: 8px; align-items: flex-start; } "
+               ".tl-explorer-static .tl-explorer-figures > svg { max-width: 100%; "
+               "height: auto; flex: 0 1 auto; min-width: 0; }")
 
 
 def _label(value: Any) -> str:
@@ -149,6 +163,55 @@ class Explorer(widgets.VBox):
         self.size_slider.observe(self._on_size, names="value")
         self.block_picker.observe(self._on_block, names="value")
         self.update()
+
+    # -- display: a static snapshot for pages without widgets, then the widget
+    def static_html(self) -> str:
+        """The panel as it is now, as static HTML: the sliders' values, the status line and
+        both figures (inline SVG in the page's theme), with a note that moving the sliders
+        needs a running kernel. nbconvert's page and GitHub show this where the widget
+        cannot run; in JupyterLab CSS hides it beside the rendered widget.
+
+        Example:
+            >>> "tl-explorer-static" in ex.static_html()      # doctest: +SKIP
+            True
+        """
+        import html
+
+        from tilelab.lab.figures.theme import theme_css
+        from tilelab.lab.views.tabs import HIDE_STATIC
+
+        where = (f"tile {_label(self.tile_slider.value)}, problem size "
+                 f"{_label(self.size_slider.value)}, block {self.block_picker.value}")
+        figures = "".join(_svg(f) for f in (self.roofline_fig, self.ownership_fig)
+                          if f is not None)
+        return (f'<div class="tilelab-view tilelab-static tl-explorer-static">'
+                f"<style>{theme_css()}{_STATIC_CSS}{HIDE_STATIC}</style>"
+                f'<p class="tl-note">explore({html.escape(self.kernel.name)}): a snapshot at '
+                f"{html.escape(where)}; the sliders move it in a running notebook</p>"
+                f"<div>{self.status.value}</div>"
+                f'<div class="tl-explorer-figures">{figures}</div></div>')
+
+    def bundles(self) -> list[dict]:
+        """The outputs displaying the panel publishes: the static snapshot (its own output,
+        so a renderer without widget JavaScript still shows it) and the widget.
+
+        Example:
+            >>> [sorted(b) for b in ex.bundles()]            # doctest: +SKIP
+            [['text/html', 'text/plain'], ['application/vnd.jupyter.widget-view+json']]
+        """
+        key = "application/vnd.jupyter.widget-view+json"
+        text = f"explore({self.kernel.name}): {_escape_text(self.status.value)}"
+        out = [{"text/html": self.static_html(), "text/plain": text}]
+        bundle = self._repr_mimebundle_()
+        if bundle and key in bundle:
+            out.append({key: bundle[key]})      # its text would repeat the snapshot's
+        return out
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        for bundle in self.bundles():
+            display(bundle, raw=True)
 
     # -- callbacks (observers must not raise: errors go to the status line)
     def _on_size(self, _change: Any) -> None:
@@ -270,6 +333,14 @@ def _on_gpu(value: Any) -> bool:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _escape_text(markup: str) -> str:
+    """The text of a line of markup (the status line, for ``text/plain``)."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
 def _status(point: Any, trace: Any) -> str:
