@@ -134,6 +134,10 @@ SETTINGS: dict[str, Setting] = {s.key: s for s in (
             "Whether GPU launches of kernels that begin by waiting for the previous "
             "kernel use programmatic dependent launch (sm_90 and newer): the next "
             "kernel is scheduled while this one finishes.", _flag),
+    Setting("source", "TILELAB_SOURCE", None, "a pip requirement (a wheel, a git URL)",
+            "Notebooks: what their set-up cell installs when tilelab is missing and the "
+            "notebook does not sit in a clone of the repository (the cell reads it itself: "
+            "tilelab is not installed yet).", str),
     Setting("theme", "TILELAB_THEME", "auto", "auto, light, dark",
             "Colours of the lab's figures: JupyterLab's saved theme (auto), or forced.",
             _choice("auto", "light", "dark")),
