@@ -91,13 +91,20 @@ def test_partition_of_100_is_one_located_line_with_the_nearest_sizes(shell, magi
                                                             "partition((64, 32))"),
     ((0, 64), "tile dimension 0 0 is not a power of two: tile sizes are positive",
      "write e.g. partition((1, 64))"),
+    ((100, 0), "tile dimension 1 0 is not a power of two: tile sizes are positive",
+     "write e.g. partition((100, 1))"),
     ((64,), "tile shape (64,) has 1 dims but the tensor has 2 (shape (300, 200))",
      "give one tile size per dimension of the tensor: 2 sizes, e.g. partition((64, 64))"),
 ])
-def test_other_bad_tile_shapes_say_what_to_write(tile, message, hint):
+@pytest.mark.parametrize("maker", [lambda: tl.zeros((300, 200), device="cpu"),
+                                   lambda: tl.spec((300, 200), "f32")],
+                         ids=["tensor", "spec"])
+def test_other_bad_tile_shapes_say_what_to_write(maker, tile, message, hint):
+    array = maker()
     with pytest.raises(tl.LaunchError) as info:
-        tl.zeros((300, 200), device="cpu").partition(tile)
+        array.partition(tile)
     e = info.value
+    assert isinstance(e, ValueError) and type(e).__name__ == "TileShapeError"
     assert e.location is not None and e.location.filename == __file__
     if message == "tile dimension 0 is 100":   # both dimensions wrong: both rounded
         assert e.message.startswith("tile dimension 0 100 is not a power of two")
@@ -105,6 +112,24 @@ def test_other_bad_tile_shapes_say_what_to_write(tile, message, hint):
         return
     assert e.message.startswith(message), e.message
     assert e.hint.startswith(hint), e.hint
+
+
+def test_a_spec_refuses_partition_100_as_a_tensor_does(shell):
+    """``tl.spec(...).partition(100)`` (compiling without memory) gives the located
+    TileShapeError of ``tensor.partition(100)``: the same message and hint."""
+    err, out, _ = run(shell, "s = tl.spec((4096,), 'f32')\np = s.partition(100)\n")
+    lines = one_located_message(out, "TileShapeError")
+    assert re.fullmatch(
+        rf"TileShapeError: {CELL}:2:5: tile size 100 is not a power of two: cuTile's "
+        r"tiles are powers of two in every dimension \(the nearest are 64 and 128\)",
+        lines[0]), out
+    assert lines[1:3] == ["    p = s.partition(100)", "        ^^^^^^^^^^^^^^^^"]
+    assert lines[3] == ("hint: write partition(128) or partition(64); edge tiles may be "
+                        "partial, so the tensor's shape (4096,) need not be a multiple of "
+                        "the tile")
+    _, tensor_out, _ = run(shell, "s = tl.zeros(4096, device='cpu')\np = s.partition(100)\n")
+    assert tensor_out.splitlines()[1:] == out.splitlines()[1:]
+    assert tensor_out.splitlines()[0].split(":", 3)[3] == lines[0].split(":", 3)[3]
 
 
 # ------------------------------------------------------------------ typos
@@ -301,6 +326,42 @@ with expect(tl.LaunchError):
     assert view.panel("race").text.count("write-write on out") == 3
 
 
+def test_a_race_caught_by_the_users_own_try_still_shows_its_launch_and_race_tab(shell):
+    err, out, _ = run(shell, "%%tile --show timings\n" + RACY + '''
+try:
+    total(out, x, 256, grid=(4,))
+except tl.LaunchError as e:
+    print("caught:", str(e).splitlines()[0])
+''')
+    assert err is None
+    assert re.match(rf"caught: {CELL}:6:5: 3 race\(s\) in kernel 'total'", out), out
+    view = lab.last_view()
+    assert [p.title for p in view.panels] == ["Race", "Timings"]
+    assert "1 kernel, 1 launch" in view.header
+    assert view.panel("race").text.count("write-write on out") == 3
+
+
+def test_a_caught_race_is_recorded_once_beside_a_clean_launch(shell):
+    """Any recorder sees the stopped launch (the launcher emits it with its error), once,
+    and ``record_failure`` hands back that same event; a launch that ran clean is no
+    failure."""
+    from tilelab.lab.report.record import LaunchRecorder, record_failure
+
+    run(shell, RACY)
+    ns = shell.user_ns
+    with LaunchRecorder() as rec:
+        ns["total"](ns["out"], ns["x"], 1024, grid=(1,))       # one block: no race
+        with pytest.raises(tl.LaunchError) as caught:
+            ns["total"](ns["out"], ns["x"], 256, grid=(4,))
+        assert record_failure(caught.value) is rec.failures[0][0]
+        assert record_failure(ValueError("not a launch")) is None
+    assert rec.launch_count == 2 and len(rec.failures) == 1
+    event, error = rec.failures[0]
+    assert error is caught.value and event.error is error and event.grid == (4, 1, 1)
+    assert len(event.trace.races) == 3
+    assert record_failure(caught.value) is None                 # no recorder active now
+
+
 # ------------------------------------------------------------------ a pending launch
 
 def test_a_pending_launch_is_located_in_its_cell(shell):
@@ -340,6 +401,32 @@ def test_a_cell_without_a_kernel_shows_a_note_and_no_empty_tabs(shell):
                            "no tabs to show")
     page = view.to_html()
     assert 'class="tl-panel' not in page and "this cell defined no kernel" in page
+
+
+def test_a_cell_without_a_kernel_publishes_no_empty_widget_tab(shell):
+    """In a widget frontend (a kernel with ipywidgets) the no-kernel view is its static
+    page alone: a widget would be an empty ``Tab`` strip under the note."""
+    pytest.importorskip("ipywidgets")
+    from tilelab.lab.views.panels import Panel
+    from tilelab.lab.views.tabs import TileView, widget_frontend
+
+    class ZMQInteractiveShell:          # what widget_frontend takes for a Jupyter kernel
+        kernel = object()
+
+    run(shell, "%%tile\nn = 1 + 1\n")
+    view = lab.last_view()
+    view.shell, view.mode = ZMQInteractiveShell(), "auto"
+    assert widget_frontend(view.shell) and view.panels == []
+    [static] = view.bundles()
+    assert sorted(static) == ["text/html", "text/plain"]
+    assert "this cell defined no kernel" in static["text/html"]
+    view.mode = "widget"                                       # even when asked for
+    assert len(view.bundles()) == 1
+    assert view.to_widget().children[0].value.count("this cell defined no kernel") == 1
+    assert len(view.to_widget().children) == 1                 # the header, no Tab
+    with_panel = TileView([Panel("ptx", "PTX", "x", "x")], "h",
+                          shell=ZMQInteractiveShell())
+    assert len(with_panel.bundles()) == 2                      # a view with tabs has its widget
 
 
 # ------------------------------------------------------------------ the error display

@@ -16,6 +16,7 @@ import numpy as np
 
 from tilelab.compiler.dtypes import dtype_name, itemsize
 from tilelab.compiler.language import Schedule, row_major
+from tilelab.compiler.tile_shapes import MAX_PARTITION_RANK, tile_shape_error
 from tilelab.compiler.values import EXACT_SCALARS, describe_type, is_numpy_scalar
 
 __all__ = ["ArraySpec", "PartitionSpec", "ScalarSpec", "ConstantValue", "spec", "c_strides",
@@ -23,11 +24,6 @@ __all__ = ["ArraySpec", "PartitionSpec", "ScalarSpec", "ConstantValue", "spec", 
            "MAX_PARTITION_RANK"]
 
 _I32_MAX = 2**31 - 1
-
-#: Partitions of rank 1 to 3 launch a grid of the same rank (one block per tile); ranks 4
-#: and 5 linearise the tile grid onto a 1-D launch grid (tilelab.compiler.device.unravel_4d,
-#: unravel_5d, grouped_tile_index_4d, grouped_tile_index_5d).
-MAX_PARTITION_RANK = 5
 
 
 def _largest_pow2_divisor(n: int, cap: int = 16) -> int:
@@ -88,37 +84,35 @@ class ArraySpec:
 
     def partition(self, tile_shape: int | Sequence[int],
                   schedule: Schedule = row_major) -> "PartitionSpec":
-        """Describe this array split into tiles, as ``Tensor.partition`` does.
+        """Describe this array split into tiles, as ``Tensor.partition`` does (and
+        refusing the tile shapes it refuses, with the same located
+        :class:`~tilelab.compiler.tile_shapes.TileShapeError`).
 
         Example:
             >>> import tilelab as tl
             >>> tl.spec((1000,), "f32").partition(256).grid
             (4,)
         """
-        return PartitionSpec(self, normalize_tile_shape(tile_shape, self.ndim), schedule)
+        return PartitionSpec(self, normalize_tile_shape(tile_shape, self.shape), schedule)
 
 
-def normalize_tile_shape(tile_shape: int | Sequence[int], ndim: int) -> tuple[int, ...]:
-    """Check a partition's tile shape against the array rank and cuTile's rules."""
-    if isinstance(tile_shape, (int, np.integer)) and not isinstance(tile_shape, bool):
-        tile_shape = (int(tile_shape),)
-    try:
-        tile = tuple(int(t) for t in tile_shape)
-    except TypeError:
-        raise TypeError(f"tile shape must be an int or a tuple of ints, got {tile_shape!r}") \
-            from None
-    if len(tile) != ndim:
-        raise ValueError(f"tile shape {tile} has {len(tile)} dims but the tensor has "
-                         f"{ndim}; give one tile size per dimension")
-    if not 1 <= ndim <= MAX_PARTITION_RANK:
-        raise ValueError(f"partitions of rank {ndim} are not supported: partition a tensor "
-                         f"of rank 1 to {MAX_PARTITION_RANK} (pass higher-rank tensors as "
-                         "tl.In, or reshape)")
-    for t in tile:
-        if t < 1 or t & (t - 1):
-            raise ValueError(f"tile shape {tile}: every tile dimension must be a power of "
-                             f"two (cuTile tiles are), got {t}")
-    return tile
+def normalize_tile_shape(tile_shape: int | Sequence[int],
+                         shape: Sequence[int]) -> tuple[int, ...]:
+    """A partition's tile shape as a tuple of ints, checked against the array's
+    ``shape`` and cuTile's rules: a TypeError for what is not ints, a located
+    :class:`~tilelab.compiler.tile_shapes.TileShapeError` for a shape no kernel takes.
+
+    Example:
+        >>> normalize_tile_shape(128, (4096,)), normalize_tile_shape([64, 32], (300, 200))
+        ((128,), (64, 32))
+    """
+    dims = tile_shape if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        raise TypeError(f"tile shape must be an int or a tuple of ints, got {tile_shape!r}")
+    err = tile_shape_error(dims, shape)
+    if err is not None:
+        raise err
+    return tuple(int(d) for d in dims)
 
 
 @dataclass(frozen=True)

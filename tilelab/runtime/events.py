@@ -22,7 +22,8 @@ class LaunchEvent:
     ``args`` are the launch's arguments as the runtime saw them (tensors, partitions,
     scalars); ``spec`` the compiler's specialization (lowering plan, layouts, grid);
     ``device`` is ``"gpu"`` or ``"cpu"``; ``trace`` the interpreter trace of a CPU
-    launch that traced, else None.
+    launch that traced, else None; ``error`` the error a launch that ran raised
+    afterwards (the races the CPU interpreter found), else None.
     """
 
     kernel: Any
@@ -32,6 +33,7 @@ class LaunchEvent:
     device: str
     sync: bool
     trace: Any = None
+    error: BaseException | None = None
 
 
 def subscribe(fn: Callable[[LaunchEvent], None]) -> Callable[[], None]:

@@ -19,85 +19,10 @@ import numpy as np
 
 from tilelab.compiler import device as _tiles
 from tilelab.compiler.language import Grouped, Persistent, RowMajor, Schedule, row_major
-from tilelab.compiler.signature import MAX_PARTITION_RANK, PartitionSpec, normalize_tile_shape
-from tilelab.errors import LaunchError
-from tilelab.runtime.ledger import call_location
+from tilelab.compiler.signature import PartitionSpec, normalize_tile_shape
+from tilelab.compiler.tile_shapes import TileShapeError
 
 __all__ = ["Partition", "TileShapeError"]
-
-
-class TileShapeError(LaunchError, ValueError):
-    """A partition's tile shape is not one a kernel can take: one size per dimension of
-    the tensor, each a power of two (cuTile's tiles are). Raised by
-    ``tensor.partition(...)`` at the user's line, with the nearest sizes that work.
-
-    It is both a :class:`~tilelab.errors.LaunchError` (the launch it was made for cannot
-    run) and a ``ValueError`` (a bad value).
-
-    Example:
-        >>> import tilelab as tl
-        >>> try:
-        ...     tl.zeros(4096, device="cpu").partition(100)
-        ... except tl.LaunchError as e:
-        ...     print(e.message)
-        ...     print(e.hint)
-        tile size 100 is not a power of two: cuTile's tiles are powers of two in every dimension (the nearest are 64 and 128)
-        write partition(128) or partition(64); edge tiles may be partial, so the tensor's shape (4096,) need not be a multiple of the tile
-    """
-
-
-def _pow2_near(t: int) -> tuple[int, int]:
-    """The powers of two just below and just above ``t`` (``t`` >= 1, not one itself).
-
-    Example:
-        >>> _pow2_near(100), _pow2_near(3)
-        ((64, 128), (2, 4))
-    """
-    lo = 1 << (int(t).bit_length() - 1)
-    return lo, lo * 2
-
-
-def _call(tile: Sequence[int]) -> str:
-    """``partition(128)`` or ``partition((128, 64))``: how a tile shape is written."""
-    return f"partition({tile[0]})" if len(tile) == 1 else f"partition({tuple(tile)})"
-
-
-def _tile_shape_error(dims: Sequence[int], shape: Sequence[int]) -> TileShapeError | None:
-    """The located error for a tile shape ``dims`` (ints) of a tensor of ``shape``, or
-    None when it is a valid one."""
-    tile, shape = tuple(int(d) for d in dims), tuple(shape)
-    if len(tile) != len(shape):
-        return TileShapeError(
-            f"tile shape {tile} has {len(tile)} dims but the tensor has {len(shape)} "
-            f"(shape {shape})",
-            location=call_location(),
-            hint=f"give one tile size per dimension of the tensor: {len(shape)} sizes, "
-                 f"e.g. {_call(tile[-1:] * len(shape))}" if shape else
-                 "a 0-d tensor has no tiles; pass it as tl.In, or reshape it to (1,)")
-    if not 1 <= len(shape) <= MAX_PARTITION_RANK:
-        return TileShapeError(
-            f"partitions of rank {len(shape)} are not supported: partition a tensor of "
-            f"rank 1 to {MAX_PARTITION_RANK}", location=call_location(),
-            hint="pass higher-rank tensors as tl.In, or reshape the output")
-    bad = [i for i, t in enumerate(tile) if t < 1 or t & (t - 1)]
-    if not bad:
-        return None
-    i = bad[0]
-    t = tile[i]
-    which = "tile size" if len(tile) == 1 else f"tile dimension {i}"
-    if t < 1:
-        return TileShapeError(
-            f"{which} {t} is not a power of two: tile sizes are positive powers of two "
-            "(1, 2, 4, ..., as cuTile's tiles are)", location=call_location(),
-            hint=f"write e.g. {_call(tuple(1 if j == i else d for j, d in enumerate(tile)))}")
-    lo, hi = _pow2_near(t)
-    up = tuple(_pow2_near(d)[1] if j in bad else d for j, d in enumerate(tile))
-    down = tuple(_pow2_near(d)[0] if j in bad else d for j, d in enumerate(tile))
-    return TileShapeError(
-        f"{which} {t} is not a power of two: cuTile's tiles are powers of two in every "
-        f"dimension (the nearest are {lo} and {hi})", location=call_location(),
-        hint=f"write {_call(up)} or {_call(down)}; edge tiles may be partial, so the "
-             f"tensor's shape {shape} need not be a multiple of the tile")
 
 
 def _scheduled_tile(k: int, g: Sequence[int], sched: Schedule) -> tuple[int, ...]:
@@ -164,15 +89,8 @@ class Partition:
                             f"tl.persistent(...) themselves (schedules are a closed set: "
                             f"no subclasses), got {schedule!r} of type "
                             f"{type(schedule).__qualname__}")
-        dims = tile_shape if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
-        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
-            raise TypeError(f"tile shape must be an int or a tuple of ints, got "
-                            f"{tile_shape!r}")
-        err = _tile_shape_error(dims, tensor.shape)
-        if err is not None:
-            raise err
         self.tensor = tensor
-        self.tile_shape: tuple[int, ...] = normalize_tile_shape(tile_shape, tensor.ndim)
+        self.tile_shape: tuple[int, ...] = normalize_tile_shape(tile_shape, tensor.shape)
         self.schedule = schedule
         #: tiles per dimension (partial edge tiles included)
         self.grid: tuple[int, ...] = tuple(-(-s // t) for s, t in

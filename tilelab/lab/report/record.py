@@ -6,11 +6,11 @@ code) and draws each distinct *launch* once (same specialization, same shapes, g
 device), counting repeats. Events come from :func:`tilelab.runtime.events.subscribe`, so
 recording costs the launch path nothing outside a recorded cell.
 
-A launch that raised emits no event. A race the CPU interpreter found still belongs in
-the cell's view (its Race tab, its launch row), whether the error leaves the cell or is
-caught inside it (``expect(tl.LaunchError, ...)`` in a course notebook): whoever holds
-the error hands it to :func:`record_failure`, which files the launch with every
-recorder active now.
+A launch the CPU interpreter's race detector stopped ran all the same: the launcher
+emits its event, with the error, before raising it, so the launch and its races (the
+Race tab) are recorded whether the error leaves the cell, is caught by ``expect(...)``
+or by the user's own ``try``/``except``. Whoever holds such an error can ask for the
+launch it stopped with :func:`record_failure`.
 
 Example:
     >>> with LaunchRecorder() as rec:
@@ -175,12 +175,25 @@ class LaunchRecorder:
         return sum(g.count for g in self._groups.values())
 
     def add(self, event: LaunchEvent) -> None:
-        """Record one launch (what subscribing does for each launch).
+        """Record one launch (what subscribing does for each launch); one that raised
+        after it ran (``event.error``) is also a failure (:meth:`add_failure`).
 
         Example:
             >>> rec = LaunchRecorder(); rec.add(event)              # doctest: +SKIP
         """
-        self._on_launch(event)
+        if event.error is not None:
+            self.add_failure(event, event.error)
+        else:
+            self._on_launch(event)
+
+    def failure_of(self, error: BaseException) -> LaunchEvent | None:
+        """The recorded launch that ``error`` stopped, or None.
+
+        Example:
+            >>> LaunchRecorder().failure_of(ValueError("x")) is None
+            True
+        """
+        return next((ev for ev, e in self.failures if e is error), None)
 
     def _on_launch(self, event: LaunchEvent) -> None:
         kernel = event.kernel
@@ -196,21 +209,21 @@ class LaunchRecorder:
             group.sync_launches += int(event.sync)
 
     def add_failure(self, event: LaunchEvent, error: BaseException) -> bool:
-        """Record a launch that ``error`` stopped (see :func:`failed_launch`), once per
-        error; returns whether it was new.
+        """Record a launch that ``error`` stopped (a race), once per error; returns
+        whether it was new.
 
         Example:
             >>> rec = LaunchRecorder(); rec.add_failure(event, err)   # doctest: +SKIP
             True
         """
-        if any(e is error for _, e in self.failures):
+        if self.failure_of(error) is not None:
             return False
         self._on_launch(event)
         self.failures.append((event, error))
         return True
 
     def __enter__(self) -> "LaunchRecorder":
-        self._stop = subscribe(self._on_launch)
+        self._stop = subscribe(self.add)
         _ACTIVE.append(self)
         return self
 
@@ -246,13 +259,13 @@ class LaunchRecorder:
 
 
 def failed_launch(exc: BaseException) -> LaunchEvent | None:
-    """The CPU launch a race stopped, as the :class:`LaunchEvent` it would have emitted
-    (its ``trace`` holds the races), or None when ``exc`` is not such an error.
+    """The CPU launch a race stopped, as the :class:`LaunchEvent` it emitted (its ``trace`` holds the races), or None when ``exc`` is not such an error.
 
-    A launch that raises emits no event, yet its tabs and its race picture are what the
-    cell asked for: the event is rebuilt from the launcher's frame in the traceback (the
-    kernel, normalized arguments, specialization and grid it was running) and the trace
-    it kept (``Kernel.last_trace``).
+    The launcher emits that event only to the listeners of the moment (a ``%%tile``
+    cell's recorder); who meets the error later (the shell's error display) has it
+    rebuilt here from the launcher's frame in the traceback (the kernel, normalized
+    arguments, specialization and grid it was running) and the trace it kept
+    (``Kernel.last_trace``).
 
     Example:
         >>> failed_launch(ValueError("not a launch")) is None
@@ -279,23 +292,21 @@ def failed_launch(exc: BaseException) -> LaunchEvent | None:
 
 
 def record_failure(error: BaseException) -> LaunchEvent | None:
-    """File the launch that ``error`` stopped with every active :class:`LaunchRecorder`
-    (a ``%%tile`` cell running now), and return its event; None when ``error`` is no
-    such launch's or no recorder is active.
+    """The launch that ``error`` stopped, as an active :class:`LaunchRecorder` (a
+    ``%%tile`` cell running now) recorded it; None when ``error`` is no such launch's
+    or no recorder is active.
 
-    Who catches a launch's error calls this, so the cell's view still shows the launch
-    and its Race tab: ``expect(...)`` does, and the cell's runner does for an error
-    leaving the cell.
+    The launcher emits a stopped launch with its error, so it is recorded already;
+    whoever holds the error asks for its event here: ``expect(...)`` (its message points
+    to the Race tab) and the cell's runner (the error leaving the cell is a race to
+    show before raising it).
 
     Example:
         >>> record_failure(ValueError("not a launch")) is None
         True
     """
-    if not _ACTIVE:
-        return None
-    event = failed_launch(error)
-    if event is None:
-        return None
-    for rec in list(_ACTIVE):
-        rec.add_failure(event, error)
-    return event
+    for rec in reversed(_ACTIVE):
+        event = rec.failure_of(error)
+        if event is not None:
+            return event
+    return None

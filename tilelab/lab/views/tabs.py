@@ -245,7 +245,8 @@ class TileView:
                 "</div></div>")
 
     def to_widget(self, styled: bool = True) -> Any:
-        """An ipywidgets ``VBox``: the header and a ``Tab`` with one ``HTML`` per panel.
+        """An ipywidgets ``VBox``: the header and a ``Tab`` with one ``HTML`` per panel
+        (the header alone for a view without panels: an empty ``Tab`` is a bare strip).
 
         ``styled=False`` leaves the view's CSS out of the widget: displaying a view
         publishes the static page first, whose ``<style>`` styles the whole page (also
@@ -263,6 +264,9 @@ class TileView:
 
         style = self._style() if styled else ""
         head = widgets.HTML(f'<div class="tilelab-view">{style}{self._head_html()}</div>')
+        if not self.panels:
+            self._widgets[styled] = widgets.VBox([head])
+            return self._widgets[styled]
         children = [widgets.HTML(f'<div class="tilelab-view"><div class="tl-widget-panel">'
                                  f'<h3 class="tl-panel-title">{html.escape(p.title)}</h3>'
                                  f"{p.html}</div></div>") for p in self.panels]
@@ -303,13 +307,19 @@ class TileView:
                        f"{', '.join(p.key for p in self.panels)})")
 
     def use_widget(self) -> bool:
-        """Whether displaying publishes the widget too (mode and frontend).
+        """Whether displaying publishes the widget too (mode and frontend). A view
+        without panels (a ``%%tile`` cell with no kernel: a header and a note) never
+        does: the static page says all of it, and a widget would add an empty ``Tab``.
 
         Example:
-            >>> TileView([], "h", mode="widget").use_widget(), TileView([], "h").use_widget()
+            >>> from tilelab.lab.views.panels import Panel
+            >>> one = [Panel("ptx", "PTX", "x", "x")]
+            >>> TileView(one, "h", mode="widget").use_widget(), TileView(one, "h").use_widget()
             (True, False)
+            >>> TileView([], "h", ["no kernel"], mode="widget").use_widget()
+            False
         """
-        if self.mode == "html":
+        if not self.panels or self.mode == "html":
             return False
         if self.mode == "widget":
             return True

@@ -283,13 +283,26 @@ class Launcher:
             result = self.run_cpu(plan, args, grid, trace=want_trace, races=unsafe)
             self.last_trace = result if want_trace else None
             if unsafe and result is not None and getattr(result, "has_races", False):
-                result.raise_on_race()
+                self._raise_race(plan, args, grid, sync, result)
             keep = not sync
         finally:
             LEDGER.end(rec, keep)
         if sync:
             return None
         return Future(rec)
+
+    def _raise_race(self, plan, args, grid, sync, trace) -> None:
+        """Raise the LaunchError of the races ``trace`` found, its launch first told to
+        the listeners with the error (``LaunchEvent.error``): the launch ran, and a tool
+        that records it (the lab's ``%%tile`` view, its Race tab) sees it whether or not
+        the caller catches the error."""
+        try:
+            trace.raise_on_race()
+        except LaunchError as e:
+            if _events.LISTENERS:
+                _events.emit(_events.LaunchEvent(self.kernel, tuple(args), plan.spec, grid,
+                                                 "cpu", sync, trace, e))
+            raise
 
 
 def _constant(value: Any, param: str, kernel: str) -> bool | int | float:
