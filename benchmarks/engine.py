@@ -242,6 +242,9 @@ def plan(ns: argparse.Namespace, backend: str, cases: dict[str, list[Case]],
     known = 0
     for g in ns.groups:
         group, cs = GROUPS[g], cases.get(g, [])
+        if backend not in group.backends:       # skipped without being started
+            out[g] = case_s[g] = 0.0
+            continue
         t = sum((previous.get(c.id) or {}).get("elapsed_s") or DEFAULT_CASE_S for c in cs)
         known += sum(1 for c in cs if (previous.get(c.id) or {}).get("elapsed_s"))
         if backend == "gpu" and g == "memory" and not ns.no_torch \

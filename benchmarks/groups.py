@@ -7,7 +7,7 @@ because a module happens to be named like one. ``python -m benchmarks --list`` p
 
 Example:
     >>> list(GROUPS)
-    ['runtime', 'compile', 'torch', 'memory', 'decode', 'gemm', 'attention']
+    ['runtime', 'compile', 'lab', 'torch', 'memory', 'decode', 'gemm', 'attention']
     >>> GROUPS["gemm"].cases is not None, GROUPS["compile"].func is not None
     (True, True)
 """
@@ -34,7 +34,8 @@ class Group:
     measures the rest and returns a dict with ``status`` ('ok', 'skipped', 'missing',
     'wrong' or 'error'); ``weight`` is the group's share of the case budget;
     ``func_s`` the seconds its function is expected to take on an H200 with the full
-    preset (what the wall-clock plan of a run reserves for it).
+    preset (what the wall-clock plan of a run reserves for it); ``backends`` the
+    backends whose runs include the group (the others skip it without starting it).
 
     Example:
         >>> g = Group("x", "an example", func=lambda ctx: {"status": "ok"})
@@ -48,6 +49,7 @@ class Group:
     func: Callable[[Context], dict[str, Any]] | None = None
     weight: float = 1.0
     func_s: float = 0.0
+    backends: tuple[str, ...] = ("cpu", "gpu")
 
 
 def _cases_of(group: str) -> Callable[[str], list[Case]]:
@@ -66,6 +68,12 @@ def _compile(ctx: Context) -> dict[str, Any]:
     from . import compile_times
 
     return compile_times.run(ctx)
+
+
+def _lab(ctx: Context) -> dict[str, Any]:
+    from . import lab_render
+
+    return lab_render.run(ctx)
 
 
 def _torch(ctx: Context) -> dict[str, Any]:
@@ -162,6 +170,9 @@ GROUPS: dict[str, Group] = {g.name: g for g in (
     Group("compile", "cold compiles per arch, warm compiles in a new process, and the "
           "warm-cache `tilelab compile` command in a new process vs python's start "
           "(target < 0.2 s)", func=_compile, func_s=60.0),
+    Group("lab", "a warm %%tile cell (notebook 01's vector add, a tiled GEMM) run and drawn "
+          "on the CPU backend through a real IPython shell (target < 0.5 s; CPU runs only: "
+          "--backend cpu or --dry-run)", func=_lab, backends=("cpu",)),
     Group("torch", "library calls as a torch user makes them (torch CUDA tensors, torch's "
           "stream, sync=False loops): host time per repeated add vs torch.add and vs "
           "tilelab tensors; back-to-back bf16 matmul vs torch.matmul (GPU only)",

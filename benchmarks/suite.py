@@ -233,7 +233,10 @@ def _run_group(ns, backend, preset, name, cases, doc, done, t0, isolate, flush) 
     planned = doc["run"]["plan"]["groups"]
     now = time.monotonic()
     window = wall_window(ns.groups, name, now, t0 + ns.wall_s - FINISH_S, planned)
-    if window < MIN_GROUP_S:
+    if backend not in group.backends:
+        results, result = _skip_group(name, cases, f"measures the {' or '.join(group.backends)} "
+                                      f"backend only (this run: {backend})")
+    elif window < MIN_GROUP_S:
         results, result = _skip_group(name, cases, f"wall-clock limit reached (--wall-s "
                                       f"{ns.wall_s:.0f}; {max(window, 0):.0f} s left for it)")
     else:

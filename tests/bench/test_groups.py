@@ -26,23 +26,23 @@ def cpu_backend(monkeypatch, tmp_path):
     monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def test_the_table_names_the_seven_groups_in_run_order():
-    assert RUN_ORDER == ("runtime", "compile", "torch", "memory", "decode", "gemm",
+def test_the_table_names_the_eight_groups_in_run_order():
+    assert RUN_ORDER == ("runtime", "compile", "lab", "torch", "memory", "decode", "gemm",
                          "attention")
     for name, g in GROUPS.items():
         assert isinstance(g, Group) and g.name == name and len(g.description) > 20
         assert g.cases is not None or g.func is not None, name
     assert [n for n in RUN_ORDER if GROUPS[n].cases] == ["memory", "decode", "gemm",
                                                         "attention"]
-    assert {n for n in RUN_ORDER if GROUPS[n].func} == {"runtime", "compile", "torch",
-                                                       "memory", "decode"}
+    assert {n for n in RUN_ORDER if GROUPS[n].func} == {"runtime", "compile", "lab",
+                                                       "torch", "memory", "decode"}
 
 
 def test_unknown_groups_are_refused_with_the_choices(capsys):
     with pytest.raises(SystemExit):
         suite.parse_args(["--only", "gemm,speed"])
     err = capsys.readouterr().err
-    assert "unknown group(s) speed" in err and "runtime, compile, torch, memory" in err
+    assert "unknown group(s) speed" in err and "runtime, compile, lab, torch, memory" in err
 
 
 def test_dry_run_means_the_cpu_backend_quick_and_in_process():
@@ -241,3 +241,27 @@ def test_the_torch_groups_layers_are_the_calls_own_launches():
     layers["launch_async_tilelab_tensors"]().wait()
     assert (out == 3).all() and (tout.numpy() == 4).all()
     _host.clear_caches()
+
+
+def test_the_lab_group_times_warm_cells_against_its_target():
+    """The lab group through the engine: both cells ran cold then warm in a real IPython
+    shell, and each reports its warm median against the 0.5 s target."""
+    pytest.importorskip("IPython")
+    r = engine.run_function("lab", Context(backend="cpu", quick=True))
+    assert r["status"] == "ok" and set(r["cells"]) == {"vector_add", "gemm"}, r
+    for cell in r["cells"].values():
+        assert len(cell["warm_s"]) == 3 and cell["cold_s"] > 0
+        assert cell["target_met"] == (cell["warm_median_s"] < 0.5)
+
+
+def test_a_group_of_other_backends_is_neither_planned_nor_started():
+    """The lab group measures the CPU backend: a GPU run plans no time for it (not even a
+    child's start) and skips it."""
+    import argparse
+
+    ns = argparse.Namespace(groups=["lab"], ceilings=False, isolate=None,
+                            decode_attention=False, decode_full=False, no_torch=False,
+                            no_compile_baseline=False)
+    assert GROUPS["lab"].backends == ("cpu",)
+    assert engine.plan(ns, "gpu", {"lab": []}, {})["groups"] == {"lab": 0.0}
+    assert engine.plan(ns, "cpu", {"lab": []}, {})["groups"] == {"lab": 0.0 + 0}
