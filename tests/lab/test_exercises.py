@@ -55,6 +55,31 @@ def test_check_prints_and_never_raises(capsys):
         check("nope", None)
 
 
+def test_an_unknown_name_lists_the_exercises_in_notebook_order_whatever_was_imported_first():
+    exercises()                                       # every notebook module registered
+    registered = dict(EXERCISES)
+    by_notebook: dict[str, list[str]] = {}
+    for name, ex in registered.items():               # each module registers in its order
+        by_notebook.setdefault(ex.notebook, []).append(name)
+    want = [n for nb in sorted(by_notebook) for n in by_notebook[nb]]
+    try:   # as if notebook 08's module were imported first and notebook 01's last
+        EXERCISES.clear()
+        EXERCISES.update((n, registered[n]) for nb in sorted(by_notebook, reverse=True)
+                         for n in by_notebook[nb])
+        assert next(iter(EXERCISES)) == "causal_mask"
+        with pytest.raises(KeyError) as info:
+            check("nope", None)
+    finally:
+        EXERCISES.clear()
+        EXERCISES.update(registered)
+    message = info.value.args[0]
+    assert message.startswith("no exercise named 'nope'; the exercises are: "), message
+    listed = message.split("the exercises are: ", 1)[1].split(", ")
+    assert listed == want
+    assert listed[:3] == ["fix_refused", "pair_sum", "saxpy_edge"]
+    assert listed[-3:] == ["causal_mask", "flash_attention", "combine_splits"]
+
+
 def _stub(z: tl.Out, x: tl.In, y: tl.In, a: float):
     z.store(tl.load_like(x, z))
 

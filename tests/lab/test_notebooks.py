@@ -441,6 +441,18 @@ def test_07_decode_outputs(run):
     assert "(same)" in tokens and "same seed, same tokens : True" in tokens
     assert "unsafe: none" in r.text("step = model.decode_step()")
     assert r.figures("roofline_figure(points")
+    sweep = r.text("contexts = (128")                  # counted from the configs
+    assert ("4B: 8.1 GB per step at 128 positions, 12.9 GB at 32768 (37% of it KV cache)"
+            in sweep), sweep
+    assert "8B: 15.2 GB per step at 128 positions, 20.0 GB at 32768" in sweep, sweep
+    recorded = r.text('glob("decode_*.json")')         # labelled with GPU, date and file
+    for label, gpu in (("4B", "NVIDIA H100"), ("8B", "NVIDIA H100"), ("4B", "NVIDIA H200")):
+        assert re.search(rf"{label} on {gpu}[^\n]*\(20\d\d-\d\d-\d\d, benchmarks/results/"
+                         rf"decode_[\w-]+\.json\): \d+ µs per step at a mean context of 256, "
+                         rf"\d+% of the roof", recorded), recorded
+    shares = [int(p) for p in re.findall(r"(\d+)% of the roof", recorded)]
+    assert shares and all(0 < p <= 100 for p in shares), recorded   # never above the roof
+    assert r.figures("sweep.loc[label]") and r.figures("roofline_figure(step_points")
     for name in ("gemv", "rms_norm", "rope", "capstone_norm_gemv"):
         shown = r.text(f'check("{name}"')
         assert shown.startswith(f"FAIL {name}: on the notebook's size"), shown

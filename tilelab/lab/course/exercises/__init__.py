@@ -92,11 +92,13 @@ def _load() -> None:
 
 
 def _lookup(name: str) -> Exercise:
+    """Exercise ``name``, or a KeyError listing every exercise in course order (by
+    notebook, then as its module registers them), whichever module was imported first."""
     _load()
     try:
         return EXERCISES[name]
     except KeyError:
-        known = ", ".join(EXERCISES)
+        known = ", ".join(e.name for e in exercises())
         raise KeyError(f"no exercise named {name!r}; the exercises are: {known}") from None
 
 
