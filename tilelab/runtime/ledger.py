@@ -35,6 +35,7 @@ import threading
 import types
 from typing import Any, Callable
 
+from tilelab.compiler.tile_shapes import caller_location
 from tilelab.errors import (BorrowError, LaunchError, SourceLocation, TilelabError,
                             display_filename)
 
@@ -168,20 +169,7 @@ def call_location() -> SourceLocation | None:
     """Where the user's code called into tilelab: file, line and the columns of the
     call expression (the same frame :func:`call_site` names). For error messages only:
     it walks the stack and reads the code's position table."""
-    f = _user_frame(sys._getframe(1))
-    if f is None:
-        return None
-    code, line = f.f_code, f.f_lineno
-    col, end = 1, None
-    try:
-        pos = list(code.co_positions())[f.f_lasti // 2]
-        if pos[0] == line and pos[2] is not None:
-            col = pos[2] + 1
-            if pos[1] == line and pos[3] is not None:
-                end = pos[3] + 1
-    except (AttributeError, IndexError, TypeError):   # (no position table: line only)
-        pass
-    return SourceLocation(code.co_filename, line or code.co_firstlineno, col, end)
+    return caller_location()
 
 
 def locate(err: TilelabError) -> TilelabError:
