@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tilelab.errors import ConfigError
+from tilelab.limits import ARCHS, arch_name
 
-__all__ = ["Setting", "SETTINGS", "setting", "get", "override", "backend", "cache_enabled",
+__all__ = ["Setting", "SETTINGS", "setting", "get", "override", "arch", "backend", "cache_enabled",
            "cache_dir", "cache_key", "cache_max_bytes", "cpu_persistent_blocks", "hot",
            "lab_view", "launch", "theme", "tileiras", "require_browser", "require_torch",
            "screenshot_dir", "chromium", "hypothesis_scale"]
@@ -89,6 +90,13 @@ def _positive_float(text: str) -> float:
     return x
 
 
+def _arch(text: str) -> str:
+    name = arch_name(text)
+    if name is None:
+        raise ValueError
+    return name
+
+
 def _path(text: str) -> Path:
     return Path(text).expanduser()
 
@@ -97,6 +105,11 @@ _FLAG = "1/0 (also true/false, yes/no, on/off)"
 
 #: every setting, by key (the name :func:`get` and :func:`override` take)
 SETTINGS: dict[str, Setting] = {s.key: s for s in (
+    Setting("arch", "TILELAB_ARCH", None, ", ".join(ARCHS) + " (also written 90, 9.0)",
+            "The GPU that kernel.compile() targets without arch= and that the CPU backend "
+            "stands for (default: this machine's GPU, else sm_90): the CPU backend refuses "
+            "what cuTile refuses for it, e.g. float4 before sm_100. GPU launches always "
+            "compile for the GPU they run on.", _arch),
     Setting("backend", "TILELAB_BACKEND", "auto", "auto, cpu, gpu (cuda means gpu)",
             "Where kernels run and new tensors live: the GPU when one is usable, else the "
             "CPU interpreter (auto); gpu without a usable GPU raises LaunchError.",
@@ -250,6 +263,18 @@ def override(**values: Any) -> Iterator[None]:
                     _OVERRIDES.pop(k, None)
                 else:
                     _OVERRIDES[k] = old
+
+
+def arch() -> str | None:
+    """``TILELAB_ARCH``: the target named for compiles without ``arch=`` and the CPU
+    backend, or None (this machine's GPU, else sm_90).
+
+    Example:
+        >>> with override(arch="10.0"):
+        ...     arch()
+        'sm_100'
+    """
+    return get("arch")
 
 
 def backend() -> str:

@@ -8,7 +8,9 @@ and a kernel the GPU toolchain refuses must not run on the CPU backend. Both rea
 numbers and build their messages here, so the two refusals say the same thing. The same
 holds for two shape errors a newcomer meets first, which cuTile words tersely: an ``mma``
 whose operands disagree on K (:func:`mma_shape_message`) and a partition store of a tile
-that is not the partition's (:func:`store_shape_message`).
+that is not the partition's (:func:`store_shape_message`), and for what a target GPU
+supports: the dtypes cuTile compiles only for newer GPUs (:data:`DTYPE_MIN_SM`,
+:func:`dtype_arch_message`), which the CPU backend refuses for the arch it stands for.
 
 Example:
     >>> tile_limit_message("k", (1 << 25,))
@@ -16,11 +18,15 @@ Example:
 """
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 __all__ = ["MAX_TILE_ELEMENTS", "tile_elements", "tile_limit_hint", "tile_limit_message",
            "partition_limit_message", "mma_shape_message", "mma_acc_message",
-           "store_shape_message"]
+           "store_shape_message", "ARCHS", "DEFAULT_ARCH", "arch_name", "sm_number",
+           "DTYPE_MIN_SM", "BF16_ATOMIC_ADD_MIN_SM", "dtype_supported", "dtype_arch_message",
+           "dtype_arch_hint", "atomic_add_arch_message", "STR_CONSTANT_WHY",
+           "str_constant_hint"]
 
 #: Tile IR's limit on the elements of one tile (``maxTileNumElements`` in the cuda-tile
 #: dialect, include/cuda_tile/Dialect/CudaTile/IR/Types.h; the bytecode reader refuses
@@ -137,3 +143,127 @@ def store_shape_message(param: str, tile_shape: Iterable[int],
                  f"with {param}.store(tile, offset=...)")
     return (f"{param}.store(tile): the tile is {tile}, but {param} is partitioned into "
             f"tiles of {part}: a store writes one whole tile of {param}", hint)
+
+
+# ---- targets: the GPUs tileiras compiles for and what each supports ---------------------------
+
+#: the ``--gpu-name`` values tileiras 13.4 accepts (the compiler's ``check_arch`` and the
+#: ``TILELAB_ARCH`` setting take these)
+ARCHS = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103",
+         "sm_107", "sm_110", "sm_120", "sm_121")
+
+#: the target of a compile that names none on a machine without a GPU, and so the GPU
+#: the CPU backend stands for unless ``TILELAB_ARCH`` names another
+DEFAULT_ARCH = "sm_90"
+
+
+def arch_name(text: str) -> str | None:
+    """``text`` as one of :data:`ARCHS` (``"sm_90"``, also written ``"90"``, ``"9.0"``,
+    ``"SM_90"``), or None when it names no target tileiras compiles for.
+
+    Example:
+        >>> arch_name("9.0"), arch_name("sm_100"), arch_name("sm_70")
+        ('sm_90', 'sm_100', None)
+    """
+    a = str(text).strip().lower()
+    if re.fullmatch(r"\d+\.\d", a):
+        a = "sm_" + a.replace(".", "")
+    elif re.fullmatch(r"\d+", a):
+        a = "sm_" + a
+    return a if a in ARCHS else None
+
+
+def sm_number(arch: str) -> int:
+    """The number of an arch name, as cuTile compares them (``"sm_100"`` -> 100).
+
+    Example:
+        >>> sm_number("sm_89") < sm_number("sm_90") < sm_number("sm_100")
+        True
+    """
+    return int(arch.removeprefix("sm_"))
+
+
+#: the oldest target (as :func:`sm_number`) each dtype compiles for; cuTile refuses a
+#: kernel for an older one at the first operation that takes a value of the dtype
+#: ("float4_e2m1fn is not supported on sm_90"). Found by compiling a kernel that
+#: converts a tile to the dtype and back, and one that loads an array of it, for every
+#: target in :data:`ARCHS` with cuda-tile 1.7 and tileiras 13.4 (tests/interp/
+#: test_interp_limits.py compiles them again): the fp8 types from sm_90 (sm_89 has fp8
+#: hardware, which tileiras does not target), the MX scale type and fp4 from sm_100.
+#: float8_e5m3fnu compiles for sm_107 only (cuTile's own check lets sm_110 and newer
+#: through, where tileiras refuses it); the CPU backend has no numpy type for it and
+#: refuses it on every target. Other dtypes compile for every target.
+DTYPE_MIN_SM: dict[str, int] = {
+    "float8_e4m3fn": 90,
+    "float8_e5m2": 90,
+    "float8_e8m0fnu": 100,
+    "float4_e2m1fn": 100,
+    "float8_e5m3fnu": 107,
+}
+
+#: the oldest target whose atomic add takes bfloat16 (cuTile refuses it for sm_8x:
+#: "bfloat16 is not supported by atomic add on sm_80")
+BF16_ATOMIC_ADD_MIN_SM = 90
+
+
+def dtype_supported(dtype: str, arch: str) -> bool:
+    """Whether kernels for ``arch`` may compute with values of ``dtype`` (a name).
+
+    Example:
+        >>> dtype_supported("float4_e2m1fn", "sm_90"), dtype_supported("float4_e2m1fn", "sm_100")
+        (False, True)
+    """
+    return sm_number(arch) >= DTYPE_MIN_SM.get(dtype, 0)
+
+
+def dtype_arch_message(dtype: str, arch: str) -> str:
+    """cuTile's refusal of a value of ``dtype`` in a kernel for ``arch`` (its very text).
+
+    Example:
+        >>> dtype_arch_message("float8_e4m3fn", "sm_80")
+        'float8_e4m3fn is not supported on sm_80'
+    """
+    return f"{dtype} is not supported on {arch}"
+
+
+def dtype_arch_hint(dtype: str, arch: str) -> str:
+    """What to do about a ``dtype`` value in a kernel for ``arch`` (compiled or run on the
+    CPU backend, which stands for ``TILELAB_ARCH``, else this machine's GPU, else sm_90).
+
+    Example:
+        >>> dtype_arch_hint("float4_e2m1fn", "sm_90").split(";")[0]
+        'float4_e2m1fn needs sm_100 or newer'
+    """
+    need = DTYPE_MIN_SM.get(dtype, 0)
+    return (f"{dtype} needs sm_{need} or newer; compute in a dtype {arch} supports (e.g. "
+            f"bfloat16 or float16), or target a newer GPU: kernel.compile(..., "
+            f"arch='sm_{need}'), and TILELAB_ARCH=sm_{need} for the CPU backend")
+
+
+def atomic_add_arch_message(dtype: str, arch: str) -> str:
+    """cuTile's refusal of an atomic add of ``dtype`` (bfloat16) on ``arch``.
+
+    Example:
+        >>> atomic_add_arch_message("bfloat16", "sm_80")
+        'bfloat16 is not supported by atomic add on sm_80'
+    """
+    return f"{dtype} is not supported by atomic add on {arch}"
+
+
+# ---- kernel constants ---------------------------------------------------------------------------
+
+#: why a string kernel constant is refused (cuTile's compile API, ``cuda.tile.compilation.
+#: ConstantConstraint``, raises TypeError for a str value; a string in the kernel body,
+#: a message, is another thing)
+STR_CONSTANT_WHY = "cuTile compiles bool, int and float constants only"
+
+
+def str_constant_hint(param: str) -> str:
+    """What to pass for ``ct.Constant`` parameter ``param`` instead of a string.
+
+    Example:
+        >>> str_constant_hint("MODE")
+        'choose with a bool or int constant (e.g. MODE: ct.Constant[int] and MODE == 1 in the kernel), or define one kernel per string'
+    """
+    return (f"choose with a bool or int constant (e.g. {param}: ct.Constant[int] and "
+            f"{param} == 1 in the kernel), or define one kernel per string")

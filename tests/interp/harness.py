@@ -21,17 +21,21 @@ INT_NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int
 ALL_NP = {**INT_NP, **FLOAT_NP, "bool_": np.bool_}
 
 
-def run_tiles(body: Callable[..., Any], *arrays: np.ndarray) -> Any:
-    """Evaluate ``body`` on whole-array tiles inside a one-block kernel."""
+def run_tiles(body: Callable[..., Any], *arrays: np.ndarray, arch: str | None = None) -> Any:
+    """Evaluate ``body`` on whole-array tiles inside a one-block kernel, standing for
+    GPU ``arch`` (default: ``TILELAB_ARCH``, else sm_90; fp4 and the e8m0 scales need
+    ``"sm_100"``)."""
     captured: list[Any] = []
     shapes = tuple(a.shape for a in arrays)
 
     @ct.kernel
-    def harness(xs, SHAPES: ct.Constant):
-        tiles = tuple(ct.load(x, (0,) * len(s), s) for x, s in zip(xs, SHAPES))
+    def harness(xs, SHAPES: ct.Constant, ORIGINS: ct.Constant):
+        tiles = tuple(ct.load(x, o, s) for x, s, o in zip(xs, SHAPES, ORIGINS))
         captured.append(body(*tiles))
 
-    interpret(harness, tuple(arrays), shapes, grid=(1,))
+    # (each tile's index made here: cuTile, and so the interpreter, repeats no tuple)
+    origins = tuple(tuple(0 for _ in s) for s in shapes)
+    interpret(harness, tuple(arrays), shapes, origins, grid=(1,), arch=arch)
     return captured[0]
 
 

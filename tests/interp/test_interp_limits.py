@@ -5,9 +5,10 @@ Each kernel here breaks one limit of compiled tile code; it is launched on the C
 backend and compiled with ``kernel.compile(..., arch="sm_90")`` (no GPU needed), and the
 two refusals are compared. tilelab's own limit (Tile IR's tile-size limit,
 :mod:`tilelab.limits`) is refused with one message on both sides. For the limits cuTile
-checks itself (power-of-two shapes, positive dimensions, the types of a tile index) the
-interpreter gives cuTile's message; the compiler's says which tool refused it first
-(``cuTile rejected kernel 'k': <cuTile's message>``).
+checks itself (power-of-two shapes, positive dimensions, the types of a tile index, a
+tuple repetition, an implicit promotion) the interpreter gives cuTile's message; the
+compiler's says which tool refused it first (``cuTile rejected kernel 'k': <cuTile's
+message>``). What each target supports (dtypes per arch) is in test_interp_targets.py.
 """
 from __future__ import annotations
 
@@ -322,3 +323,125 @@ def test_an_integer_sub_tile_offset_still_stores_only_where_its_guard_holds():
     expected = np.zeros((4, 16), np.float32)
     expected[0, 8:12] = 1
     assert (z.numpy() == expected).all()
+
+
+# ---- tuple repetition: cuTile compiles none, the interpreter refuses it alike ---------------
+
+def _zero_index(x):
+    return (0,) * x.ndim  # MARK: helper-repeat
+
+
+@tl.kernel
+def repeat_ndim(z: tl.Out, x: tl.In):
+    z.store(ct.load(x, (0,) * x.ndim, (16,)))  # MARK: repeat-ndim
+
+
+@tl.kernel
+def repeat_folded(z: tl.Out, x: tl.In):
+    z.store(ct.load(x, 1 * (0,), (16,)))  # MARK: repeat-folded
+
+
+@tl.kernel
+def repeat_untaken(z: tl.Out, x: tl.In):
+    if x.shape[0] > 1000000:
+        t = ct.load(x, (0, 0) * 1, (16,))  # MARK: repeat-untaken
+    else:
+        t = ct.load(x, (0,), (16,))
+    z.store(t)
+
+
+@tl.kernel
+def repeat_augmented(z: tl.Out, x: tl.In):
+    index = (0,)
+    index *= 1  # MARK: repeat-augmented
+    z.store(ct.load(x, index, (16,)))
+
+
+@tl.kernel
+def repeat_shape(z: tl.Out, x: tl.In):
+    z.store(ct.load(x, (0,), (16,)) + len(x.shape * 1))  # MARK: repeat-shape
+
+
+@tl.kernel
+def repeat_floats(z: tl.Out, x: tl.In):
+    z.store(ct.load(x, (0,), (16,)) + len((1.5, True) * 1))  # MARK: repeat-floats
+
+
+@tl.kernel
+def repeat_in_helper(z: tl.Out, x: tl.In):
+    z.store(ct.load(x, _zero_index(x), (16,)))  # MARK: repeat-call
+
+
+INT = "Tile[int32,()]"
+REPEATS = {   # kernel: (cuTile's operand types, the marked line)
+    repeat_ndim: (f"Tuple[{INT}] and {INT}", "repeat-ndim"),
+    repeat_folded: (f"{INT} and Tuple[{INT}]", "repeat-folded"),   # (Python folds it)
+    repeat_untaken: (f"Tuple[{INT},{INT}] and {INT}", "repeat-untaken"),
+    repeat_augmented: (f"Tuple[{INT}] and {INT}", "repeat-augmented"),
+    repeat_shape: (f"Tuple[{INT}] and {INT}", "repeat-shape"),
+    repeat_floats: (f"Tuple[Tile[float32,()],Tile[bool_,()]] and {INT}", "repeat-floats"),
+}
+
+
+@pytest.mark.parametrize("kernel", list(REPEATS), ids=lambda k: k.name)
+def test_a_tuple_repetition_is_refused_as_cutile_refuses_it(kernel):
+    """Whatever the form (folded by Python, augmented, of a shape, in a branch not
+    taken), before a block runs, at the operation."""
+    types_, mark = REPEATS[kernel]
+    z = tl.zeros(16, device=CPU)
+    cpu, gpu = refusals(kernel, z.partition(16), tl.ones(16, device=CPU))
+    assert cpu.message == f"Unsupported operand types for *: {types_}"
+    assert cpu.hint.startswith("cuTile compiles no tuple repetition: write the tuple out")
+    assert_cutile_says(kernel, cpu, gpu, f"MARK: {mark}")
+    assert (z.numpy() == 0).all()
+
+
+def test_a_tuple_repetition_in_a_helper_names_the_call():
+    cpu, gpu = refusals(repeat_in_helper, zp(16), tl.ones(16, device=CPU))
+    call = SourceLocation(str(THIS), line_of("MARK: repeat-call"), 24)
+    assert cpu.message == (f"Unsupported operand types for *: Tuple[{INT}] and {INT} "
+                           f"(called from {call})")
+    assert_cutile_says(repeat_in_helper, cpu, gpu, "MARK: helper-repeat")
+
+
+@ct.kernel
+def plain_repeat(x, z):
+    ct.store(z, (0,), ct.load(x, (0,) * x.ndim, (8,)))  # MARK: plain-repeat
+
+
+def test_tl_interpret_of_a_cutile_kernel_refuses_a_tuple_repetition():
+    z = np.zeros(8, np.float32)
+    with pytest.raises(CompileError) as ei:
+        interpret(plain_repeat, np.ones(8, np.float32), z, grid=(1,))
+    assert ei.value.message == f"Unsupported operand types for *: Tuple[{INT}] and {INT}"
+    assert where(ei.value) == (str(THIS), line_of("MARK: plain-repeat"), 34)
+    assert (z == 0).all()
+
+
+@tl.kernel
+def concatenated(z: tl.Out, x: tl.In, n: ct.Constant[int]):
+    index = () + (0,)
+    z.store(ct.load(x, index, (16,)) * n * 2)
+
+
+def test_tuple_concatenation_and_products_of_numbers_run():
+    z = tl.zeros(16, device=CPU)
+    concatenated(z.partition(16), tl.ones(16, device=CPU), 3)
+    assert (z.numpy() == 6).all()
+    concatenated.compile(z.partition(16), tl.ones(16, device=CPU), 3, arch="sm_90")
+
+
+# ---- cuTile's words, its spelling included --------------------------------------------------
+
+@tl.kernel
+def int8_plus_uint8(z: tl.Out, x: tl.In):
+    a, b = ct.full((16,), 1, dtype=ct.int8), ct.full((16,), 1, dtype=ct.uint8)
+    z.store((a + b).astype(z.dtype))  # MARK: int8-plus-uint8
+
+
+def test_an_implicit_promotion_is_refused_in_cutiles_words():
+    """cuTile writes 'explict'; where the interpreter gives cuTile's message, so does it."""
+    cpu, gpu = refusals(int8_plus_uint8, zp(16), tl.ones(16, device=CPU))
+    assert cpu.message == ("Implicit promotion of int8 and uint8 is not supported. Please "
+                           "perform an explict cast instead.")
+    assert_cutile_says(int8_plus_uint8, cpu, gpu, "MARK: int8-plus-uint8")

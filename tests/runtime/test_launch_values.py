@@ -158,10 +158,68 @@ def test_a_0d_array_constant_is_a_located_launch_error_not_unhashable(victim):
         _located_here(ei.value)
 
 
-def test_a_string_constant_says_cutile_compiles_numbers_only(victim):
-    with pytest.raises(LaunchError, match=r"got str \(cuTile compiles bool, int and float "
-                                          r"constants only\)"):
-        axpb(_out().partition(16), victim.x, 2.0, "3")
+@tl.kernel
+def moded(z: tl.Out, x: tl.In, MODE: ct.Constant[str]):
+    if MODE == "double":
+        z.store(tl.load_like(x, z) * 2)
+    else:
+        z.store(tl.load_like(x, z))
+
+
+STR_MESSAGE = ("moded(): parameter 'MODE' is a ct.Constant and takes an exact bool, int or "
+               "float (numpy scalars are converted); got str (cuTile compiles bool, int and "
+               "float constants only)")
+STR_HINT = ("choose with a bool or int constant (e.g. MODE: ct.Constant[int] and MODE == 1 "
+            "in the kernel), or define one kernel per string")
+
+
+def test_cutile_compiles_no_string_kernel_constant():
+    """What the refusals below rest on: cuTile's compile API takes no str constant (the
+    constraint tilelab's compile builds for each ct.Constant refuses one). Should cuTile
+    take them one day, this fails: accept exact str constants then (DESIGN section 2)."""
+    from cuda.tile.compilation import ConstantConstraint
+
+    for value in (True, 3, 2.5):
+        ConstantConstraint(value)
+    with pytest.raises(TypeError, match="Unexpected constant value type <class 'str'>"):
+        ConstantConstraint("double")
+
+
+@pytest.mark.parametrize("how", ["cpu", "compile_sm90", "async", "interpret"])
+def test_a_string_constant_is_a_located_launch_error_saying_why(victim, how):
+    z = tl.zeros(64, device="cpu")
+    with pytest.raises(LaunchError) as ei:
+        if how == "cpu":
+            moded(z.partition(16), victim.x, "double")
+        elif how == "compile_sm90":
+            s = tl.spec(64, "float32")
+            moded.compile(s.partition(16), s, "double", arch="sm_90")
+        elif how == "async":
+            moded.launch_async(z.partition(16), victim.x, "double").wait()
+        else:
+            tl.interpret(moded, z.partition(16), victim.x, "double")
+    assert ei.value.message == STR_MESSAGE
+    assert ei.value.hint == STR_HINT
+    _located_here(ei.value)
+    assert (z.numpy() == 0).all()
+
+
+@ct.kernel
+def raw_moded(x, z, MODE: ct.Constant[str]):
+    ct.store(z, (0,), ct.load(x, (0,), (8,)))
+
+
+def test_raw_interpret_refuses_a_string_constant_as_cutile_does(victim):
+    z = np.zeros(8, np.float32)
+    with pytest.raises(LaunchError) as ei:
+        tl.interpret(raw_moded, victim.array[:8], z, "double", grid=(1,))
+    assert ei.value.message == (
+        "kernel 'raw_moded' argument 'MODE' is a ct.Constant and takes an exact bool, int "
+        "or float or a numpy scalar; got str (cuTile compiles bool, int and float "
+        "constants only)")
+    assert ei.value.hint == STR_HINT
+    _located_here(ei.value)
+    assert (z == 0).all()
 
 
 def test_numpy_scalar_constants_are_converted_and_share_the_plain_values_plan(victim):

@@ -32,13 +32,14 @@ from tilelab.compiler.tileir_check import (CheckReport, check_bytecode_tiles,
                                            check_partition_tiles, check_tileir)
 from tilelab.compiler.toolchain import Toolchain, find_toolchain
 from tilelab.errors import CompileError, SourceLocation, ToolchainError
+from tilelab.limits import ARCHS
 
 __all__ = ["SUPPORTED_ARCHS", "check_arch", "compile_lowered", "cache_key",
            "location_mapper", "export_tileir", "DEBUG_TILEIR"]
 
-#: the --gpu-name values tileiras 13.4 accepts
-SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103",
-                   "sm_107", "sm_110", "sm_120", "sm_121")
+#: the --gpu-name values tileiras 13.4 accepts (held by the leaf tilelab.limits, which the
+#: TILELAB_ARCH setting and the CPU backend read too)
+SUPPORTED_ARCHS = ARCHS
 #: the newest Tile IR bytecode cuda-tile 1.7 writes; older tileiras releases read older
 _MAX_BYTECODE = (13, 4)
 
@@ -162,8 +163,9 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
     explained = explain_shape_error(message, None)
     where, hint, chain = None, None, []
     for fr in frames:
-        if fr.filename.startswith("<tilelab-device "):
-            continue  # tilelab's device helpers: reported at the user's line calling them
+        if fr.filename.startswith("<tilelab-device ") or _in_cutile(fr.filename):
+            continue  # tilelab's device helpers and cuTile's own Python (Tile.astype and
+            # the other Tile methods): reported at the user's line calling them
         if fr.filename == lowered.filename:
             user = lowered.source_map.to_user(fr.line, fr.col)
             part = lowered.store_at(fr.line, fr.col)
@@ -196,6 +198,19 @@ def _map_tile_error(e: Exception, lowered: LoweredKernel, kernel_name: str) -> C
     message = user_facing(message, lowered.source_map.filename)
     return CompileError(f"cuTile rejected kernel {kernel_name!r}: {message}", location=where,
                         hint=hint)
+
+
+def _in_cutile(filename: str) -> bool:
+    """Whether ``filename`` is a source file of the cuda.tile package itself."""
+    return filename.startswith(_cutile_dirs())
+
+
+@functools.lru_cache(maxsize=None)
+def _cutile_dirs() -> tuple[str, ...]:
+    import cuda.tile as ct
+
+    here = Path(ct.__file__).parent
+    return tuple(dict.fromkeys(f"{d}/" for d in (here, here.resolve())))
 
 
 _LOC_RE = re.compile(r'loc\((?:[^"\[]*\[)?"([^"]+)":(\d+):(\d+)\]?\):\s*error:\s*(.*)')

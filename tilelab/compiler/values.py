@@ -13,8 +13,11 @@ that binds arguments (launches, ``kernel.compile``, graph capture, ``tl.interpre
   kernel dtype (its dtype is the parameter's C type);
 - anything else (a subclass, ``IntEnum`` members included, a 0-d array, a string) is
   a :class:`~tilelab.errors.LaunchError` naming the parameter, the type and what to
-  pass instead. Deciding costs ``type()`` and set lookups: no code of the value's own
-  runs (its ``__eq__``, ``__hash__``, ``__index__``, ``__repr__`` are never called).
+  pass instead (cuTile itself refuses a string kernel constant: its compile API's
+  ``ConstantConstraint`` raises TypeError for one; a string inside the kernel body,
+  a message, is another thing). Deciding costs ``type()`` and set lookups: no code of
+  the value's own runs (its ``__eq__``, ``__hash__``, ``__index__``, ``__repr__`` are
+  never called).
 
 Constants specialize the kernel, so each distinct constant is its own compiled code;
 :func:`constant_key` is what tables of compiled code file it under (``1``, ``True``
@@ -39,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from tilelab.errors import LaunchError
+from tilelab.limits import STR_CONSTANT_WHY, str_constant_hint
 
 __all__ = ["EXACT_SCALARS", "NUMBER_TYPES", "is_numpy_scalar", "constant_value", "scalar_value",
            "constant_key", "describe_type"]
@@ -104,6 +108,8 @@ def describe_type(value: Any) -> str:
 
 
 def _hint(value: Any, param: str) -> str:
+    if type(value) is str:
+        return str_constant_hint(param)
     if isinstance(value, np.ndarray) and np.ndarray.ndim.__get__(value) == 0:
         return f"pass {param}=a.item() (a plain Python value) for a 0-d array a"
     if isinstance(value, float):
@@ -135,8 +141,8 @@ def constant_value(value: Any, param: str, where: str) -> bool | int | float:
     if is_numpy_scalar(value):
         return value.item()
     why = ""
-    if t is str:
-        why = " (cuTile compiles bool, int and float constants only)"
+    if t is str:   # (cuda.tile.compilation.ConstantConstraint raises TypeError for one)
+        why = f" ({STR_CONSTANT_WHY})"
     elif not isinstance(value, (np.ndarray, np.generic)) and isinstance(
             value, (bool, int, float, str)):
         why = ", whose own operators would run inside the kernel"

@@ -19,9 +19,11 @@ from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
 from tilelab.interp.context import active, compile_error, current_location, launch_error, \
     unsupported
 from tilelab.interp.dtypes import INT32, TileDType
+from tilelab.interp.targets import array_dtype_error, supported
 from tilelab.interp.tile import Tile
 
-__all__ = ["ArgRoot", "Array", "TiledView", "Slice", "RawArrayMemory", "index_value"]
+__all__ = ["ArgRoot", "Array", "UnsupportedArray", "TiledView", "Slice", "RawArrayMemory",
+           "index_value"]
 
 
 @dataclass
@@ -89,6 +91,8 @@ class Array:
         self._root = root
         self._data = data
         self._origin = origin
+        if root.dtype.min_sm and not supported(root.dtype):   # fp8 before sm_90
+            self.__class__ = UnsupportedArray
 
     @property
     def dtype(self) -> TileDType:
@@ -98,7 +102,7 @@ class Array:
     @property
     def ndim(self) -> int:
         """Number of dimensions (a compile-time constant)."""
-        return self._data.ndim
+        return _DATA.__get__(self).ndim
 
     def _index_tuple(self, values: tuple[int, ...], static: tuple[bool, ...]) -> tuple:
         idt = self._root.index_dtype
@@ -108,14 +112,15 @@ class Array:
     @property
     def shape(self) -> tuple:
         """Dimensions as int32 scalars (Python ints for static dimensions)."""
-        static = self._root.static_shape if self._data.shape == self._root.data.shape else ()
-        return self._index_tuple(self._data.shape, static)
+        shape = _DATA.__get__(self).shape
+        static = self._root.static_shape if shape == self._root.data.shape else ()
+        return self._index_tuple(shape, static)
 
     @property
     def strides(self) -> tuple:
         """Strides in elements as int32 scalars (Python ints for static strides)."""
-        item = self._data.itemsize
-        return self._index_tuple(tuple(s // item for s in self._data.strides),
+        data = _DATA.__get__(self)
+        return self._index_tuple(tuple(s // data.itemsize for s in data.strides),
                                  self._root.static_strides)
 
     def slice(self, axis: Any, start: Any, stop: Any) -> "Array":
@@ -178,7 +183,7 @@ class Array:
                             "instead.")
 
     def __repr__(self) -> str:
-        return f"Array[{self.dtype}, {self._data.shape}]({self._root.name})"
+        return f"Array[{self.dtype}, {_DATA.__get__(self).shape}]({self._root.name})"
 
     # ---- element access used by the memory ops -------------------------------------------------
     def trace(self, kind: str, op: str, region: Any, count: int) -> None:
@@ -239,6 +244,32 @@ class Array:
             return
         rel = np.asarray(offsets, np.int64).reshape(-1) + self.raw_shift()
         state.tracer.sync(self._root.name, kind, offsets=rel)
+
+
+#: the slot that holds an array's numpy view, read past :class:`UnsupportedArray`'s
+#: guard for what cuTile compiles on every target (shape, strides, rank)
+_DATA = Array.__dict__["_data"]
+
+
+class UnsupportedArray(Array):
+    """An array argument of a dtype that the launch's target does not compute with (a
+    float8 array for sm_80): its ``shape``, ``strides``, ``ndim`` and ``dtype`` are
+    read as for any array, but a load, store, gather, atomic, ``num_tiles``, slice or
+    raw access raises cuTile's refusal at that op's kernel line, as compiling for the
+    target does (see :mod:`tilelab.interp.targets`)."""
+
+    __slots__ = ()
+
+    @property
+    def _data(self) -> np.ndarray:
+        raise array_dtype_error(self._root.dtype, self._root.name)
+
+    @_data.setter
+    def _data(self, data: np.ndarray) -> None:
+        _DATA.__set__(self, data)
+
+    def get_raw_memory(self) -> "RawArrayMemory":
+        raise array_dtype_error(self._root.dtype, self._root.name)
 
 
 class TiledView:

@@ -3,7 +3,8 @@
 Each element is updated atomically; when one call touches an element several times the
 lanes are applied one after the other, so results are those of one valid serialization.
 The ops return the old values (``atomic_store_*`` return nothing). Dtype rules are
-cuTile's: add/xchg on 32/64-bit ints and floats (add also on f16/bf16), min/max and
+cuTile's: add/xchg on 32/64-bit ints and floats (add also on f16, and on bf16 from
+sm_90: :func:`~tilelab.interp.targets.check_atomic_add`), min/max and
 bitwise ops on 32/64-bit ints, bitwise updates of exactly the array's dtype. For the race
 detector a successful ``atomic_cas`` acquires the words it swapped and ``atomic_xchg``
 releases words the block holds (lock hand-over, see :mod:`tilelab.interp.races`).
@@ -25,6 +26,7 @@ from tilelab.interp.memory import box_size, clip_box, tile_origin
 from tilelab.interp.memory_args import (as_array, as_flag, assign, broadcastable,
                                         check_memory_semantics, tile_index, view_values)
 from tilelab.interp.rounding import convert
+from tilelab.interp.targets import check_atomic_add
 from tilelab.interp.tile import Tile
 
 __all__ = ["atomic_cas", "atomic_xchg", "atomic_add", "atomic_max", "atomic_min",
@@ -79,6 +81,8 @@ def tiled_view_atomic(mode: str, view: TiledView, index: Any, update: Any) -> No
     idx = tile_index(index, arr.ndim, op, "tiled view")
     _v, _d, full = view_values(view, update, "Update")
     upd = _rmw_update(mode, update, view._tile_shape, arr.dtype, "Update").reshape(full)
+    if mode == "add":
+        check_atomic_add(arr.dtype)
     starts, sizes = tile_origin(idx, view._steps, tuple(range(arr.ndim)), full)
     box, clipped, inner, _inside = clip_box(arr, starts, sizes, True, op)
     old = arr._data[clipped]
@@ -115,6 +119,8 @@ def _atomic_rmw(mode: str, array: Any, indices: Any, update: Any, check_bounds: 
     idx, shape = element_indices(arr, indices, op)
     upd = _rmw_update(mode, update, shape, arr.dtype, "Update")
     check_memory_semantics("tile_atomic_rmw", memory_order, memory_scope, _ATOMIC_ORDERS)
+    if mode == "add":
+        check_atomic_add(arr.dtype)
     lanes = active_lanes(arr, idx, shape, as_flag(check_bounds, "check_bounds"), None, op)
     coords = trace_lanes(arr, "atomic", op, idx, lanes)
     lane_upd = upd[lanes]

@@ -8,17 +8,22 @@ that state for the current thread and turns "the innermost frame of tile code" i
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import sys
+import textwrap
 import threading
 import weakref
 from types import CodeType, FrameType
 from typing import Any, Callable, TextIO
 
 from tilelab.errors import CompileError, LaunchError, SourceLocation
-from tilelab.limits import MAX_TILE_ELEMENTS, tile_elements, tile_limit_hint, tile_limit_message
+from tilelab.limits import (DEFAULT_ARCH, MAX_TILE_ELEMENTS, sm_number, tile_elements,
+                            tile_limit_hint, tile_limit_message)
 
 __all__ = ["LaunchState", "current", "active", "enter", "register_tile_globals",
            "register_location_map", "user_frame", "current_location", "location_of_frame",
+           "location_at", "parameter_location", "function_source", "call_locations",
            "compile_error", "launch_error", "unsupported", "check_tile_shape",
            "caller_locations", "KernelNameError"]
 
@@ -51,11 +56,18 @@ class LaunchState:
         tracer: records accesses and FLOPs, or None when tracing is off.
         stdout: where device ``print``/``printf`` output goes (None: ``sys.stdout``).
         kernel_name: name of the kernel, for messages.
+        arch: the GPU the launch stands for ('sm_90'); ``sm`` its number (90). Values of
+            a dtype it does not support are refused where an op uses them
+            (:mod:`tilelab.interp.targets`).
     """
 
     def __init__(self, grid: tuple[int, int, int], tracer: Any, stdout: TextIO | None,
-                 kernel_name: str):
+                 kernel_name: str, arch: str = DEFAULT_ARCH):
         self.grid = grid
+        self.arch = arch
+        self.sm = sm_number(arch)
+        #: the kernel's own function (its parameters' places in the source)
+        self.function: Any = None
         self.block: tuple[int, int, int] = (0, 0, 0)
         self.tracer = tracer
         self.stdout = stdout
@@ -177,6 +189,56 @@ def location_of_frame(frame: FrameType, lasti: int | None = None) -> SourceLocat
     return SourceLocation(code.co_filename, line or 1, col, end_col)
 
 
+def location_at(filename: str, line: int, col: int) -> SourceLocation:
+    """The user's location of (``line``, 0-based ``col``) in ``filename``, through its
+    registered map (:func:`register_location_map`) when it is a generated file."""
+    mapper = _location_maps.get(filename)
+    if mapper is not None:
+        try:
+            return mapper(line, col)
+        except Exception:  # a broken map must not hide the original location
+            pass
+    return SourceLocation(filename, line, col + 1)
+
+
+def parameter_location(name: str) -> SourceLocation | None:
+    """Where the running kernel declares parameter ``name`` (``x`` also for the items
+    ``x[0]`` of a tuple or list argument), as cuTile locates what it refuses about an
+    argument; None when the source cannot be read."""
+    state = active()
+    func = state.function if state is not None else None
+    if func is None:
+        return None
+    base = name.split("[", 1)[0]
+    found = function_source(func)
+    if found is None:
+        return None
+    fn, line0, indent = found
+    for arg in fn.args.posonlyargs + fn.args.args:
+        if arg.arg == base:
+            return location_at(func.__code__.co_filename, line0 + arg.lineno,
+                               arg.col_offset + indent)
+    return None
+
+
+def function_source(func: Any) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int, int] \
+        | None:
+    """``func``'s definition parsed from its source (a generated file's too, through
+    ``linecache``), with what turns its node positions into the file's: the line before
+    its first (add a node's ``lineno``) and the indent dedenting removed (add a node's
+    ``col_offset``); None when the source cannot be read."""
+    try:
+        lines, start = inspect.getsourcelines(func)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    fn = next((n for n in ast.walk(tree)
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return None
+    return fn, start - 1, len(lines[0]) - len(lines[0].lstrip())
+
+
 def current_location() -> SourceLocation | None:
     """Location of the kernel line that is calling the running op, when known."""
     frame = user_frame(sys._getframe(1))
@@ -205,13 +267,18 @@ def check_tile_shape(shape: tuple[int, ...]) -> None:
 def caller_locations() -> list[SourceLocation]:
     """Where the tile function running now was called from, outward to the kernel's own
     line: the lines of the user's code on the stack above the innermost one."""
-    state = active()
     frame = user_frame(sys._getframe(1))
+    return [] if frame is None else call_locations(frame.f_back)
+
+
+def call_locations(frame: FrameType | None) -> list[SourceLocation]:
+    """The lines of the user's code on the stack from ``frame`` outward (where a tile
+    function about to run was called from, when ``frame`` is its caller's)."""
+    state = active()
     out: list[SourceLocation] = []
-    if state is None or frame is None:
+    if state is None:
         return out
     known = state.tile_globals
-    frame = frame.f_back
     while frame is not None:
         if id(frame.f_globals) in known and \
                 not frame.f_code.co_filename.startswith("<tilelab-device "):

@@ -19,6 +19,7 @@ import numpy as np
 from tilelab.interp import _cutile
 from tilelab.interp._cutile import ct
 from tilelab.interp.context import compile_error
+from tilelab.limits import DTYPE_MIN_SM
 
 __all__ = ["TileDType", "DTYPES", "BOOL", "INT32", "INT64", "UINT64", "FLOAT16", "BFLOAT16",
            "FLOAT32", "FLOAT64", "TFLOAT32", "as_dtype", "foreign", "from_numpy", "is_loose",
@@ -42,7 +43,7 @@ class TileDType:
     """
 
     __slots__ = ("name", "bitwidth", "kind", "category", "real", "storage", "signed",
-                 "arithmetic", "itemsize", "_hash")
+                 "arithmetic", "itemsize", "min_sm", "_hash")
 
     def __init__(self, real: Any, storage: Any, kind: str):
         self.real = real
@@ -56,6 +57,9 @@ class TileDType:
             kind, RESTRICTED if restricted else FLOAT)
         self.arithmetic = _is_arith(real)
         self.itemsize = max(1, self.bitwidth // 8)
+        #: the oldest target that computes with it (0: every target), see
+        #: :data:`tilelab.limits.DTYPE_MIN_SM` and :mod:`tilelab.interp.targets`
+        self.min_sm: int = DTYPE_MIN_SM.get(self.name, 0)
         self._hash = hash(real)
 
     @property
@@ -240,8 +244,10 @@ def promote(a: TileDType, b: TileDType, force_float: bool = False) -> TileDType:
             hint="convert with .astype(ct.float32) first")
     result = _PROMOTE[(a, b)]
     if result is None:
+        # (cuTile's words, its spelling of "explict" included: the two backends refuse
+        # alike, and tests compare the interpreter's text with the compiler's)
         raise compile_error(f"Implicit promotion of {a} and {b} is not supported. "
-                            f"Please perform an explicit cast instead.",
+                            f"Please perform an explict cast instead.",
                             hint=f"convert one operand explicitly, e.g. y.astype(ct.{a})")
     if force_float and result.kind != "f":
         return FLOAT32

@@ -5,9 +5,11 @@ become global arrays (writes land in place, strided views included), Python
 ``int``/``float``/``bool`` become int32/float32/bool scalars (int64 with
 ``ct.ScalarInt64``), ``ct.Constant`` parameters stay Python values (numpy scalars
 converted to them), tuples and lists are converted item by item. Scalars and constants
-are exact ``bool``/``int``/``float`` (constants also ``str``) or numpy scalars of a
-cuTile dtype: a subclass is a LaunchError, so that no user type's operators run in the
-kernel body (see :mod:`tilelab.compiler.values` for the same rule of tilelab kernels).
+are exact ``bool``/``int``/``float`` or numpy scalars of a cuTile dtype: a subclass is a
+LaunchError, so that no user type's operators run in the kernel body, and so is a string
+constant, which cuTile does not compile (see :mod:`tilelab.compiler.values` for the same
+rule of tilelab kernels). A launch stands for one GPU (``arch=``): what cuTile refuses
+for it is refused (:mod:`tilelab.interp.targets`).
 Blocks then run one at a time, in grid order or in a seeded
 random order, calling the kernel function rebuilt for the interpreter (cached per function
 object, see :mod:`tilelab.interp.rebuild`).
@@ -33,6 +35,8 @@ from tilelab.interp.dtypes import foreign as foreign_dtype
 from tilelab.interp.foreign import numpy_view
 from tilelab.interp.rebuild import rebuilt
 from tilelab.interp.rounding import convert
+from tilelab.interp.targets import resolve_arch
+from tilelab.limits import STR_CONSTANT_WHY, str_constant_hint
 from tilelab.interp.tile import Tile
 from tilelab.interp.trace import ArgInfo, Trace, Tracer
 
@@ -42,6 +46,7 @@ _ORDERS = ("sequential", "shuffled")
 
 #: the Python types a scalar or constant may have, exactly (never a subclass)
 _EXACT = frozenset((bool, int, float))
+
 #: numpy's (and ml_dtypes') scalar types of the cuTile dtypes, exactly
 _NUMPY_SCALARS = frozenset(np.dtype(d.storage).type for d in DTYPES.values()
                            if d.storage is not None)
@@ -128,8 +133,12 @@ class _Binder:
 
     def _constant(self, name: str, value: Any) -> Any:
         t = type(value)
-        if t in _EXACT or t is str:
+        if t in _EXACT:
             return value
+        if t is str:   # (cuTile's compile API refuses it: see tilelab.limits)
+            raise LaunchError(f"kernel '{self.kernel}' argument '{name}' is a ct.Constant "
+                              f"and takes an exact bool, int or float or a numpy scalar; "
+                              f"got str ({STR_CONSTANT_WHY})", hint=str_constant_hint(name))
         if t in _NUMPY_SCALARS:
             return value.item()
         if _derived(value):
@@ -278,7 +287,8 @@ def _overlap_warnings(roots: list[ArgRoot], blocks: list) -> list[str]:
 
 def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "sequential",
               seed: int | None = None, trace: bool = True, sample_blocks: int | None = None,
-              stdout: TextIO | None = None, races: bool = True) -> Trace:
+              stdout: TextIO | None = None, races: bool = True,
+              arch: str | None = None) -> Trace:
     """Run a cuTile kernel on the CPU, one block at a time, and trace what it does.
 
     Args:
@@ -299,13 +309,17 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
             extrapolated and race detection covers the sampled blocks only.
         stdout: where device ``print``/``printf`` output goes (default ``sys.stdout``);
             each line is prefixed with the block index.
+        arch: the GPU the run stands for (``"sm_100"``; default ``TILELAB_ARCH``, else
+            sm_90): what cuTile refuses for it is refused here, e.g. a float4 value
+            before sm_100 (:mod:`tilelab.interp.targets`).
 
     Returns:
         A :class:`~tilelab.interp.trace.Trace`.
 
     Raises:
         CompileError: for what cuTile rejects when compiling (type/shape errors,
-            unsupported ops), pointing at the kernel line; an undefined name is a
+            unsupported ops, dtypes ``arch`` does not support), pointing at the kernel
+            line; an undefined name is a
             :class:`~tilelab.interp.context.KernelNameError` (also a ``NameError``).
         LaunchError: for bad arguments or grid, a failed ``ct.assert_``, or undefined
             behaviour such as a tile entirely outside its array.
@@ -328,11 +342,13 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
     grid3 = normalize_grid(grid)
     if order not in _ORDERS:
         raise LaunchError(f"order must be one of {_ORDERS}, got {order!r}")
+    target = resolve_arch(arch)
     params, nodes = _parameters(kernel, pyfunc, name, len(args))
     total = grid3[0] * grid3[1] * grid3[2]
     run, sampled = _block_order(total, order, seed, sample_blocks)
     tracer = Tracer(grid3, detect_races=races) if trace else None
-    state = context.LaunchState(grid3, tracer, stdout, name)
+    state = context.LaunchState(grid3, tracer, stdout, name, target)
+    state.function = pyfunc
     binder = _Binder(name)
 
     def result() -> Trace:

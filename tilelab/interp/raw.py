@@ -23,6 +23,7 @@ from tilelab.interp.elementwise import const_array, operand
 from tilelab.interp.elements import mask_values
 from tilelab.interp.memory_args import broadcastable, check_hints, check_memory_semantics
 from tilelab.interp.rounding import convert
+from tilelab.interp.targets import check_atomic_add
 from tilelab.interp.tile import Tile
 
 __all__ = ["load_offset", "store_offset", "atomic_cas_offset", "atomic_rmw_offset"]
@@ -141,6 +142,8 @@ def atomic_rmw_offset(mode: str, mem: RawArrayMemory, offset: Any, update: Any, 
     check_memory_semantics("tile_atomic_rmw", memory_order, memory_scope,
                            (MemoryOrder.RELAXED, MemoryOrder.ACQUIRE, MemoryOrder.RELEASE,
                             MemoryOrder.ACQ_REL))
+    if mode == "add":
+        check_atomic_add(dtype)
     active, pos, lane_offs = _lanes(mem, offs, mask, op)
     flat, _start = mem._array._root.allocation()
     if pos.size:

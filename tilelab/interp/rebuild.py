@@ -31,6 +31,7 @@ from tilelab.interp._cutile import is_tile_function_wrapper
 from tilelab.interp.device_checks import device_check, with_device_check
 from tilelab.interp.misc import BUILTINS
 from tilelab.interp.namespace import IMPLEMENTATIONS, SUBSTITUTES, module as ct_module
+from tilelab.interp.source_checks import refusing
 
 __all__ = ["Rebuilder", "rebuilt", "is_library_module", "CACHE_SIZE"]
 
@@ -237,7 +238,9 @@ class Rebuilder:
             defaults = tuple(self.substitute(d) for d in defaults)
         new = types.FunctionType(fn.__code__, g, fn.__name__, defaults, cells)
         check = device_check(fn)   # (tilelab's device helpers: see interp.device_checks)
-        self._functions[id(fn)] = new if check is None else with_device_check(new, check)
+        run = new if check is None else with_device_check(new, check)
+        # (a tuple repetition, which cuTile refuses: see interp.source_checks)
+        self._functions[id(fn)] = refusing(fn, run) or run
         self._keep.append(fn)
         deps = self._deps
         deps.append(("attr", fn, "__code__", fn.__code__))

@@ -16,7 +16,7 @@ from tilelab.interp.context import check_tile_shape, compile_error, launch_error
 from tilelab.interp.dtypes import BOOL, INT32, TileDType, as_dtype, loose_dtype
 from tilelab.interp.casts import astype, bitcast
 from tilelab.interp.elementwise import add, const_array, make, mul, operand
-from tilelab.interp.tile import Tile
+from tilelab.interp.tile import Tile, values_of
 
 __all__ = ["to_tile", "constant_shape", "constant_int", "constant_int_tuple",
            "normalize_axis", "reshape", "broadcast_to", "permute", "transpose",
@@ -332,7 +332,7 @@ def full(shape: Any, fill_value: Any, dtype: Any) -> Tile:
     if np.ndim(v) != 0:
         raise compile_error(f"Expected a scalar or a 0D tile for fill_value, but given value "
                             f"has shape {np.shape(v)}")
-    return Tile(np.broadcast_to(astype(Tile(v, d), dt)._v, sh), dt)
+    return Tile(np.broadcast_to(values_of(astype(Tile(v, d), dt)), sh), dt)
 
 
 def zeros(shape: Any, dtype: Any) -> Tile:
@@ -392,7 +392,7 @@ def astile(value: Any, /, *, dtype: Any) -> Tile:
     if not isinstance(value, tuple):
         return astype(value, dt)
     shape = _tuple_shape(value, "value")
-    parts = [astype(v, dt)._v.reshape(()) for v in _flatten(value)]
+    parts = [values_of(astype(v, dt)).reshape(()) for v in _flatten(value)]
     return Tile(np.array(parts, dtype=dt.storage).reshape(shape), dt)
 
 

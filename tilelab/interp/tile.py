@@ -17,9 +17,10 @@ import numpy as np
 
 from tilelab.interp.context import check_tile_shape, compile_error
 from tilelab.interp.dtypes import TileDType
+from tilelab.interp.targets import dtype_error, supported
 from tilelab.limits import MAX_TILE_ELEMENTS
 
-__all__ = ["Tile", "format_tile", "format_printf"]
+__all__ = ["Tile", "UnsupportedTile", "values_of", "format_tile", "format_printf"]
 
 
 class Tile:
@@ -46,6 +47,8 @@ class Tile:
             check_tile_shape(values.shape)
         self._v = values
         self._dt = dtype
+        if dtype.min_sm and not supported(dtype):   # fp8/fp4 before their target
+            self.__class__ = UnsupportedTile
         # True when the value is a compile-time constant in cuTile (built only from
         # constants, e.g. ``ct.int16(2) + 5``); ``ct.bid(0)`` or a load is not.
         self._c = const
@@ -203,6 +206,57 @@ class Tile:
     def __abs__(self):
         from tilelab.interp.unary import abs_
         return abs_(self)
+
+
+#: the slot that holds a tile's values, read past :class:`UnsupportedTile`'s guard
+_VALUES = Tile.__dict__["_v"]
+
+
+def values_of(t: Tile) -> np.ndarray:
+    """The values of a tile that the calling op has just made (for an
+    :class:`UnsupportedTile`, whose values no op may read, too): an op that makes a tile
+    through another op (``full`` converts its fill value with ``astype``) reads it here,
+    since making a value of a dtype is not using it."""
+    return _VALUES.__get__(t)
+
+
+class UnsupportedTile(Tile):
+    """A tile of a dtype that the running launch's target does not compute with (a
+    float4 tile for sm_90): it may be made, passed around and asked for its shape and
+    dtype, but the first op that reads its values raises cuTile's refusal at that op's
+    kernel line, as compiling for the target does (see :mod:`tilelab.interp.targets`).
+
+    Example:
+        >>> import numpy as np
+        >>> from tilelab.interp.dtypes import DTYPES
+        >>> t = Tile(np.zeros(4, np.float32), DTYPES["float32"])
+        >>> type(t).__name__     # (outside a launch every dtype is supported)
+        'Tile'
+    """
+
+    __slots__ = ()
+
+    @property
+    def _v(self) -> np.ndarray:
+        raise dtype_error(self._dt)
+
+    @_v.setter
+    def _v(self, values: np.ndarray) -> None:
+        _VALUES.__set__(self, values)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return _VALUES.__get__(self).shape
+
+    @property
+    def ndim(self) -> int:
+        return _VALUES.__get__(self).ndim
+
+    def numpy(self) -> np.ndarray:
+        return np.array(_VALUES.__get__(self), copy=True)
+
+    def __repr__(self) -> str:
+        return f"Tile[{self._dt}, {self.shape}](not computed on this target)"
 
 
 _TILE_LIKE = (Tile, int, float, bool, np.generic)

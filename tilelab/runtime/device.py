@@ -16,7 +16,7 @@ from tilelab.errors import LaunchError
 
 __all__ = ["MIN_COMPUTE_CAPABILITY", "MIN_DRIVER_VERSION", "gpu_available",
            "gpu_unavailable_reason", "backend", "default_device", "parse_device", "GPU",
-           "gpu", "current_arch", "num_sms", "synchronize", "check_cuda"]
+           "gpu", "current_arch", "target_arch", "num_sms", "synchronize", "check_cuda"]
 
 #: the oldest GPU tilelab runs on (Ampere, sm_80)
 MIN_COMPUTE_CAPABILITY = (8, 0)
@@ -318,6 +318,49 @@ def current_arch() -> str | None:
         return gpu().arch
     except LaunchError:
         return None
+
+
+def target_arch() -> str:
+    """The GPU that compiles without ``arch=`` target and that the CPU backend stands
+    for: ``TILELAB_ARCH``, else this machine's GPU, else sm_90
+    (:data:`tilelab.limits.DEFAULT_ARCH`). The CPU backend refuses what cuTile refuses
+    for it (a float4 tile before sm_100), so a kernel that runs there compiles for it.
+
+    Example:
+        >>> from tilelab import config
+        >>> with config.override(arch="sm_100"):
+        ...     target_arch()
+        'sm_100'
+    """
+    from tilelab import config
+    from tilelab.limits import DEFAULT_ARCH
+
+    named = config.arch()
+    if named is not None:
+        return named
+    if _gpu is not None:
+        return _gpu.arch
+    return _gpu0_arch() or DEFAULT_ARCH
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu0_arch() -> str | None:
+    """GPU 0's arch read from the driver without setting the GPU up (a CPU launch on a
+    machine with a GPU makes no CUDA context), or None without a usable GPU."""
+    if not gpu_available():
+        return None
+    from cuda.bindings import driver
+
+    try:
+        dev = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
+        attr = driver.CUdevice_attribute
+        major = check_cuda(driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+        minor = check_cuda(driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+    except LaunchError:
+        return None
+    return f"sm_{major}{minor}"
 
 
 def num_sms(device: str = "cuda:0") -> int:

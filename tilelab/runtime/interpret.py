@@ -18,21 +18,25 @@ __all__ = ["interpret"]
 
 def interpret(kernel: Any, *args: Any, grid: Any = None, order: str = "sequential",
               seed: int | None = None, trace: bool = True, sample_blocks: int | None = None,
-              stdout: Any = None, races: bool = True):
+              stdout: Any = None, races: bool = True, arch: str | None = None):
     """Run ``kernel`` block by block on the CPU and return a ``Trace``.
 
     ``order="shuffled"`` runs blocks in a seeded random order (to expose order
     dependence); ``sample_blocks=N`` runs N blocks spread over the grid and extrapolates
     bytes and FLOPs (race detection then covers those blocks only); ``races=False``
-    only counts (no per-element owner maps: cheaper for very large arrays).
+    only counts (no per-element owner maps: cheaper for very large arrays). ``arch``
+    is the GPU the run stands for (default ``TILELAB_ARCH``, else this machine's GPU,
+    else sm_90): what cuTile refuses for it (a float4 value before sm_100) is refused.
 
     Example:
         >>> tr = tl.interpret(add, z.partition(256), x, y)     # doctest: +SKIP
         >>> tr.has_races, tr.bytes_read                         # doctest: +SKIP
         (False, 32768)
     """
+    from tilelab.runtime.device import target_arch
     from tilelab.runtime.kernel import Kernel
 
+    arch = target_arch() if arch is None else arch
     if not isinstance(kernel, Kernel):
         from tilelab.interp import interpret as run
 
@@ -41,13 +45,13 @@ def interpret(kernel: Any, *args: Any, grid: Any = None, order: str = "sequentia
                               hint="tilelab kernels infer the grid from their partitions")
         try:
             return run(kernel, *args, grid=grid, order=order, seed=seed, trace=trace,
-                       sample_blocks=sample_blocks, stdout=stdout, races=races)
+                       sample_blocks=sample_blocks, stdout=stdout, races=races, arch=arch)
         except LaunchError as e:   # (an argument's error: the user's line, when it has none)
             locate(e)
             raise
     try:
         return _interpret(kernel, args, grid, order=order, seed=seed, trace=trace,
-                          sample_blocks=sample_blocks, races=races)
+                          sample_blocks=sample_blocks, races=races, arch=arch)
     except (AliasError, BorrowError, LaunchError) as e:
         locate(e)   # (the user's line)
         raise
@@ -78,7 +82,8 @@ def _interpret(kernel: Any, args: tuple, grid: Any, **kw: Any):
     try:   # (borrows held while it runs, as a CPU launch's)
         result = launcher.run_cpu(plan, norm, g, trace=kw["trace"],
                                   races=kw["trace"] and kw["races"], order=kw["order"],
-                                  seed=kw["seed"], sample_blocks=kw["sample_blocks"])
+                                  seed=kw["seed"], sample_blocks=kw["sample_blocks"],
+                                  arch=kw["arch"])
     finally:
         LEDGER.end(rec, False)
     launcher.last_trace = result

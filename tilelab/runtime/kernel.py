@@ -52,7 +52,8 @@ class Kernel:
     def compile(self, *example_args: Any, arch: str | None = None, cache: bool = True,
                 force: bool = False) -> Artifacts:
         """Compile for these example arguments (tensors, partitions, ``tl.spec``,
-        scalars, constants) for ``arch`` (default: this machine's GPU, else sm_90)."""
+        scalars, constants) for ``arch`` (default: ``TILELAB_ARCH``, else this machine's
+        GPU, else sm_90)."""
         if arch is None:
             arch = _default_arch()
         self._refuse_negative_strides(example_args)
@@ -188,11 +189,10 @@ def _bound(unbound: Kernel, grid: tuple[int, int, int]) -> Kernel:
 
 
 def _default_arch() -> str:
-    try:
-        from tilelab.runtime.device import current_arch
-    except ImportError:  # pragma: no cover - runtime always present
-        return "sm_90"
-    return current_arch() or "sm_90"
+    """The target of ``compile()`` without ``arch=`` (see ``runtime.device.target_arch``)."""
+    from tilelab.runtime.device import target_arch
+
+    return target_arch()
 
 
 def kernel(fn: Callable | None = None, /, *, unsafe: bool = False, check_bounds: bool = True,

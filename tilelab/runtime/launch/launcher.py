@@ -262,13 +262,18 @@ class Launcher:
 
     def run_cpu(self, plan: LaunchPlan, args: list[Any], grid, *, trace: bool,
                 races: bool, order: str = "sequential", seed: int | None = None,
-                sample_blocks: int | None = None):
-        """Run the plan's lowered function on the CPU interpreter (no borrows taken)."""
+                sample_blocks: int | None = None, arch: str | None = None):
+        """Run the plan's lowered function on the CPU interpreter (no borrows taken),
+        standing for ``arch`` (default: the target of a compile without ``arch=``,
+        :func:`~tilelab.runtime.device.target_arch`): what cuTile refuses for it, the
+        interpreter refuses."""
         from tilelab.interp import interpret
+        from tilelab.runtime.device import target_arch
 
         call = self.cpu_call_args(plan, args)
         return interpret(plan.cpu_function, *call, grid=grid, trace=trace or races,
-                         order=order, seed=seed, sample_blocks=sample_blocks, races=races)
+                         order=order, seed=seed, sample_blocks=sample_blocks, races=races,
+                         arch=target_arch() if arch is None else arch)
 
     def _launch_cpu(self, plan, args, grid, claims, sync, trace):
         # The borrows are taken before the kernel runs and held while it runs: another
