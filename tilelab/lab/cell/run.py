@@ -339,6 +339,9 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
     kernels are compiled, counted and timed by :func:`tilelab.lab.cell.collect.collect_report`
     (``report.seconds`` counts from ``started``, a ``time.perf_counter()``).
 
+    The body runs with ``opts.arch`` as the target a CPU launch stands for (the
+    interpreter refuses what cuTile refuses for it, e.g. float4 before sm_100).
+
     The caller's parts: ``cell_name`` names the cell in the report; ``execute`` runs the
     module (default: ``exec`` in ``namespace``, compiled under ``cell_name``, which is
     then the name registered in ``linecache``; the magic's goes through the shell);
@@ -380,7 +383,8 @@ def run_parsed_cell(tree: ast.Module, opts: TileOptions, namespace: dict, *,
             notes.append("--no-run: skipped the statements at line"
                          f"{'s' * (len(skipped) > 1)} {', '.join(map(str, skipped))}")
     raced = None
-    with config.override(backend=opts.backend):
+    # the cell's --arch is the GPU a CPU run stands for (what the interpreter refuses)
+    with config.override(backend=opts.backend, arch=opts.arch):
         active = (active_backend or backend)()
         with LaunchRecorder() as rec:
             try:
