@@ -46,7 +46,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import numbers
 from dataclasses import dataclass
@@ -57,13 +56,14 @@ import numpy as np
 
 from tilelab.kernels import sampling as ks
 from tilelab.models.errors import CheckpointError, GenerateInputError
+from tilelab.models.tokenizer_config import GENERATION_CONFIG_FILE, read_json_object
 
 __all__ = ["SamplingParams", "SamplingParamsError", "load_generation_config",
            "resolve_sampling", "history_vector", "GENERATION_CONFIG",
            "DEFAULT_CANDIDATES", "ALL_CANDIDATES"]
 
 #: the file of a checkpoint that holds its generation defaults
-GENERATION_CONFIG = "generation_config.json"
+GENERATION_CONFIG = GENERATION_CONFIG_FILE
 #: the decode step's candidate tile unless ``StepConfig.sample_candidates`` says
 #: otherwise: the most ``top_k`` may be
 DEFAULT_CANDIDATES = 64
@@ -356,17 +356,7 @@ def load_generation_config(checkpoint_dir: str | Path) -> SamplingParams | None:
     file = Path(checkpoint_dir) / GENERATION_CONFIG
     if not file.is_file():
         return None
-    try:
-        raw = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"invalid JSON at line {e.lineno}, column {e.colno}: "
-                              f"{e.msg}", path=file) from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise CheckpointError(f"unreadable JSON ({e})", path=file) from None
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"the top level must be a JSON object, not "
-                              f"{type(raw).__name__}", path=file)
-    return SamplingParams.from_generation_config(raw, path=file)
+    return SamplingParams.from_generation_config(read_json_object(file), path=file)
 
 
 def resolve_sampling(defaults: SamplingParams | None,

@@ -61,6 +61,15 @@ def _error_name(err: Any) -> str:
         return f"CUresult {int(err)}"
 
 
+def _capability(driver: Any, dev: Any) -> tuple[int, int]:
+    """The compute capability (major, minor) of driver device ``dev``; a failing call
+    raises :class:`LaunchError` through :func:`check_cuda`."""
+    attr = driver.CUdevice_attribute
+    return tuple(check_cuda(driver.cuDeviceGetAttribute(a, dev), "cuDeviceGetAttribute")
+                 for a in (attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                           attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+
+
 @functools.lru_cache(maxsize=1)
 def _probe() -> str | None:
     """Why no usable GPU is present, or None when there is one (probed once)."""
@@ -88,11 +97,7 @@ def _probe() -> str | None:
         if count < 1:
             return "the NVIDIA driver reports no CUDA device"
         dev = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
-        attr = driver.CUdevice_attribute
-        major = check_cuda(driver.cuDeviceGetAttribute(
-            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
-        minor = check_cuda(driver.cuDeviceGetAttribute(
-            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+        major, minor = _capability(driver, dev)
         if (major, minor) < MIN_COMPUTE_CAPABILITY:
             raw = check_cuda(driver.cuDeviceGetName(256, dev), "cuDeviceGetName")
             name = bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
@@ -353,11 +358,7 @@ def _gpu0_arch() -> str | None:
 
     try:
         dev = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
-        attr = driver.CUdevice_attribute
-        major = check_cuda(driver.cuDeviceGetAttribute(
-            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
-        minor = check_cuda(driver.cuDeviceGetAttribute(
-            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+        major, minor = _capability(driver, dev)
     except LaunchError:
         return None
     return f"sm_{major}{minor}"
