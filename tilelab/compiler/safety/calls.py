@@ -273,15 +273,15 @@ class CallRules:
             bounds.check_read_call(self, call, callee)
             self.record_read(call, name, callee)
         elif kind == OpKind.WRITE:
-            self.check_write(call, _write_destination(call), f"{callee}()")
-            self.record_unsafe(call, _write_destination(call), f"{callee}() writes",
+            self.check_write(call, _array_argument(call), f"{callee}()")
+            self.record_unsafe(call, _array_argument(call), f"{callee}() writes",
                                writes=True)
         elif kind in (OpKind.RAW, OpKind.VIEW):
             if not self.unsafe:
                 self.fail("raw-op", call, f"{callee}() reaches memory without bounds "
                                           "checks or through raw pointers, which only "
                                           "@tl.kernel(unsafe=True) kernels may do")
-            self.record_unsafe(call, _write_destination(call),
+            self.record_unsafe(call, _array_argument(call),
                                f"{callee}() is a raw op (raw pointers, unchecked indexing "
                                "or an unchecked promise to the compiler) on")
         elif kind == OpKind.HOST:
@@ -340,7 +340,7 @@ class CallRules:
     def record_read(self, call: ast.Call, name: str, callee: str) -> None:
         """The record of an accepted ``ct.load`` / ``ct.gather``: bounds-checked, a
         masked gather, or an opt-out (no bounds check, a ``tl.Raw`` array)."""
-        arr = _read_source(call)
+        arr = _array_argument(call)
         roots = self.expr_roots(arr) if arr is not None else set()
         shown = self.text(arr) if arr is not None else "?"
         arrays = roots or ({shown} if arr is not None else set())
@@ -519,17 +519,9 @@ def unwrap_ct_function(obj: Any) -> Any:
     return obj
 
 
-def _read_source(call: ast.Call) -> ast.expr | None:
-    """The array argument of ``ct.load`` / ``ct.gather`` (``array=`` or the first)."""
-    kw = next((k.value for k in call.keywords if k.arg == "array"), None)
-    if kw is not None:
-        return kw
-    if call.args and not isinstance(call.args[0], ast.Starred):
-        return call.args[0]
-    return None
-
-
-def _write_destination(call: ast.Call) -> ast.expr | None:
+def _array_argument(call: ast.Call) -> ast.expr | None:
+    """The array argument of a cuTile memory op: what ``ct.load`` / ``ct.gather`` read,
+    what ``ct.store`` / ``ct.scatter`` / the atomics write (``array=`` or the first)."""
     kw = next((k.value for k in call.keywords if k.arg == "array"), None)
     if kw is not None:
         return kw
