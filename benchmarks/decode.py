@@ -64,6 +64,10 @@ SHAPES: dict[str, dict[str, Any]] = {
     "8b": dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288,
                num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
                head_dim=128, tie_word_embeddings=False),
+    # decoded on one H200 (64 GB of bf16 weights): benchmarks/decode_large.py
+    "32b": dict(vocab_size=151936, hidden_size=5120, intermediate_size=25600,
+                num_hidden_layers=64, num_attention_heads=64, num_key_value_heads=8,
+                head_dim=128, tie_word_embeddings=False),
     "tiny": dict(vocab_size=300, hidden_size=96, intermediate_size=160,
                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                  head_dim=16, tie_word_embeddings=False),
@@ -76,9 +80,11 @@ CHECK_TOKENS = 64
 # ------------------------------------------------------------------ models
 
 def build_models(name: str, device: str, seed: int = 0,
-                 step_config: Any = None) -> tuple[Any, Any]:
+                 step_config: Any = None, layers: int | None = None) -> tuple[Any, Any]:
     """(transformers model, tilelab engine) sharing one set of random bf16 weights;
-    ``step_config``: the engine's decode tiles (a ``StepConfig``; None: its defaults)."""
+    ``step_config``: the engine's decode tiles (a ``StepConfig``; None: its defaults);
+    ``layers``: keep only this many of the shape's layers (a slice of a model too large
+    to hold twice)."""
     import torch
     import transformers
 
@@ -87,6 +93,8 @@ def build_models(name: str, device: str, seed: int = 0,
     from tilelab.models.device_weights import DeviceWeights
 
     shape = dict(SHAPES[name], **COMMON)
+    if layers is not None:
+        shape["num_hidden_layers"] = layers
     if name == "tiny":
         shape["max_position_embeddings"] = 512
     torch.manual_seed(seed)
