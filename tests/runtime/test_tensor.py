@@ -505,12 +505,12 @@ class _FakeGraph:
 
 @pytest.fixture
 def capturing():
-    from tilelab.runtime import capture
+    from tilelab.runtime import graph_capture
 
     g = _FakeGraph()
-    capture.set_current_graph(g)
+    graph_capture.set_current_graph(g)
     yield g
-    capture.set_current_graph(None)
+    graph_capture.set_current_graph(None)
 
 
 def test_allocation_inside_a_graph_is_refused(capturing):
@@ -521,17 +521,17 @@ def test_allocation_inside_a_graph_is_refused(capturing):
 
 
 def test_copy_inside_a_graph_is_recorded_then_replayed():
-    from tilelab.runtime import capture
+    from tilelab.runtime import graph_capture
 
     dst, src = T.zeros(4, device=CPU), T.arange(4, dtype="float32", device=CPU)
     g = _FakeGraph()
-    capture.set_current_graph(g)
+    graph_capture.set_current_graph(g)
     try:
         assert dst.copy_(src) is dst
         with pytest.raises(LaunchError, match="tilelab tensor"):
             dst.copy_(np.ones(4))
     finally:
-        capture.set_current_graph(None)
+        graph_capture.set_current_graph(None)
     assert g.copies == [(dst, src)] and dst.numpy().tolist() == [0, 0, 0, 0]
     dst._copy_from_on(src, None)                 # what a CPU replay does
     assert dst.numpy().tolist() == [0, 1, 2, 3]

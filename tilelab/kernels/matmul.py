@@ -269,7 +269,7 @@ def _atomic_workspaces(m: int, n: int, cfg: MatmulConfig) -> tuple:
 def _workspace_ready(device: str, m: int, n: int, cfg: MatmulConfig) -> bool:
     """Whether atomic split-K can get its workspace: outside a graph capture it is made
     on first use; inside one only an existing workspace will do."""
-    from tilelab.runtime.capture import current_graph
+    from tilelab.runtime.graph_capture import current_graph
 
     if current_graph() is None:
         return True

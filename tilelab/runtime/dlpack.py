@@ -5,9 +5,12 @@ when the consumer allows DLPack 1.x, a ``DLManagedTensorVersioned`` ("dltensor_v
 The capsule holds a reference to the tensor until the consumer calls the deleter, so the
 memory outlives every foreign view of it.
 
-Import: :func:`from_dlpack` consumes a producer's capsule (or reads its CUDA array
-interface) and wraps the memory in a borrowed :class:`~tilelab.runtime.memory.Storage`
-that keeps the producer alive and calls its deleter when the last tensor goes away.
+Import: :func:`consume` takes a producer's capsule (or reads its CUDA array interface)
+and describes the memory as a :class:`ForeignMemory`, whose owner keeps the producer
+alive and calls its deleter when dropped; :func:`tilelab.runtime.tensor.from_dlpack`
+wraps that in a tensor over a borrowed :class:`~tilelab.runtime.memory.Storage`. This
+module knows tensors only by their attributes, so it sits below
+:mod:`tilelab.runtime.tensor`, which imports it.
 
 Streams follow the DLPack protocol: a consumer passes the stream it will use, and the
 producer makes that stream wait for the data (an event, no host synchronization).
@@ -17,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,12 +30,11 @@ from tilelab.dlpack_abi import (DLManagedTensor as _DLManagedTensor,
 from tilelab.errors import LaunchError
 from tilelab.runtime import device as _dev
 from tilelab.runtime.ledger import LEDGER
-from tilelab.runtime.memory import Storage, _HostSpan
-from tilelab.compiler.signature import c_strides as _c_strides
+from tilelab.runtime.memory import _HostSpan
 
 __all__ = ["kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLCUDAManaged", "dtype_to_dlpack",
-           "dlpack_to_dtype", "dlpack_device", "to_dlpack", "from_dlpack",
-           "cuda_array_interface", "from_cuda_array_interface"]
+           "dlpack_to_dtype", "dlpack_device", "to_dlpack", "ForeignMemory", "consume",
+           "cuda_array_interface", "read_cuda_array_interface"]
 
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
 _kDLInt, _kDLUInt, _kDLFloat, _kDLBfloat, _kDLBool = 0, 1, 2, 4, 6
@@ -287,35 +289,29 @@ def _device_of(device_type: int, device_id: int) -> str:
                       "CPU and CUDA memory)")
 
 
-def _hull(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...],
-          itemsize: int) -> tuple[int, int]:
-    if any(s == 0 for s in shape):
-        return ptr, ptr
-    neg = sum(st * (s - 1) for s, st in zip(shape, strides) if st < 0)
-    pos = sum(st * (s - 1) for s, st in zip(shape, strides) if st > 0)
-    return ptr + neg * itemsize, ptr + (pos + 1) * itemsize
-
-
-def wrap_memory(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
-                dtype: np.dtype, device: str, owner: Any, readonly: bool = False) -> Any:
-    """A tensor over foreign memory at ``ptr`` (element 0), borrowing it from ``owner``.
+class ForeignMemory(NamedTuple):
+    """Another framework's array memory, as an import found it: element 0 at ``ptr``,
+    ``strides`` in elements (None: C order), and the ``owner`` a borrowing tensor must
+    keep alive (it holds the producer, and calls a DLPack deleter when dropped).
+    :func:`tilelab.runtime.tensor.wrap_memory` takes these fields in this order.
 
     Example:
         >>> import numpy as np
-        >>> a = np.arange(6, dtype=np.float32)
-        >>> wrap_memory(a.ctypes.data, (2, 3), None, a.dtype, "cpu", a).numpy()[1]
-        array([3., 4., 5.], dtype=float32)
+        >>> m = consume(np.arange(6, dtype=np.float32).reshape(2, 3))
+        >>> m.shape, m.strides, m.dtype, m.device, m.readonly
+        ((2, 3), (3, 1), dtype('float32'), 'cpu', False)
     """
-    from tilelab.runtime.tensor import Tensor
 
-    shape = tuple(int(s) for s in shape)
-    strides = _c_strides(shape) if strides is None else tuple(int(s) for s in strides)
-    lo, hi = _hull(int(ptr), shape, strides, dtype.itemsize)
-    storage = Storage.borrow(lo, hi - lo, device, owner, readonly)
-    return Tensor(storage, shape, strides, dtype, (int(ptr) - lo) // dtype.itemsize)
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None
+    dtype: np.dtype
+    device: str
+    owner: Any
+    readonly: bool
 
 
-def _consume_capsule(capsule: Any, producer: Any) -> Any:
+def _consume_capsule(capsule: Any, producer: Any) -> ForeignMemory:
     if _Capsule_IsValid(capsule, _NAME_V):
         addr = _Capsule_GetPointer(capsule, _NAME_V)
         m = _DLManagedTensorVersioned.from_address(addr)
@@ -343,14 +339,16 @@ def _consume_capsule(capsule: Any, producer: Any) -> Any:
     if _Capsule_SetName(capsule, used) != 0:  # pragma: no cover - CPython never fails here
         raise BufferError("could not take ownership of the DLPack capsule")
     owner = _DLPackOwner(addr, m.deleter, producer)
-    return wrap_memory(ptr, shape, strides, dtype, device, owner, readonly)
+    return ForeignMemory(ptr, shape, strides, dtype, device, owner, readonly)
 
 
-def from_dlpack(obj: Any, stream: int | None = None) -> Any:
-    """A tensor viewing ``obj``'s memory, zero copy (torch, cupy, jax, numpy, capsules).
+def consume(obj: Any, stream: int | None = None) -> ForeignMemory:
+    """The memory of ``obj`` (torch, cupy, jax, numpy, a capsule), zero copy: what a
+    tensor borrowing it needs (:func:`tilelab.runtime.tensor.from_dlpack` makes that
+    tensor).
 
     ``obj`` may implement ``__dlpack__`` (preferred), only ``__cuda_array_interface__``,
-    or be a DLPack capsule. The tensor keeps ``obj`` alive. GPU producers are asked to
+    or be a DLPack capsule. The owner keeps ``obj`` alive. GPU producers are asked to
     make the consumer's stream wait for their pending work: ``stream`` is that stream's
     handle as DLPack passes it (-1: no synchronization, for work that will run on the
     producer's own current stream), None tilelab's stream.
@@ -358,18 +356,14 @@ def from_dlpack(obj: Any, stream: int | None = None) -> Any:
     Example:
         >>> import numpy as np
         >>> a = np.arange(4, dtype=np.float32)
-        >>> t = from_dlpack(a); a[0] = 7; float(t.numpy()[0])
-        7.0
+        >>> m = consume(a); m.ptr == a.ctypes.data, m.shape
+        (True, (4,))
     """
-    from tilelab.runtime.tensor import Tensor
-
-    if isinstance(obj, Tensor):
-        return obj
     if type(obj).__name__ == "PyCapsule":
         return _consume_capsule(obj, None)
     if not hasattr(obj, "__dlpack__"):
         if hasattr(obj, "__cuda_array_interface__"):
-            return from_cuda_array_interface(obj)
+            return read_cuda_array_interface(obj)
         raise TypeError(f"from_dlpack() needs an object with __dlpack__ or "
                         f"__cuda_array_interface__, got {type(obj).__name__}")
     dev_type, dev_id = obj.__dlpack_device__()
@@ -428,14 +422,14 @@ _CAI_DTYPES = {np.dtype(np.bool_), *(np.dtype(f"int{b}") for b in (8, 16, 32, 64
                *(np.dtype(f"float{b}") for b in (16, 32, 64))}
 
 
-def from_cuda_array_interface(obj: Any) -> Any:
-    """A tensor viewing a CUDA array interface (v2/v3) object's memory, zero copy.
+def read_cuda_array_interface(obj: Any) -> ForeignMemory:
+    """The memory of a CUDA array interface (v2/v3) object, zero copy.
 
     The producer's ``stream`` (if any) is made to precede tilelab's stream.
 
     Example:
         >>> import cupy                                            # doctest: +SKIP
-        >>> from_cuda_array_interface(cupy.ones(3)).shape          # doctest: +SKIP
+        >>> read_cuda_array_interface(cupy.ones(3)).shape          # doctest: +SKIP
         (3,)
     """
     cai = obj.__cuda_array_interface__
@@ -464,4 +458,4 @@ def from_cuda_array_interface(obj: Any) -> Any:
         if stream == 0:
             raise BufferError("__cuda_array_interface__ stream 0 is disallowed (v3)")
         _producer_stream_wait(int(stream))
-    return wrap_memory(int(ptr or 0), shape, strides, dtype, device, obj, bool(readonly))
+    return ForeignMemory(int(ptr or 0), shape, strides, dtype, device, obj, bool(readonly))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilelab.errors import LaunchError
-from tilelab.runtime import capture
+from tilelab.runtime import graph_capture
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site
 from tilelab.runtime.memory import FREE_EPOCH, Storage, copy_plan
 
@@ -125,15 +125,15 @@ class Graph:
 
     # ---- recording -----------------------------------------------------------
     def __enter__(self) -> "Graph":
-        if capture.current_graph() is not None:
+        if graph_capture.current_graph() is not None:
             raise LaunchError("tl.graph() blocks cannot be nested")
         if self._closed:
             raise LaunchError("this graph was already recorded; make a new tl.graph()")
-        capture.set_current_graph(self)
+        graph_capture.set_current_graph(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        capture.set_current_graph(None)
+        graph_capture.set_current_graph(None)
         self._closed = True
         if exc_type is None:
             self._build()

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.runtime import capture
+from tilelab.runtime import graph_capture
 from tilelab.runtime import device as _dev
 from tilelab.runtime.ledger import LEDGER
 
@@ -123,7 +123,7 @@ class Storage:
         nbytes = int(nbytes)
         if nbytes < 0:
             raise ValueError(f"cannot allocate {nbytes} bytes")
-        capture.forbid_allocation(what)
+        graph_capture.forbid_allocation(what)
         if device == "cpu":
             raw = np.empty(max(nbytes, 1) + HOST_ALIGN, dtype=np.uint8)
             base = raw.__array_interface__["data"][0]

@@ -19,8 +19,8 @@ from tilelab.compiler.language import Schedule, row_major
 from tilelab.compiler.signature import ArraySpec
 from tilelab.compiler.signature import c_strides as _c_strides
 from tilelab.errors import BorrowError, LaunchError
-from tilelab.runtime import capture
 from tilelab.runtime import device as _dev
+from tilelab.runtime import dlpack, graph_capture
 from tilelab.runtime.ledger import LEDGER
 from tilelab.runtime.memory import Storage, copy_bytes, copy_bytes_async, memset_zero
 
@@ -327,7 +327,7 @@ class Tensor:
         """
         if self._storage.readonly:
             raise ValueError("this tensor is read-only (it borrows read-only memory)")
-        graph = capture.current_graph()
+        graph = graph_capture.current_graph()
         if graph is not None:
             self._check_graph_copy(src)
             graph.record_copy(self, src)
@@ -593,20 +593,14 @@ class Tensor:
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None,
                    copy: bool | None = None) -> Any:
-        from tilelab.runtime import dlpack
-
         return dlpack.to_dlpack(self, stream=stream, max_version=max_version,
                                 dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from tilelab.runtime import dlpack
-
         return dlpack.dlpack_device(self)
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        from tilelab.runtime import dlpack
-
         return dlpack.cuda_array_interface(self)
 
     # ---- Python protocol -----------------------------------------------------------
@@ -834,8 +828,6 @@ def _borrow_numpy(a: np.ndarray) -> Tensor | None:
     if _unshareable(a) is not None:
         return None
     dt = to_numpy_dtype(a.dtype)
-    from tilelab.runtime.dlpack import wrap_memory
-
     ptr = a.__array_interface__["data"][0]
     return wrap_memory(ptr, a.shape, tuple(s // a.itemsize for s in a.strides), dt, "cpu",
                        a, readonly=not a.flags.writeable)
@@ -927,6 +919,49 @@ def from_dlpack(obj: Any) -> Tensor:
         >>> tl.from_dlpack(np.ones(3, np.float32)).device
         'cpu'
     """
-    from tilelab.runtime.dlpack import from_dlpack as _from
+    return borrow_dlpack(obj)
 
-    return _from(obj)
+
+def borrow_dlpack(obj: Any, stream: int | None = None) -> Tensor:
+    """:func:`from_dlpack` with the DLPack ``stream`` the producer is asked to order its
+    pending work before (see :func:`tilelab.runtime.dlpack.consume`; -1: none, for
+    launches on the producer's own stream). A tensor is returned as it is.
+
+    Example:
+        >>> import numpy as np
+        >>> a = np.arange(4, dtype=np.float32)
+        >>> t = borrow_dlpack(a); a[0] = 7; float(t.numpy()[0])
+        7.0
+    """
+    if isinstance(obj, Tensor):
+        return obj
+    return wrap_memory(*dlpack.consume(obj, stream))
+
+
+def wrap_memory(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                dtype: np.dtype, device: str, owner: Any, readonly: bool = False) -> Tensor:
+    """A tensor over foreign memory at ``ptr`` (element 0; ``strides`` in elements, None:
+    C order), borrowing it from ``owner``, which the tensor keeps alive (the fields of
+    a :class:`~tilelab.runtime.dlpack.ForeignMemory`, in order).
+
+    Example:
+        >>> import numpy as np
+        >>> a = np.arange(6, dtype=np.float32)
+        >>> wrap_memory(a.ctypes.data, (2, 3), None, a.dtype, "cpu", a).numpy()[1]
+        array([3., 4., 5.], dtype=float32)
+    """
+    shape = tuple(int(s) for s in shape)
+    strides = _c_strides(shape) if strides is None else tuple(int(s) for s in strides)
+    lo, hi = _hull(int(ptr), shape, strides, dtype.itemsize)
+    storage = Storage.borrow(lo, hi - lo, device, owner, readonly)
+    return Tensor(storage, shape, strides, dtype, (int(ptr) - lo) // dtype.itemsize)
+
+
+def _hull(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...],
+          itemsize: int) -> tuple[int, int]:
+    """The byte range [lo, hi) that a view at ``ptr`` with these strides covers."""
+    if any(s == 0 for s in shape):
+        return ptr, ptr
+    neg = sum(st * (s - 1) for s, st in zip(shape, strides) if st < 0)
+    pos = sum(st * (s - 1) for s, st in zip(shape, strides) if st > 0)
+    return ptr + neg * itemsize, ptr + (pos + 1) * itemsize

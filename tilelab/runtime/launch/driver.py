@@ -11,6 +11,11 @@ The paths (``TILELAB_LAUNCH``, see :mod:`tilelab.config`):
 - ``cuda.core``: ``cuda.core.launch`` (graphs are always built with cuda.core). Also
   taken for good, with the reason recorded, when this cuda-bindings' ``cuLaunchKernel``
   does not take the packed arguments.
+
+This module sits below the prepared launch (:mod:`.prepared`): the native module's C
+async path binds to the prepared launch's classes, so :mod:`.prepared` hands
+:data:`DRIVER` the function that binds it (``DriverPath.bind_hot``) when it is
+imported, and the driver path never imports it.
 """
 from __future__ import annotations
 
@@ -39,7 +44,7 @@ class DriverPath:
         'native: /home/me/.cache/tilelab/native/3f0c.../_tilelab_native....so'
     """
 
-    def __init__(self) -> None:
+    def __init__(self, bind_hot: Callable[[Any], Callable | None] | None = None) -> None:
         self.path: str | None = None
         self.why = "not chosen yet: no GPU launch in this process"
         self.cu_launch_kernel: Callable | None = None
@@ -50,6 +55,10 @@ class DriverPath:
         self.native_prepare: Callable | None = None
         #: the native module's hot(prepared, args): Kernel.launch_async's C path
         self.hot: Callable | None = None
+        #: binds a native module's ``hot`` to the prepared launch's classes, returning
+        #: it, or None where it cannot bind (:func:`.prepared.bind_hot`, which
+        #: :mod:`.prepared` sets on :data:`DRIVER`); None: no C async path
+        self.bind_hot = bind_hot
 
     def gpu(self) -> Any:
         """The GPU, the path chosen on the first call (see the module docstring)."""
@@ -82,11 +91,10 @@ class DriverPath:
 
     def use_native(self, mod: Any) -> None:
         """Launch through the native module ``mod``, its C async path included unless
-        ``TILELAB_HOT=0`` or it cannot bind to the prepared launch's slots."""
+        ``TILELAB_HOT=0`` or it cannot bind to the prepared launch's slots (no
+        ``bind_hot``, or it returns None)."""
         from tilelab import config
         from tilelab.runtime import native
-
-        from .prepared import bind_hot
 
         self.native_launch, self.native_launch_on = mod.launch, mod.launch_on
         self.native_sync, self.native_prepare = mod.sync, mod.prepare
@@ -95,7 +103,7 @@ class DriverPath:
         if not config.hot():
             why += "; async launches on the Python path (TILELAB_HOT=0)"
         else:
-            self.hot = bind_hot(mod)
+            self.hot = None if self.bind_hot is None else self.bind_hot(mod)
             if self.hot is None:
                 why += "; async launches on the Python path (the C path cannot bind)"
         self._take("native", why)

@@ -19,7 +19,7 @@ from tilelab.compiler.signature import ConstantValue, describe_arg
 from tilelab.compiler.values import constant_key, constant_value
 from tilelab.errors import AliasError, BorrowError, LaunchError
 from tilelab.grid import normalize_grid
-from tilelab.runtime import capture, events as _events
+from tilelab.runtime import events as _events, graph_capture
 from tilelab.runtime.future import Future
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, checks_enabled, locate
 
@@ -206,12 +206,12 @@ class Launcher:
                     return result
         norm, device = self.prepare(args)
         if grid is None and _empty_partition(norm) is not None:
-            return None if sync or capture.current_graph() is not None else _done_future(
+            return None if sync or graph_capture.current_graph() is not None else _done_future(
                 self.definition.name)
         plan = self.plan(norm, device)
         g = self.grid_for(plan, grid)
         claims = self.check_aliases(plan, norm)
-        graph = capture.current_graph()
+        graph = graph_capture.current_graph()
         if graph is not None:
             graph.record(self, plan, norm, g, claims)
             return None

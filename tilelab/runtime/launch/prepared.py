@@ -23,7 +23,7 @@ import numpy as np
 from tilelab import config
 from tilelab.compiler.values import constant_key
 from tilelab.errors import LaunchError
-from tilelab.runtime import capture
+from tilelab.runtime import graph_capture
 from tilelab.runtime.future import Future
 from tilelab.runtime.ledger import (LEDGER, SPECIAL_MODES, LaunchInfo, PreparedRecord,
                                     checks_enabled)
@@ -188,6 +188,10 @@ def bind_hot(mod: Any) -> Any:
     return mod.hot
 
 
+# the process's launch path binds its C async path to these classes (see .driver)
+DRIVER.bind_hot = bind_hot
+
+
 class PreparedLaunch:
     """Everything one GPU launch needs, prepared once: the next launch with the very same
     argument objects (tensors and partitions are immutable) only re-checks that they are
@@ -323,7 +327,7 @@ class PreparedLaunch:
                     return False
             self.free_epoch = FREE_EPOCH[0]
         if SPECIAL_MODES[0]:  # an unchecked block or a graph capture is open somewhere
-            return checks_enabled() and capture.current_graph() is None
+            return checks_enabled() and graph_capture.current_graph() is None
         return True
 
     def run(self, args: tuple, stream: Any, sync: bool, fresh: bool = False,
