@@ -104,7 +104,7 @@ def test_split_mode_is_checked():
 
 def test_graph_capture_without_workspace_falls_back():
     """Inside a capture no workspace can be allocated: the default config drops split-K."""
-    from tilelab.runtime.capture import set_current_graph
+    from tilelab.runtime.graph_capture import set_current_graph
 
     m, n = 3, 24
     assert not has_workspace("cpu", (m, n), "float32")
