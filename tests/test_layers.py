@@ -56,7 +56,7 @@ def _rank(layer: str) -> tuple[int, int]:
             if layer in group:
                 return level, g
     raise AssertionError(f"tilelab.{layer} is in no layer of tests/test_layers.py: add it "
-                         "to LEVELS where DESIGN.md puts it")
+                         "to LEVELS where docs/architecture.md puts it")
 
 
 def _layer(module: str) -> str | None:

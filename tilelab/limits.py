@@ -3,7 +3,7 @@ and the shape rules whose refusals both explain alike.
 
 Why a leaf module: the compiler (:mod:`tilelab.compiler`) refuses a kernel that passes
 one of these limits before tileiras runs, and the interpreter (:mod:`tilelab.interp`)
-runs the same kernel on the CPU; the two packages may not import each other (DESIGN §1),
+runs the same kernel on the CPU; the two packages may not import each other (docs/architecture.md, "Layers"),
 and a kernel the GPU toolchain refuses must not run on the CPU backend. Both read the
 numbers and build their messages here, so the two refusals say the same thing. The same
 holds for two shape errors a newcomer meets first, which cuTile words tersely: an ``mma``

@@ -12,7 +12,7 @@ IPython = pytest.importorskip("IPython")
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 
-import tilelab.lab.course.recorded as recorded_module  # noqa: E402
+import tilelab.lab.course.gpu_results as recorded_module  # noqa: E402
 from tilelab.lab.figures.mpl_svg import ThemedFigure  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"

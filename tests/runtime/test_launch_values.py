@@ -176,7 +176,7 @@ STR_HINT = ("choose with a bool or int constant (e.g. MODE: ct.Constant[int] and
 def test_cutile_compiles_no_string_kernel_constant():
     """What the refusals below rest on: cuTile's compile API takes no str constant (the
     constraint tilelab's compile builds for each ct.Constant refuses one). Should cuTile
-    take them one day, this fails: accept exact str constants then (DESIGN section 2)."""
+    take them one day, this fails: accept exact str constants then (docs/safety.md, "Constants and scalars")."""
     from cuda.tile.compilation import ConstantConstraint
 
     for value in (True, 3, 2.5):

@@ -198,7 +198,7 @@ def _default_arch() -> str:
 def kernel(fn: Callable | None = None, /, *, unsafe: bool = False, check_bounds: bool = True,
            occupancy: Any = None, num_ctas: Any = None, num_worker_warps: Any = None,
            opt_level: int = 3) -> Any:
-    """Define a safe tile kernel (see DESIGN §2); usable with or without arguments.
+    """Define a safe tile kernel (the rules: docs/safety.md); usable with or without arguments.
 
     ``unsafe=True`` allows ``tl.Raw`` parameters; ``check_bounds=False`` drops cuTile's
     bounds checks on partition tiles (the launch then proves no tile crosses an edge);

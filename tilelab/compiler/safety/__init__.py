@@ -1,5 +1,5 @@
 """The safety checker: an allowlist over the captured source of a kernel and of every
-helper it reaches (DESIGN §2).
+helper it reaches (docs/safety.md, "The allowlist").
 
 Modules, one job each: :mod:`kinds` (parameter and op kinds), :mod:`rules` (rule ids,
 messages' advice), :mod:`optable` (cuda.tile's public API, classified, and the other

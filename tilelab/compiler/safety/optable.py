@@ -3,7 +3,7 @@ kernel may call or read.
 
 A name of ``cuda.tile`` missing here is refused inside kernels, and a test fails when
 cuTile gains a public name this table lacks, so a new op is unusable until someone
-classifies it (DESIGN §2).
+classifies it (docs/safety.md, "The allowlist").
 """
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def is_allowed_value(obj: Any) -> bool:
 def is_cutile_annotation(obj: Any) -> bool:
     """Whether ``obj`` is a cuTile annotation such as ``ct.Constant[int]``: a type, so a
     module-level alias of one (``ConstInt = ct.Constant[int]``) may annotate a parameter
-    and be read like any other type (DESIGN §2).
+    and be read like any other type (docs/safety.md, "Constants and scalars").
 
     It must be exactly ``typing.Annotated`` over a value a kernel may read (``int``,
     ``float``, ``bool``, ``str``, a dtype, a cuTile type) with cuTile's own annotation

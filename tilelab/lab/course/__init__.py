@@ -9,6 +9,6 @@ Modules, one job each: :mod:`~tilelab.lab.course.grading` (verdicts and the regi
 :mod:`~tilelab.lab.course.exercises` (``check``, ``grade``, ``solution``; the graders,
 one module per notebook, and the machinery they share),
 :mod:`~tilelab.lab.course.expect` (an expected error, shown),
-:mod:`~tilelab.lab.course.recorded` (measurements from ``benchmarks/results``) and
+:mod:`~tilelab.lab.course.gpu_results` (measurements from ``benchmarks/results``) and
 :mod:`~tilelab.lab.course.traffic` (bytes launches move, and small teaching charts).
 """
