@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilelab.errors import AliasError, BorrowError, LaunchError
-from tilelab.runtime.launch.plan import _empty_partition, _tensor_of
+from tilelab.runtime.launch.arguments import tensor_of
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, locate
 
 __all__ = ["interpret"]
@@ -59,13 +59,12 @@ def interpret(kernel: Any, *args: Any, grid: Any = None, order: str = "sequentia
 
 def _interpret(kernel: Any, args: tuple, grid: Any, **kw: Any):
     launcher = kernel._launcher
-    norm, device = launcher.prepare(args)
-    if device != "cpu":
-        raise LaunchError(f"tl.interpret({kernel.name}): the arguments live on the GPU; the "
-                          "interpreter runs on host memory",
-                          hint="pass CPU tensors (tensor.to('cpu')) or numpy arrays")
-    if grid is None:
-        empty = _empty_partition(norm)
+
+    def refuse(norm: list, device: str, empty: Any) -> None:
+        if device != "cpu":
+            raise LaunchError(f"tl.interpret({kernel.name}): the arguments live on the GPU; "
+                              "the interpreter runs on host memory",
+                              hint="pass CPU tensors (tensor.to('cpu')) or numpy arrays")
         if empty is not None:
             name = next(p.name for p, a in zip(kernel.definition.analysis.params, norm)
                         if a is empty)
@@ -73,10 +72,10 @@ def _interpret(kernel: Any, args: tuple, grid: Any, **kw: Any):
                               f"empty tensor (shape {empty.tensor.shape}), so the launch has "
                               "no block to run and no trace to show (a launch of it is a "
                               "no-op)", hint="interpret it with a non-empty tensor")
-    plan = launcher.plan(norm, "cpu")
-    g = launcher.grid_for(plan, grid)
-    claims = launcher.check_aliases(plan, norm)
-    tensors = [t for t in map(_tensor_of, norm) if t is not None]
+
+    first = launcher.first_launch(args, grid, refuse=refuse)
+    norm, plan, g, claims = first.args, first.plan, first.grid, first.claims
+    tensors = [t for t in map(tensor_of, norm) if t is not None]
     rec = LaunchRecord(kernel.name, call_site(), "cpu")
     LEDGER.begin(rec, claims, tensors, [t._storage for t in tensors])
     try:   # (borrows held while it runs, as a CPU launch's)

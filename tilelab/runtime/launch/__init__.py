@@ -1,8 +1,9 @@
 """Launching a kernel: arguments -> checks -> compiled code -> GPU or CPU interpreter.
 
-The hot path of a launch is: turn each argument into a tensor or partition (foreign
-arrays are borrowed without copies; scalars and constants must be exact Python or numpy
-values, :mod:`tilelab.compiler.values`), look the argument signature up in the kernel's
+A launch that nothing prepared gets ready in one place, ``Launcher.first_launch``: turn
+each argument into a tensor or partition (:mod:`.arguments`: foreign arrays are borrowed
+without copies; scalars and constants must be exact Python or numpy values,
+:mod:`tilelab.compiler.values`), look the argument signature up in the kernel's
 bounded table of plans (array specs, scalar dtypes and constant values, never a
 scalar's value; a miss specializes, compiles or hits the disk cache, and loads the
 cubin: :mod:`.plan`), check aliasing and borrows (:mod:`.checks`), pack the
@@ -20,14 +21,15 @@ Example:
     >>> DRIVER.path in (None, "native", "driver", "cuda.core")
     True
 """
+from .arguments import to_kernel_arg
 from .driver import DRIVER, DriverPath
-from .launcher import Launcher
-from .plan import LaunchPlan, make_plan, to_kernel_arg
+from .launcher import FirstLaunch, Launcher
+from .plan import LaunchPlan, make_plan
 from .prepared import PreparedLaunch
 
 # names that code outside the package imports from here under their former names
 # (tests/kernels/test_host_calls.py, benchmarks/runtime.py)
 from .prepared import _pack_params, all_tilelab_args as _native  # noqa: F401
 
-__all__ = ["DRIVER", "DriverPath", "LaunchPlan", "Launcher", "PreparedLaunch", "make_plan",
-           "to_kernel_arg"]
+__all__ = ["DRIVER", "DriverPath", "FirstLaunch", "LaunchPlan", "Launcher", "PreparedLaunch",
+           "make_plan", "to_kernel_arg"]

@@ -9,7 +9,8 @@ from tilelab.compiler.definition import KernelDefinition
 from tilelab.errors import AliasError, LaunchError
 from tilelab.runtime.ledger import checks_enabled
 
-from .plan import LaunchPlan, _tensor_of
+from .arguments import tensor_of
+from .plan import LaunchPlan
 
 __all__ = ["check_aliases"]
 
@@ -40,7 +41,7 @@ def check_aliases(d: KernelDefinition, plan: LaunchPlan, args: list[Any]) -> lis
     ranges = []
     writable = plan.writable
     for i in plan.arrays:
-        t = _tensor_of(args[i])
+        t = tensor_of(args[i])
         flags = t._layout
         if flags is None:
             flags = t._layout_flags()

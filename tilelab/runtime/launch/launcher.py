@@ -1,5 +1,9 @@
 """The launcher of one kernel: its tables of plans, loaded code and prepared launches,
-and the full launch path (arguments -> checks -> plan -> GPU or CPU interpreter).
+and the full launch path (arguments -> plan -> checks -> GPU or CPU interpreter).
+
+A launch that nothing prepared gets ready in one place, :meth:`Launcher.first_launch`
+(arguments normalized, the plan found or made, the grid, the memory checks); a
+launch, ``tl.interpret`` and a graph's recording all start there.
 
 Plans are filed under what specializes the kernel: each array's spec, each scalar's
 dtype (never its value: a decode position or step counter travels with the launch
@@ -10,26 +14,27 @@ Every table is bounded: plans and loaded code (:data:`PLAN_TABLE_SIZE`,
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from tilelab.compiler.definition import KernelDefinition
-from tilelab.compiler.signature import ConstantValue, describe_arg
-from tilelab.compiler.values import constant_key, constant_value
+from tilelab.compiler.signature import describe_arg
+from tilelab.compiler.values import constant_key
 from tilelab.errors import AliasError, BorrowError, LaunchError
 from tilelab.grid import normalize_grid
 from tilelab.runtime import events as _events, graph_capture
 from tilelab.runtime.future import Future
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, call_site, checks_enabled, locate
 
+from .arguments import empty_partition, normalize, tensor_of
 from .checks import check_aliases
 from .lru import Lru
-from .plan import (LaunchPlan, _done_future, _empty_partition, _tensor_of, code_table,
-                   make_plan, to_kernel_arg)
+from .plan import LaunchPlan, code_table, make_plan
 from .prepared import _SCALARS, _STALE, PreparedLaunch, all_tilelab_args
 
-__all__ = ["Launcher"]
+__all__ = ["Launcher", "FirstLaunch"]
 
 #: plans kept per kernel (one per array layout, scalar dtype and constant values met;
 #: a plan dropped is remade from the loaded code, without compiling)
@@ -38,6 +43,21 @@ PLAN_TABLE_SIZE = 256
 #: objects; by the tensors and scalar types, for launches of other scalar values): the
 #: oldest is dropped first
 PREPARED_TABLE_SIZE = 256
+
+
+@dataclass
+class FirstLaunch:
+    """A launch that nothing prepared, made ready by :meth:`Launcher.first_launch`: its
+    arguments as the kernel takes them, their ``device``, and, unless ``empty`` (a
+    partition without a tile, when every partition has none: no block to run), its
+    ``plan``, ``grid`` and the ledger ``claims`` of its array arguments."""
+
+    args: list[Any]
+    device: str
+    plan: LaunchPlan | None = None
+    grid: tuple[int, int, int] | None = None
+    claims: list[tuple] | None = None
+    empty: Any = None
 
 
 class Launcher:
@@ -74,35 +94,44 @@ class Launcher:
         self._epoch = definition.helper_epoch
 
     # ---- preparing -------------------------------------------------------------
-    def prepare(self, args: Sequence[Any]) -> tuple[list[Any], str]:
-        """(normalized args, "gpu"|"cpu") after checking they live on one device."""
-        d = self.definition
-        params = d.analysis.params
-        if len(args) != len(params):
-            sig = ", ".join(p.name for p in params)
-            raise LaunchError(f"{d.name}() takes {len(params)} arguments ({sig}), got "
-                              f"{len(args)}")
-        norm = [_constant(a, p.name, d.name) if p.kind == "constant" else
-                to_kernel_arg(a, p.name, d.name) for p, a in zip(params, args)]
-        devices = {}
-        for p, a in zip(params, norm):
-            t = _tensor_of(a)
-            if t is not None:
-                if t.storage.freed:
-                    raise LaunchError(f"{d.name}(): argument {p.name!r} was freed with "
-                                      ".free(); a launch cannot use freed memory",
-                                      hint="allocate a new tensor")
-                devices.setdefault("cpu" if t.device == "cpu" else "gpu", p.name)
-        if len(devices) > 1:
-            raise LaunchError(f"{d.name}(): arguments live on different devices "
-                              f"({', '.join(f'{v} on {k}' for k, v in devices.items())})",
-                              hint="move them with tensor.to('cuda') or tensor.to('cpu')")
-        device = next(iter(devices), None)
-        if device is None:
-            from tilelab.runtime.device import backend
+    def first_launch(self, args: Sequence[Any], grid: Any = None, *,
+                     refuse: Callable[[list[Any], str, Any], None] | None = None
+                     ) -> FirstLaunch:
+        """Make a launch that nothing prepared ready; the one way there (a launch,
+        ``tl.interpret``, a graph's recording).
 
-            device = backend()
-        return norm, device
+        In order: the arguments as the kernel takes them, on one device
+        (:meth:`prepare`); ``refuse(args, device, empty)``, when given, may raise
+        before anything is built (``tl.interpret`` refuses GPU memory); unless every
+        partition is empty (``empty``: no block to run, nothing more is made), the
+        plan from the table or made (:meth:`plan`: specialize, then compile or find
+        in the cache and load), the grid (:meth:`grid_for`) and the memory checks'
+        claims (:meth:`check_aliases`).
+
+        Example:
+            >>> import tilelab as tl
+            >>> @tl.kernel
+            ... def neg(z: tl.Out, x: tl.In):
+            ...     z.store(-tl.load_like(x, z))
+            >>> x, z = tl.ones(8, device="cpu"), tl.empty(8, device="cpu")
+            >>> first = neg._launcher.first_launch((z.partition(4), x))
+            >>> first.device, first.grid, first.plan.writable
+            ('cpu', (2, 1, 1), (True, False))
+        """
+        norm, device = self.prepare(args)
+        empty = empty_partition(norm) if grid is None else None
+        if refuse is not None:
+            refuse(norm, device, empty)
+        if empty is not None:
+            return FirstLaunch(norm, device, empty=empty)
+        plan = self.plan(norm, device)
+        g = self.grid_for(plan, grid)
+        return FirstLaunch(norm, device, plan, g, self.check_aliases(plan, norm))
+
+    def prepare(self, args: Sequence[Any]) -> tuple[list[Any], str]:
+        """(normalized args, "gpu"|"cpu") after checking they live on one device
+        (:func:`~.arguments.normalize`)."""
+        return normalize(self.definition, args)
 
     def plan(self, args: list[Any], device: str) -> LaunchPlan:
         """The plan for these (normalized) arguments on ``device``, made on first use.
@@ -136,7 +165,7 @@ class Launcher:
         out: list[Any] = []
         for i, lay in enumerate(plan.spec.layouts):
             if lay.kind == "array":
-                t = _tensor_of(args[i])
+                t = tensor_of(args[i])
                 w = t._launch_words()
                 idx = np.int32 if lay.index_dtype == "int32" else np.int64
                 out.append(w[0])
@@ -204,13 +233,12 @@ class Launcher:
                 result = base.run(args, stream, sync, packed=packed)
                 if result is not _STALE:
                     return result
-        norm, device = self.prepare(args)
-        if grid is None and _empty_partition(norm) is not None:
-            return None if sync or graph_capture.current_graph() is not None else _done_future(
-                self.definition.name)
-        plan = self.plan(norm, device)
-        g = self.grid_for(plan, grid)
-        claims = self.check_aliases(plan, norm)
+        first = self.first_launch(args, grid)
+        if first.empty is not None:
+            return None if sync or graph_capture.current_graph() is not None else \
+                _done_future(self.definition.name)
+        norm, device, plan, g, claims = (first.args, first.device, first.plan, first.grid,
+                                         first.claims)
         graph = graph_capture.current_graph()
         if graph is not None:
             graph.record(self, plan, norm, g, claims)
@@ -256,7 +284,7 @@ class Launcher:
         """numpy views of the arguments' memory, unchecked: the launch holds the borrows."""
         out = []
         for a in args:
-            t = _tensor_of(a)
+            t = tensor_of(a)
             out.append(t._host_view() if t is not None else a)
         return out + list(plan.spec.extra_constants)
 
@@ -278,7 +306,7 @@ class Launcher:
     def _launch_cpu(self, plan, args, grid, claims, sync, trace):
         # The borrows are taken before the kernel runs and held while it runs: another
         # thread's conflicting host access or launch meanwhile raises BorrowError.
-        tensors = [t for t in map(_tensor_of, args) if t is not None]
+        tensors = [t for t in map(tensor_of, args) if t is not None]
         rec = LaunchRecord(self.definition.name, call_site(), "cpu")
         LEDGER.begin(rec, claims, tensors, [t._storage for t in tensors])
         keep = False
@@ -310,12 +338,11 @@ class Launcher:
             raise
 
 
-def _constant(value: Any, param: str, kernel: str) -> bool | int | float:
-    """A ``ct.Constant`` argument as the kernel gets it: an exact bool/int/float (a
-    numpy scalar converted), else LaunchError (see :mod:`tilelab.compiler.values`)."""
-    if type(value) is ConstantValue:
-        value = value.value
-    return constant_value(value, param, f"{kernel}()")
+def _done_future(kernel: str) -> Future:
+    """The future of a launch that had nothing to run: already done, holding nothing."""
+    rec = LaunchRecord(kernel, "<no launch: an empty partition>", None)
+    rec.observed = True
+    return Future(rec)
 
 
 def _layout_key(args: tuple, constant: tuple[bool, ...]) -> tuple:

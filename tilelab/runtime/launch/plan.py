@@ -5,88 +5,32 @@ the launcher's bounded table: on the GPU it holds the compiled artifacts and the
 ``cuda.core`` kernel (shared by the plans of one compiled specialization through the
 launcher's table of loaded code), on the CPU the lowered cuTile Python function the
 interpreter runs. A signature is what specializes the kernel (array specs, scalar
-dtypes, constant values), never a scalar's value. This module also turns launch
-arguments into tensors (:func:`to_kernel_arg`).
+dtypes, constant values), never a scalar's value. :func:`make_plan` is the one place
+a plan is made; ``Launcher.first_launch`` is the one way a launch reaches it.
 """
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition
 from tilelab.compiler.dtypes import to_numpy_dtype
-from tilelab.compiler.signature import ArraySpec, PartitionSpec
 from tilelab.compiler.specialize import Specialization
-from tilelab.compiler.values import EXACT_SCALARS, scalar_value
 from tilelab.errors import LaunchError, SourceLocation
-from tilelab.runtime.future import Future
-from tilelab.runtime.ledger import LaunchRecord
 
+from .arguments import tensor_of
 from .lru import Lru
 
-__all__ = ["LaunchPlan", "make_plan", "to_kernel_arg"]
+__all__ = ["LaunchPlan", "make_plan", "code_table"]
 
 _NP_SCALAR = {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32,
               "int64": np.int64, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
               "uint64": np.uint64, "float16": np.float16, "float32": np.float32,
               "float64": np.float64}
-
-
-def _tensor_types():
-    from tilelab.runtime.partition import Partition
-    from tilelab.runtime.tensor import Tensor
-
-    return Tensor, Partition
-
-
-def to_kernel_arg(value: Any, param: str, kernel: str) -> Any:
-    """Tensors, partitions and scalars pass through; foreign arrays (numpy, torch, ...)
-    are borrowed as tensors without a copy. Raises LaunchError for what cannot be an
-    argument (a ``tl.spec``, which has no memory, an object no tensor can wrap, or a
-    number that is not an exact bool/int/float or a numpy scalar of a kernel dtype:
-    :func:`~tilelab.compiler.values.scalar_value`).
-
-    Example:
-        >>> import numpy as np
-        >>> to_kernel_arg(np.zeros(4, np.float32), "x", "k").shape
-        (4,)
-    """
-    if type(value) in EXACT_SCALARS:
-        return value
-    Tensor, Partition = _tensor_types()
-    if isinstance(value, (Tensor, Partition)):
-        return value
-    if isinstance(value, (int, float, np.generic)):
-        # a numpy scalar of a kernel dtype, else refused (subclasses' own operators
-        # would run inside the kernel): see tilelab.compiler.values
-        return scalar_value(value, param, f"{kernel}()")
-    if isinstance(value, (ArraySpec, PartitionSpec)):
-        raise LaunchError(f"{kernel}(): argument {param!r} is a tl.spec description, which "
-                          "has no memory; specs are for kernel.compile(...)",
-                          hint="pass a tensor (tl.empty, tl.tensor, ...) to launch")
-    from tilelab.runtime.foreign import borrow
-
-    try:
-        # a foreign array stays where it lives, borrowed without a copy (a torch or cupy
-        # GPU array on its framework's current stream, which the launch then runs on)
-        return borrow(value)
-    except (TypeError, ValueError) as e:
-        raise LaunchError(f"{kernel}(): cannot use argument {param!r} "
-                          f"({type(value).__name__}): {e}") from None
-
-
-def _tensor_of(arg: Any) -> Any:
-    """The tensor an argument is or partitions, else None (a scalar or constant)."""
-    Tensor, Partition = _tensor_types()
-    if isinstance(arg, Partition):
-        return arg.tensor
-    if isinstance(arg, Tensor):
-        return arg
-    return None
 
 
 @dataclass
@@ -120,7 +64,7 @@ class LaunchPlan:
     pdl: bool = False
     #: the parameters a kernel that waits later (``tl.wait_for_previous_kernel()``)
     #: reads before its wait, when those reads are all it does before it
-    #: (``tileir_check.reads_before_wait``, sm_90+); None otherwise. A graph may start
+    #: (``tileir.reads_before_wait``, sm_90+); None otherwise. A graph may start
     #: such a kernel early only after a kernel that writes none of their memory
     early_reads: frozenset | None = None
     #: whether the kernel lets the next one start only after its own wait
@@ -174,7 +118,7 @@ def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
     """
     spec = d.specialize(args)
     writable = tuple(p.kind in ("Out", "InOut", "Raw") for p in d.analysis.params)
-    arrays = tuple(i for i, a in enumerate(args) if _tensor_of(a) is not None)
+    arrays = tuple(i for i, a in enumerate(args) if tensor_of(a) is not None)
     scalars = {i: _NP_SCALAR.get(lay.dtype) or to_numpy_dtype(lay.dtype).type
                for i, lay in enumerate(spec.layouts) if lay.kind == "scalar"}
     if device == "gpu":
@@ -207,7 +151,7 @@ def _early_reads(d: KernelDefinition, spec: Any, art: Artifacts) -> frozenset | 
     """``LaunchPlan.early_reads`` of a kernel that does not wait first."""
     if not _sm90(art) or "gdc_wait_tko" not in (art.tileir or ""):
         return None
-    from tilelab.compiler.tileir_check import reads_before_wait
+    from tilelab.compiler.tileir import reads_before_wait
 
     return reads_before_wait(art.tileir, d.lowered(spec.plan), spec) or None
 
@@ -241,26 +185,3 @@ def _load_gpu(d: KernelDefinition, args: list[Any], spec: Specialization,
                                "(r580 or newer)") from None
     code[key] = loaded
     return loaded
-
-
-def _empty_partition(args: Sequence[Any]) -> Any:
-    """A partition among ``args`` that has no tile (its tensor has a 0-size dimension)
-    when every partition among them has none (then the launch has no block to run),
-    else None (a launch mixing empty and non-empty partitions is left to the checks of
-    the tile grids)."""
-    _, Partition = _tensor_types()
-    empty = None
-    for a in args:
-        if isinstance(a, Partition):
-            if 0 not in a.tensor.shape:
-                return None
-            if empty is None:
-                empty = a
-    return empty
-
-
-def _done_future(kernel: str) -> Future:
-    """The future of a launch that had nothing to run: already done, holding nothing."""
-    rec = LaunchRecord(kernel, "<no launch: an empty partition>", None)
-    rec.observed = True
-    return Future(rec)

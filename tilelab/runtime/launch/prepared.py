@@ -29,8 +29,9 @@ from tilelab.runtime.ledger import (LEDGER, SPECIAL_MODES, LaunchInfo, PreparedR
                                     checks_enabled)
 from tilelab.runtime.memory import FREE_EPOCH
 
+from .arguments import _tensor_types, tensor_of
 from .driver import DRIVER, driver_error, launch_failed
-from .plan import LaunchPlan, _tensor_of, _tensor_types
+from .plan import LaunchPlan
 
 __all__ = ["PreparedLaunch", "bind_hot"]
 
@@ -148,7 +149,7 @@ def _pack_params(plan: LaunchPlan, args: list[Any]) -> tuple:
     values = []
     for i, lay in enumerate(plan.spec.layouts):
         if lay.kind == "array":
-            w = _tensor_of(args[i])._launch_words()
+            w = tensor_of(args[i])._launch_words()
             idx = ctypes.c_int32 if lay.index_dtype == "int32" else ctypes.c_int64
             values.append(ctypes.c_uint64(w[0]))
             values.extend(idx(x) for x in w[1:])
@@ -218,7 +219,7 @@ class PreparedLaunch:
         self.name = launcher.definition.name
         #: None: made for one launch only (not in the kernel's cache of prepared launches)
         self.match = _match_of(args) if cache else None
-        tensors = [t for t in map(_tensor_of, norm) if t is not None]
+        tensors = [t for t in map(tensor_of, norm) if t is not None]
         # weak: a prepared launch must not keep memory alive after its tensors are gone
         self.storages = tuple(weakref.ref(st) for st in
                               {id(t.storage): t.storage for t in tensors}.values())
