@@ -40,6 +40,17 @@ top-k, top-p, min-p and the seeded draw, with the settings read from the cache).
 ``5 + 6 * layers`` launches fused with one-pass attention, ``5 + 7 * layers`` fused and
 split (one more with the ``"sample"`` head).
 
+With ``StepConfig.fuse_rope_attention`` the one-pass form runs 5 kernels per layer:
+``rope_attn`` (:mod:`tilelab.kernels.decode_rope_attention`) takes the place of
+``qk_norm_rope_kv`` and ``attn``. It normalizes and rotates the raw q and k itself and
+splices the new key and value into its tiles in registers, so it never reads the cache
+row it would write; it stages them in :attr:`DecodeStep.kv_new` and writes the previous
+layer's staged row into that layer's cache (a safe kernel may not write the tensor
+region it reads, so each layer's row lands one layer late), and ``kv_store`` writes the
+last layer's after the layers. That is ``6 + 5 * layers`` launches; every cache row is
+written before the step ends, with the same values as the plain form's. The split form
+is unchanged.
+
 The one-pass and split forms are two launch lists (:attr:`DecodeStep.forms`) and two
 graphs; the step tracks the position on the host (``Qwen3.begin`` sets it, each
 :meth:`~DecodeStep.run` or :meth:`~DecodeStep.replay` advances it) and runs the form
@@ -65,6 +76,7 @@ from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_attention_kern
                                     pick_token_kernel, qk_norm_rope_cache_kernel)
 from tilelab.kernels.decode_gemv import (GemvConfig, default_gemv_config, gemv_silu_mul,
                                          row_gemv)
+from tilelab.kernels.decode_rope_attention import kv_store_kernel, rope_attention_kernel
 from tilelab.models.kv_cache import pow2_at_least
 from tilelab.models.plug import plugged
 from tilelab.models.sample_head import SampleHead, check_tiles
@@ -109,7 +121,11 @@ class StepConfig:
     the candidate tile of the ``"sample"`` head (a power of two: the most ``top_k`` may
     be, and the candidates top-p and min-p see when top-k is off);
     ``sample_block``: logits per block of its partial kernel (grown for very large
-    vocabularies so that the merge holds every block's candidates).
+    vocabularies so that the merge holds every block's candidates);
+    ``fuse_rope_attention``: in the one-pass form, fold ``qk_norm_rope_kv`` into the
+    attention kernel (``rope_attn``: the cache row written one layer late, the last
+    layer's by ``kv_store``; see the module docstring): ``L + 1`` launches where the
+    plain form runs ``2 L``. Off by default until the GPU has timed it.
 
     Example:
         >>> StepConfig(attn_splits=4).attn_splits, StepConfig().fuse_norms
@@ -135,6 +151,7 @@ class StepConfig:
     #: 2432 candidates in one 64 x 64 tile
     sample_candidates: int = 64
     sample_block: int = 4096
+    fuse_rope_attention: bool = False
 
     def __post_init__(self) -> None:
         check_tiles(self.sample_candidates, self.sample_block)
@@ -228,6 +245,10 @@ class DecodeStep:
         self.normed, self.down = empty(c.hidden_size), empty(c.hidden_size)
         self.qkv = empty(self.nq + 2 * self.nkv)
         self.q_rot = empty((hk, g, d))
+        #: each layer's rotated new key and value (fuse_rope_attention), staged until the
+        #: next layer's attention (the last layer's: ``kv_store``) writes them to the cache
+        self.kv_new = empty((c.num_hidden_layers, hk, 2, d), cache.k.dtype) \
+            if self.config.fuse_rope_attention else None
         self.attn = empty(self.nq)
         self.act = empty(c.intermediate_size)
         self.splits = self._splits(cache.capacity, dev)
@@ -347,10 +368,22 @@ class DecodeStep:
         add = lambda kind, layer, fn: out.append(StepLaunch(kind, layer, fn))  # noqa: E731
         add("embed", None, _async(embed_at_kernel, self.h[0].partition(min(
             1024, pow2_at_least(c.hidden_size))), w.embedding, cache.tokens, cache.pos))
+        rope_attn = one_pass and self.config.fuse_rope_attention
         for i, lw in enumerate(w.layers):
             self._qkv(add, i, lw)
-            self._attention_block(add, i, lw, one_pass)
+            if rope_attn:
+                self._rope_attention(add, i, lw)
+            else:
+                self._qk_norm_rope_kv(add, i, lw)
+                self._attention(add, i, one_pass)
+            self._o_projection(add, i, lw)
             self._mlp_block(add, i, lw)
+        if rope_attn:     # the last layer's new key and value: no next layer writes them
+            last_k, last_v = cache.layer(len(w.layers) - 1)
+            s, d = cache.capacity, c.head_dim
+            add("kv_store", None, _async(
+                kv_store_kernel, last_k.partition((1, s, d)), last_v.partition((1, s, d)),
+                self.kv_new[len(w.layers) - 1], cache.pos))
         # the residual stream after the last layer: its h' plus its down projection
         if self.config.fuse_norms:
             last, free = self.stream(len(w.layers))
@@ -392,31 +425,77 @@ class DecodeStep:
         add("qkv_gemv", i, lambda: row_gemv(lw.qkv, self.normed, out=self.qkv,
                                             config=cfg, sync=False))
 
-    def _attention_block(self, add: Callable, i: int, lw: Any, one_pass: bool) -> None:
-        c, cache, cfg = self.model_config, self.cache, self.config
-        h_in, h_mid = self.stream(i)
-        hk, d, nq, nkv = c.num_key_value_heads, c.head_dim, self.nq, self.nkv
+    def _heads(self) -> tuple[tl.Tensor, tl.Tensor, tl.Tensor]:
+        """The raw q (Hkv, G, D), k and v (Hkv, D) views of the qkv projection."""
+        hk, d = self.model_config.num_key_value_heads, self.model_config.head_dim
+        nq, nkv = self.nq, self.nkv
+        return (self.qkv[:nq].reshape(hk, self.group, d),
+                self.qkv[nq:nq + nkv].reshape(hk, d), self.qkv[nq + nkv:].reshape(hk, d))
+
+    def _qk_norm_rope_kv(self, add: Callable, i: int, lw: Any) -> None:
+        """Layer i's q/k norm, RoPE and cache write (the plain form's own launch)."""
+        c, cache = self.model_config, self.cache
+        d, s = c.head_dim, cache.capacity
         kc, vc = cache.layer(i)
-        gp = pow2_at_least(self.group)
-        q3 = self.qkv[:nq].reshape(hk, self.group, d)
-        k2 = self.qkv[nq:nq + nkv].reshape(hk, d)
-        v2 = self.qkv[nq + nkv:].reshape(hk, d)
-        s = cache.capacity
+        q3, k2, v2 = self._heads()
         add("qk_norm_rope_kv", i, _async(
-            qk_norm_rope_cache_kernel, self.q_rot.partition((1, gp, d)),
+            qk_norm_rope_cache_kernel, self.q_rot.partition((1, pow2_at_least(self.group),
+                                                             d)),
             kc.partition((1, s, d)), vc.partition((1, s, d)), q3, k2, v2, lw.q_norm,
             lw.k_norm, cache.cos, cache.sin, cache.pos,
             float(c.rms_norm_eps), d))
-        gc = max(_MMA_ROWS, gp)
-        scale = LOG2E / math.sqrt(d)
+
+    def _attention(self, add: Callable, i: int, one_pass: bool) -> None:
+        """Layer i's attention over the cache (``q_rot`` and the cache written)."""
+        c, cache, cfg = self.model_config, self.cache, self.config
+        hk, d = c.num_key_value_heads, c.head_dim
+        kc, vc = cache.layer(i)
+        gc = max(_MMA_ROWS, pow2_at_least(self.group))
         if one_pass:      # one launch: no partials to combine
             add("attn", i, _async(
                 decode_attention_kernel, self.attn.reshape(hk, self.group, d).partition(
-                    (1, gc, d)), self.q_rot, kc, vc, cache.pos, scale,
+                    (1, gc, d)), self.q_rot, kc, vc, cache.pos, LOG2E / math.sqrt(d),
                 cfg.one_pass_bn or cfg.attn_bn, d))
         else:
             self._split_attention(add, i, kc, vc, gc)
-        o_cfg = self._gemv_cfg("o_gemv_residual", c.hidden_size, nq)
+
+    def _rope_attention(self, add: Callable, i: int, lw: Any) -> None:
+        """Layer i's q/k norm, RoPE and one-pass attention in one launch, which also
+        writes layer i - 1's staged key and value into its cache (layer 0 writes
+        nothing: two small stand-in tensors take the partitions it never stores to)."""
+        c, cache, cfg = self.model_config, self.cache, self.config
+        hk, d, s = c.num_key_value_heads, c.head_dim, cache.capacity
+        kc, vc = cache.layer(i)
+        q3, k2, v2 = self._heads()
+        if i > 0:
+            kp, vp = cache.layer(i - 1)
+            prev = (kp.partition((1, s, d)), vp.partition((1, s, d)), self.kv_new[i - 1])
+        else:
+            kp, vp = self._stand_in()
+            prev = (kp.partition((1, 1, d)), vp.partition((1, 1, d)), q3)
+        gc = max(_MMA_ROWS, pow2_at_least(self.group))
+        add("rope_attn", i, _async(
+            rope_attention_kernel, self.attn.reshape(hk, self.group, d).partition(
+                (1, gc, d)), self.kv_new[i].partition((1, 2, d)), prev[0], prev[1], q3, k2,
+            v2, kc, vc, prev[2], lw.q_norm, lw.k_norm, cache.cos, cache.sin, cache.pos,
+            float(c.rms_norm_eps), LOG2E / math.sqrt(d), cfg.one_pass_bn or cfg.attn_bn, d,
+            int(i > 0)))
+
+    def _stand_in(self) -> tuple[tl.Tensor, tl.Tensor]:
+        """Two (Hkv, 1, D) tensors (made once) that layer 0's ``rope_attn`` takes as the
+        previous layer's caches, never writing them."""
+        if getattr(self, "_no_prev", None) is None:
+            c, w = self.model_config, self.weights
+            self._no_prev = tuple(tl.zeros((c.num_key_value_heads, 1, c.head_dim),
+                                           self.cache.k.dtype, device=w.device)
+                                  for _ in range(2))
+        return self._no_prev
+
+    def _o_projection(self, add: Callable, i: int, lw: Any) -> None:
+        """Layer i's o projection with the residual stream added."""
+        c, cfg = self.model_config, self.config
+        h_in, h_mid = self.stream(i)
+        o_cfg = self._gemv_cfg("o_gemv_residual", c.hidden_size, self.nq)
         # fused, the stream entering layer i > 0 is h + down: both parts are added
         res = (h_in, self.down) if cfg.fuse_norms and i > 0 else h_in
         add("o_gemv_residual", i, lambda: row_gemv(lw.o, self.attn, residual=res,

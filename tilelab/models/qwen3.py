@@ -451,7 +451,8 @@ class Qwen3:
         return step_cost(self.config, ctx, dtype=self.weights.dtype, splits=step.splits,
                          one_pass=step.one_pass_at(ctx),
                          head_rows=step.config.head.bn,
-                         fuse_norms=step.config.fuse_norms)
+                         fuse_norms=step.config.fuse_norms,
+                         rope_attention=step.config.fuse_rope_attention)
 
     def decode_step(self, sample: bool | str = False) -> DecodeStep:
         """The decode step with a head of :data:`~tilelab.models.decode_step.HEADS`

@@ -2,12 +2,12 @@
 
 One row per kernel kind of :class:`~tilelab.models.decode_step.DecodeStep`, summed
 over the layers, in the order the step first launches them: how many launches a step
-makes of it, the bytes they move and the FLOPs they do (for either form of the step:
-``fuse_norms``). Counts follow :mod:`tilelab.perf.counting`: each tensor a kernel reads
-is counted once, each it writes once, at its dtype's size — with one addition: the
-fp32 partials that split attention and the lm_head's argmax write and their combine
-kernels read are counted, because those kernels really move them. A multiply-add is 2
-FLOPs. ``context`` is the number of cached positions the step attends to (the new
+makes of it, the bytes they move and the FLOPs they do (for each form of the step:
+``fuse_norms``, ``rope_attention``). Counts follow :mod:`tilelab.perf.counting`: each
+tensor a kernel reads is counted once, each it writes once, at its dtype's size — with
+one addition: the fp32 partials that split attention and the lm_head's argmax write
+and their combine kernels read are counted, because those kernels really move them. A
+multiply-add is 2 FLOPs. ``context`` is the number of cached positions the step attends to (the new
 token's included).
 
 Example:
@@ -129,10 +129,27 @@ def _attention(attn: Any, reads: float, splits: int, partials: int, merge_flops:
             ("attn_combine", _w("attn_combine", merge_flops, partials, out_bytes))]
 
 
+def _rope_attention(c: Any, attn: Any, context: int, s: float,
+                    first: bool) -> tuple[str, Work]:
+    """The fused one-pass form's ``rope_attn``: the raw q, k and v, the norm weights
+    and cos/sin rows, the cache (the rows before the new one; the new one is spliced in
+    registers, counted with the cache as the plain kernel's is), then the output, the
+    staged key and value, and after layer 0 the previous layer's staged row read and
+    written into its cache."""
+    hq, hk, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+    nq, nkv = hq * d, hk * d
+    prev = 0 if first else 2 * nkv * s
+    return ("rope_attn", _w("rope_attn", attn.flops + 8 * (nq + nkv),
+                            (nq + 2 * nkv + 2 * d + 2 * hk * context * d) * s
+                            + 2 * (d // 2) * 4 + 4 + prev,
+                            (nq + 2 * nkv) * s + prev, attn.precision))
+
+
 def _layer(c: Any, context: int, s: float, splits: int, fused: bool,
-           first: bool) -> list[tuple[str, Work]]:
+           first: bool, rope_attention: bool = False) -> list[tuple[str, Work]]:
     """The per-launch work of each kernel of one layer, in launch order (layer 0 has no
-    previous down projection to add)."""
+    previous down projection to add, and with ``rope_attention`` no previous layer's
+    key and value to write)."""
     h, inter = c.hidden_size, c.intermediate_size
     hq, hk, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     nq, nkv = hq * d, hk * d
@@ -141,12 +158,16 @@ def _layer(c: Any, context: int, s: float, splits: int, fused: bool,
     partials = splits * hk * (g * d + g) * 4
     qkv_in, qkv, post_norm, gate_up = (_norm_gemvs if fused else _plain_gemvs)(c, s, first)
     res = 2 if fused and not first else 1          # residual vectors o adds
-    rows = [qkv_in, qkv,
+    if rope_attention and splits == 0:
+        attention = [_rope_attention(c, attn, context, s, first)]
+    else:
+        attention = [
             ("qk_norm_rope_kv", _w("qk_norm_rope_kv", 8 * (nq + nkv),
                                    (nq + 2 * nkv + 2 * d) * s + 2 * (d // 2) * 4 + 4,
                                    (nq + 2 * nkv) * s)),
             *_attention(attn, nq * s + 2 * hk * context * d * s + 4, splits, partials,
-                        3 * splits * hk * g * d, nq * s),
+                        3 * splits * hk * g * d, nq * s)]
+    rows = [qkv_in, qkv, *attention,
             ("o_gemv_residual", _w("o_gemv_residual", 2 * h * nq + res * h,
                                    (h * nq + nq + res * h) * s, h * s)),
             post_norm, gate_up, ("down_gemv", counting.gemv(h, inter, dtype="bfloat16"))]
@@ -155,14 +176,17 @@ def _layer(c: Any, context: int, s: float, splits: int, fused: bool,
 
 def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
               splits: int | None = None, head_rows: int = 16,
-              fuse_norms: bool = True, one_pass: bool = False) -> list[CostRow]:
+              fuse_norms: bool = True, one_pass: bool = False,
+              rope_attention: bool = False) -> list[CostRow]:
     """The cost rows of one decode step attending to ``context`` positions.
 
     ``splits``: KV splits of decode attention (default: two blocks per SM of an H200
     over the KV heads, as the step picks); ``one_pass``: the one-pass attention kernel
     instead (``StepConfig(attn_splits=1)``: no partials, no combine); ``head_rows``: rows per block of the lm_head
     (sets the number of argmax partials); ``fuse_norms``: the step's form
-    (``StepConfig.fuse_norms``: the norms inside the GEMVs, or kernels of their own).
+    (``StepConfig.fuse_norms``: the norms inside the GEMVs, or kernels of their own);
+    ``rope_attention``: with ``one_pass``, the q/k norm and RoPE inside the attention
+    (``StepConfig.fuse_rope_attention``: ``rope_attn`` per layer and one ``kv_store``).
     The embedding row read is counted in ``embed``; the lm_head reads the whole
     (vocab, hidden) matrix.
 
@@ -176,6 +200,9 @@ def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
         2
         >>> sum(r.launches for r in step_cost(cfg, 8, fuse_norms=False))    # 5 + 9 * 2
         23
+        >>> sum(r.launches for r in step_cost(cfg, 8, one_pass=True,
+        ...                                   rope_attention=True))          # 6 + 5 * 2
+        16
     """
     c, s = config, dtype_size(dtype)
     if context < 1:
@@ -194,8 +221,12 @@ def step_cost(config: Any, context: int, *, dtype: str = "bfloat16",
 
     add("embed", _w("embed", 0, h * s + 8, h * s))
     for layer in range(layers):
-        for kind, w in _layer(c, context, s, splits, fuse_norms, layer == 0):
+        for kind, w in _layer(c, context, s, splits, fuse_norms, layer == 0,
+                              rope_attention):
             add(kind, _times(w, 1, kind))
+    if rope_attention and splits == 0:   # the last layer's staged key and value
+        nkv = c.num_key_value_heads * c.head_dim
+        add("kv_store", _w("kv_store", 0, 2 * nkv * s + 4, 2 * nkv * s))
     add("final_add_rms_norm", _w("final_add_rms_norm", 5 * h, 3 * h * s, 2 * h * s))
     blocks = -(-v // head_rows)
     add("lm_head_partial", _w("lm_head_partial", 2 * v * h, (v * h + h) * s + 12,
