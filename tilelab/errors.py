@@ -21,6 +21,7 @@ __all__ = [
     "LaunchError",
     "ConfigError",
     "ToolchainError",
+    "with_foreign_class",
 ]
 
 
@@ -97,11 +98,14 @@ class TilelabError(Exception):
     """
 
     def __init__(self, message: str, *, location: SourceLocation | None = None,
-                 hint: str | None = None):
-        super().__init__(message)
+                 hint: str | None = None, foreign: type[BaseException] | None = None):
+        Exception.__init__(self, message)   # (not super(): see with_foreign_class)
         self.message = message
         self.location = location
         self.hint = hint
+        #: the exception class of another library this error stands for (cuTile's
+        #: ``TileTypeError``...), when the raise site knows it; see with_foreign_class
+        self.foreign = foreign
 
     def __str__(self) -> str:
         parts = []
@@ -182,3 +186,62 @@ class ConfigError(TilelabError, ValueError):
         ``TILELAB_BACKEND=tpu`` raises ConfigError: "TILELAB_BACKEND='tpu' is not
         allowed; it takes auto, cpu, gpu (cuda means gpu)".
     """
+
+
+def with_foreign_class(error: TilelabError, foreign: type[BaseException] | None
+                       ) -> TilelabError:
+    """Make ``error`` also an instance of ``foreign`` (the same object, its class changed to
+    a subclass of both), so that code written for the library tilelab stands in for
+    catches it: a refusal of a cuTile kernel is a ``CompileError`` *and* cuTile's
+    ``TileTypeError``, keeping tilelab's message, location, hint and traceback.
+
+    ``foreign`` must be an exception class whose instances need no C-level state of
+    their own beyond what ``type(error)`` has (any Python-defined exception class, or
+    a builtin such as ``TypeError``); None, or a class ``error`` already is, leaves it as
+    it is. The combined class is named ``CompileError[TileTypeError]``.
+
+    Example:
+        >>> class Foreign(Exception): pass
+        >>> e = with_foreign_class(CompileError("bad"), Foreign)
+        >>> isinstance(e, CompileError), isinstance(e, Foreign), type(e).__name__
+        (True, True, 'CompileError[Foreign]')
+    """
+    if foreign is None or isinstance(error, foreign):
+        return error
+    try:
+        error.__class__ = _combined(type(error), foreign)
+    except TypeError:   # a foreign class with a C layout of its own: keep tilelab's class
+        return error
+    error.foreign = foreign
+    return error
+
+
+_COMBINED: dict[tuple[type, type], type] = {}
+
+
+def _combined(base: type, foreign: type) -> type:
+    """The subclass of ``base`` and ``foreign`` (one per pair); tilelab's ``__str__`` and
+    ``__init__`` come first in its MRO."""
+    key = (base, foreign)
+    cls = _COMBINED.get(key)
+    if cls is None:
+        name = f"{base.__name__}[{foreign.__name__}]"
+        cls = type(name, (base, foreign), {"__module__": base.__module__,
+                                           "__qualname__": name,
+                                           "__str__": base.__str__,
+                                           "__reduce__": _reduce_combined})
+        _COMBINED[key] = cls
+    return cls
+
+
+def _reduce_combined(self: TilelabError):
+    """Pickle a combined error as its tilelab class (the foreign class is re-applied)."""
+    base = next(c for c in type(self).__mro__[1:] if issubclass(c, TilelabError))
+    return (_rebuild, (base, self.foreign, self.message, self.__dict__))
+
+
+def _rebuild(base: type, foreign: type | None, message: str, state: dict) -> TilelabError:
+    error = base.__new__(base, message)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return with_foreign_class(error, foreign)

@@ -132,3 +132,70 @@ def check_mma_scaled_dtypes(x: Any, x_scale: Any, y: Any, y_scale: Any, acc: Any
 def mma_scaled_block_sizes(x: Any, scale: Any) -> tuple[int, ...]:
     """Allowed scaling block sizes of ``mma_scaled`` for an operand/scale dtype pair."""
     return tuple(_dt._get_mma_scaled_scaling_block_sizes(x, scale))
+
+
+def exception_classes() -> dict[str, type]:
+    """cuTile's exception classes by every name its ``_exception`` module gives them
+    (``TileTypeError`` and ``TypeCheckingError`` are one class)."""
+    from cuda.tile import _exception
+    return {n: c for n, c in vars(_exception).items()
+            if isinstance(c, type) and issubclass(c, _exception.TileError)}
+
+
+def raise_sites() -> list[tuple[Any, type]]:
+    """Every ``raise <cuTile exception>(<message>)`` in cuTile's Python sources, as (the
+    message expression's AST node, the class), read once per call (callers cache it):
+    the interpreter words its refusals as cuTile does, so the message tells which class
+    cuTile raises. A message held in a variable (``msg = f"..."; raise
+    TileTypeError(msg)``) is found among the assignments of the enclosing function."""
+    import ast
+    from pathlib import Path
+    classes = exception_classes()
+    sites: list[tuple[Any, type]] = []
+
+    class Scan(ast.NodeVisitor):
+        def __init__(self) -> None:
+            self.assigned: list[dict[str, list]] = [{}]
+
+        def visit_FunctionDef(self, node: Any) -> None:
+            self.assigned.append({})
+            self.generic_visit(node)
+            self.assigned.pop()
+
+        visit_AsyncFunctionDef = visit_FunctionDef
+
+        def visit_Assign(self, node: Any) -> None:
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                self.assigned[-1].setdefault(node.targets[0].id, []).append(node.value)
+            self.generic_visit(node)
+
+        def visit_Raise(self, node: Any) -> None:
+            call = node.exc
+            if isinstance(call, ast.Call) and call.args:
+                func = call.func
+                name = func.attr if isinstance(func, ast.Attribute) else \
+                    func.id if isinstance(func, ast.Name) else None
+                if name in classes:
+                    arg = call.args[0]
+                    values = self.assigned[-1].get(arg.id, []) \
+                        if isinstance(arg, ast.Name) else [arg]
+                    sites.extend((v, classes[name]) for v in values)
+            self.generic_visit(node)
+
+    for path in sorted(Path(ct.__file__).parent.rglob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8")
+            if "raise " in text:
+                Scan().visit(ast.parse(text))
+        except (OSError, SyntaxError, UnicodeDecodeError):  # pragma: no cover
+            continue
+    return sites
+
+
+def location(where: Any) -> Any:
+    """cuTile's ``Loc`` for a :class:`tilelab.errors.SourceLocation` (or None: unknown)."""
+    from cuda.tile._exception import Loc
+    if where is None:
+        return Loc.unknown()
+    return Loc(line=where.line, col=max(where.col - 1, 0), filename=where.filename,
+               end_col=None if where.end_col is None else where.end_col - 1)

@@ -32,6 +32,7 @@ from tilelab.interp.arrays import ArgRoot, Array
 from tilelab.interp.dtypes import (BOOL, DTYPES, FLOAT32, FLOAT64, INT32, INT64, TileDType,
                                    as_dtype, from_numpy)
 from tilelab.interp.dtypes import foreign as foreign_dtype
+from tilelab.interp.cutile_errors import as_cutile
 from tilelab.interp.foreign import numpy_view
 from tilelab.interp.rebuild import rebuilt
 from tilelab.interp.rounding import convert
@@ -90,7 +91,8 @@ class _Binder:
             raise LaunchError(f"kernel '{self.kernel}' argument '{name}' = {value!r} is not a "
                               f"run-time value", hint=f"annotate the parameter as "
                                                       f"'{name}: ct.Constant' to pass it as a "
-                                                      f"compile-time constant")
+                                                      f"compile-time constant",
+                              foreign=TypeError)
         if type(value) in _NUMPY_SCALARS:   # (before arrays: numpy scalars have an
             dt = from_numpy(value.dtype)      # __array_interface__), a scalar of its dtype
             return Tile(np.asarray(value, dt.storage), dt)
@@ -127,7 +129,8 @@ class _Binder:
             raise LaunchError(f"kernel '{self.kernel}' argument '{name}' = {value!r} is not a "
                               f"run-time value", hint=f"annotate the parameter as "
                                                       f"'{name}: ct.Constant' to pass it as a "
-                                                      f"compile-time constant")
+                                                      f"compile-time constant",
+                              foreign=TypeError)
         raise self._error(name, value, "expected an array, a bool/int/float scalar, a tuple, "
                                        "a list of arrays or a ct.Constant value")
 
@@ -138,7 +141,8 @@ class _Binder:
         if t is str:   # (cuTile's compile API refuses it: see tilelab.limits)
             raise LaunchError(f"kernel '{self.kernel}' argument '{name}' is a ct.Constant "
                               f"and takes an exact bool, int or float or a numpy scalar; "
-                              f"got str ({STR_CONSTANT_WHY})", hint=str_constant_hint(name))
+                              f"got str ({STR_CONSTANT_WHY})", hint=str_constant_hint(name),
+                              foreign=TypeError)
         if t in _NUMPY_SCALARS:
             return value.item()
         if _derived(value):
@@ -197,11 +201,11 @@ class _Binder:
                            f"{t.__name__} (a subclass of {base}), whose own operators "
                            f"would run inside the kernel",
                            hint="pass a plain Python value computed before the launch, "
-                                f"e.g. int({name}) or float({name})")
+                                f"e.g. int({name}) or float({name})", foreign=TypeError)
 
     def _error(self, name: str, value: Any, why: str) -> LaunchError:
         return LaunchError(f"kernel '{self.kernel}' argument '{name}' of type "
-                           f"{type(value).__name__} is invalid: {why}")
+                           f"{type(value).__name__} is invalid: {why}", foreign=TypeError)
 
 
 def _derived(value: Any) -> bool:
@@ -323,6 +327,9 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
             :class:`~tilelab.interp.context.KernelNameError` (also a ``NameError``).
         LaunchError: for bad arguments or grid, a failed ``ct.assert_``, or undefined
             behaviour such as a tile entirely outside its array.
+        A refusal cuTile makes too is also an instance of cuTile's class for it
+        (``TileTypeError``, ``TileSyntaxError``...; a bad argument is a ``TypeError``):
+        see :mod:`tilelab.interp.cutile_errors`.
         Errors raised while blocks run carry the partial trace in ``error.trace``.
 
     Example:
@@ -338,6 +345,18 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
         >>> z.tolist(), tr.bytes_read, tr.has_races
         ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 64, False)
     """
+    try:
+        return _interpret(kernel, args, grid, order, seed, trace, sample_blocks, stdout,
+                          races, arch)
+    except TilelabError as e:
+        as_cutile(e)   # also cuTile's class for the same refusal (TileTypeError...)
+        raise
+
+
+def _interpret(kernel: Any, args: tuple, grid: int | Sequence[int], order: str,
+               seed: int | None, trace: bool, sample_blocks: int | None,
+               stdout: TextIO | None, races: bool, arch: str | None) -> Trace:
+    """:func:`interpret` without the cuTile classes of its errors."""
     pyfunc, name = _resolve(kernel)
     grid3 = normalize_grid(grid)
     if order not in _ORDERS:
@@ -412,7 +431,7 @@ def _parameters(kernel: Any, pyfunc: types.FunctionType, name: str, nargs: int
     if nargs != len(params):
         listed = ", ".join(p.name for p in params)
         raise LaunchError(f"kernel '{name}' takes {len(params)} arguments ({listed}), got "
-                          f"{nargs}")
+                          f"{nargs}", foreign=TypeError)
     return params, nodes
 
 
