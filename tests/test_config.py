@@ -99,6 +99,44 @@ def test_override_restores_after_an_exception():
     assert config.theme() == "auto"
 
 
+ACCESSORS = {"arch", "backend", "cache_enabled", "cache_dir", "cache_key", "cache_max_bytes",
+             "cpu_persistent_blocks", "hot", "lab_view", "launch", "pdl", "theme", "tileiras",
+             "require_browser", "require_torch", "screenshot_dir", "chromium",
+             "hypothesis_scale"}
+
+
+def test_every_accessor_is_made_from_its_row_of_the_table():
+    made = {s.accessor: s for s in config.SETTINGS.values() if s.accessor is not None}
+    assert set(made) == ACCESSORS            # the public names, all kept
+    assert config.setting("cache").accessor == "cache_enabled"
+    assert config.setting("source").accessor is None and not hasattr(config, "source")
+    for name, s in made.items():
+        fn = getattr(config, name)
+        assert name in config.__all__ and fn.__name__ == name
+        assert fn.__module__ == "tilelab.config"
+        assert fn.__doc__.startswith(f"``{s.env}``: {s.doc}")
+        assert f"It takes {s.accepts}" in fn.__doc__
+    assert config.backend.__annotations__ == {"return": "str"}
+    assert config.cache_dir.__annotations__ == {"return": "Path | None"}
+    assert config.hot.__annotations__ == {"return": "bool"}
+    assert config.cache_max_bytes.__annotations__ == {"return": "int | None"}
+
+
+def test_accessors_read_overrides_and_the_environment(monkeypatch):
+    values = {"arch": ("sm_100", "sm_100"), "backend": ("cuda", "gpu"),
+              "cache": ("off", False), "cpu_persistent_blocks": ("2", 2),
+              "hypothesis_scale": ("0.5", 0.5), "chromium": ("/opt/c", Path("/opt/c"))}
+    for key, (text, value) in values.items():
+        fn = getattr(config, config.setting(key).accessor)
+        with config.override(**{key: text}):
+            assert fn() == value
+        monkeypatch.setenv(config.setting(key).env, text)
+        assert fn() == value
+    monkeypatch.setenv("TILELAB_LAUNCH", "fast")
+    with pytest.raises(ConfigError, match="TILELAB_LAUNCH='fast' is not allowed"):
+        config.launch()
+
+
 def test_backend_override_reaches_the_runtime(monkeypatch):
     from tilelab.runtime import device
 

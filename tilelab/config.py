@@ -1,18 +1,22 @@
 """tilelab's settings: every ``TILELAB_*`` environment variable, its default and meaning.
 
-Each setting is read from the environment when it is used (so a variable set, or a
-test's ``monkeypatch.setenv``, takes effect at once), unless :func:`override` holds a
-value for it. A value that is not allowed raises :class:`~tilelab.errors.ConfigError`
-naming the variable, the value and what it accepts. :data:`SETTINGS` lists them all;
-docs/configuration.md is the same table for readers.
+Each setting is read from the environment when it is used (so a variable set takes
+effect at once), unless :func:`override` holds a value for it: code and tests that
+want a setting for a while say so with ``with config.override(backend="cpu"):``
+rather than by changing the environment. A value that is not allowed raises
+:class:`~tilelab.errors.ConfigError` naming the variable, the value and what it
+accepts. :data:`SETTINGS` is the one table of them: :func:`get` reads any of them by
+key, and each has an accessor function of this module made from its row
+(``config.backend()``, ``config.cache_enabled()``, ...; :attr:`Setting.accessor`
+names it). docs/configuration.md is the same table for readers.
 
 Example:
     >>> import tilelab.config as config
     >>> with config.override(backend="cpu"):
     ...     config.backend()
     'cpu'
-    >>> config.setting("backend").env
-    'TILELAB_BACKEND'
+    >>> config.setting("backend").env, config.setting("cache").accessor
+    ('TILELAB_BACKEND', 'cache_enabled')
 """
 from __future__ import annotations
 
@@ -26,10 +30,8 @@ from typing import Any, Callable, Iterator
 from tilelab.errors import ConfigError
 from tilelab.limits import ARCHS, arch_name
 
-__all__ = ["Setting", "SETTINGS", "setting", "get", "override", "arch", "backend", "cache_enabled",
-           "cache_dir", "cache_key", "cache_max_bytes", "cpu_persistent_blocks", "hot",
-           "lab_view", "launch", "theme", "tileiras", "require_browser", "require_torch",
-           "screenshot_dir", "chromium", "hypothesis_scale"]
+# (and every setting's accessor: added where they are made, at the end of the module)
+__all__ = ["Setting", "SETTINGS", "setting", "get", "override"]
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -40,12 +42,14 @@ class Setting:
     """One ``TILELAB_*`` variable: its name, default, accepted values and meaning.
 
     ``parse`` turns the variable's (stripped, non-empty) text into the setting's value,
-    raising ValueError with what it accepts; ``tests`` marks variables that only the
-    test suite and ``.ci/run`` read.
+    raising ValueError with what it accepts (its return annotation is the accessor's);
+    ``tests`` marks variables that only the test suite and ``.ci/run`` read;
+    ``function`` names the setting's accessor in this module when that is not its key
+    (None: no accessor, for a variable tilelab itself never reads).
 
     Example:
-        >>> setting("cache").default
-        True
+        >>> setting("cache").default, setting("cache").accessor
+        (True, 'cache_enabled')
     """
 
     key: str
@@ -55,6 +59,13 @@ class Setting:
     doc: str
     parse: Callable[[str], Any]
     tests: bool = False
+    function: str | None = ""
+
+    @property
+    def accessor(self) -> str | None:
+        """The name of this setting's accessor function in :mod:`tilelab.config`, or
+        None when it has none."""
+        return self.key if self.function == "" else self.function
 
 
 def _choice(*values: str, aliases: dict[str, str] | None = None) -> Callable[[str], str]:
@@ -115,7 +126,8 @@ SETTINGS: dict[str, Setting] = {s.key: s for s in (
             "CPU interpreter (auto); gpu without a usable GPU raises LaunchError.",
             _choice("auto", "cpu", "gpu", aliases={"cuda": "gpu"})),
     Setting("cache", "TILELAB_CACHE", True, _FLAG,
-            "Whether compiled kernels and autotuning results are kept on disk.", _flag),
+            "Whether compiled kernels and autotuning results are kept on disk.", _flag,
+            function="cache_enabled"),
     Setting("cache_dir", "TILELAB_CACHE_DIR", None, "a directory path",
             "Where the disk cache lives (default: $XDG_CACHE_HOME/tilelab, else "
             "~/.cache/tilelab).", _path),
@@ -150,7 +162,7 @@ SETTINGS: dict[str, Setting] = {s.key: s for s in (
     Setting("source", "TILELAB_SOURCE", None, "a pip requirement (a wheel, a git URL)",
             "Notebooks: what their set-up cell installs when tilelab is missing and the "
             "notebook does not sit in a clone of the repository (the cell reads it itself: "
-            "tilelab is not installed yet).", str),
+            "tilelab is not installed yet).", str, function=None),
     Setting("theme", "TILELAB_THEME", "auto", "auto, light, dark",
             "Colours of the lab's figures: JupyterLab's saved theme (auto), or forced.",
             _choice("auto", "light", "dark")),
@@ -265,201 +277,30 @@ def override(**values: Any) -> Iterator[None]:
                     _OVERRIDES[k] = old
 
 
-def arch() -> str | None:
-    """``TILELAB_ARCH``: the target named for compiles without ``arch=`` and the CPU
-    backend, or None (this machine's GPU, else sm_90).
+def _accessor(s: Setting) -> Callable[[], Any]:
+    """The accessor function of setting ``s``: :func:`get` of its key, named, typed
+    (by its parser's return annotation) and documented from its row of the table."""
+    key = s.key
 
-    Example:
-        >>> with override(arch="10.0"):
-        ...     arch()
-        'sm_100'
-    """
-    return get("arch")
+    def read() -> Any:
+        return get(key)
 
-
-def backend() -> str:
-    """``TILELAB_BACKEND``: ``"auto"``, ``"cpu"`` or ``"gpu"``.
-
-    Example:
-        >>> with override(backend="cuda"):
-        ...     backend()
-        'gpu'
-    """
-    return get("backend")
+    returns = getattr(s.parse, "__annotations__", {}).get("return", "str")
+    if s.default is None:
+        returns = f"{returns} | None"
+    default = "none" if s.default is None else f"``{s.default}``"
+    read.__name__ = read.__qualname__ = s.accessor
+    read.__module__ = __name__
+    read.__annotations__ = {"return": returns}
+    read.__doc__ = (f"``{s.env}``: {s.doc}\n\n"
+                    f"It takes {s.accepts}; unset or empty: {default}. The same as "
+                    f"``get({key!r})``: an :func:`override` first, else the variable.")
+    return read
 
 
-def cache_enabled() -> bool:
-    """``TILELAB_CACHE``: whether the disk cache (kernels, tuning) is used.
-
-    Example:
-        >>> with override(cache="off"):
-        ...     cache_enabled()
-        False
-    """
-    return get("cache")
-
-
-def cache_dir() -> Path | None:
-    """``TILELAB_CACHE_DIR``: the cache directory, or None for the default place.
-
-    Example:
-        >>> with override(cache_dir="/tmp/tl-cache"):
-        ...     str(cache_dir())
-        '/tmp/tl-cache'
-    """
-    return get("cache_dir")
-
-
-def cache_key() -> Path | None:
-    """``TILELAB_CACHE_KEY``: the cache's key file, or None for the default place (see
-    :func:`tilelab.compiler.cache_trust.default_key_path`).
-
-    Example:
-        >>> with override(cache_key="/tmp/tl/cache.key"):
-        ...     str(cache_key())
-        '/tmp/tl/cache.key'
-    """
-    return get("cache_key")
-
-
-def cache_max_bytes() -> int | None:
-    """``TILELAB_CACHE_MAX_BYTES``: the cache's size limit, or None for the default.
-
-    Example:
-        >>> with override(cache_max_bytes=1 << 20):
-        ...     cache_max_bytes()
-        1048576
-    """
-    return get("cache_max_bytes")
-
-
-def cpu_persistent_blocks() -> int:
-    """``TILELAB_CPU_PERSISTENT_BLOCKS``: blocks of a persistent schedule on the CPU.
-
-    Example:
-        >>> with override(cpu_persistent_blocks=2):
-        ...     cpu_persistent_blocks()
-        2
-    """
-    return get("cpu_persistent_blocks")
-
-
-def hot() -> bool:
-    """``TILELAB_HOT``: whether repeated async launches take the native C path.
-
-    Example:
-        >>> with override(hot="0"):
-        ...     hot()
-        False
-    """
-    return get("hot")
-
-
-def lab_view() -> str:
-    """``TILELAB_LAB_VIEW``: ``"auto"``, ``"widget"`` or ``"html"``.
-
-    Example:
-        >>> with override(lab_view="html"):
-        ...     lab_view()
-        'html'
-    """
-    return get("lab_view")
-
-
-def launch() -> str:
-    """``TILELAB_LAUNCH``: ``"native"``, ``"driver"`` or ``"cuda.core"``.
-
-    Example:
-        >>> with override(launch="driver"):
-        ...     launch()
-        'driver'
-    """
-    return get("launch")
-
-
-def pdl() -> bool:
-    """``TILELAB_PDL``: whether eligible GPU launches use programmatic dependent launch.
-
-    Example:
-        >>> with override(pdl="0"):
-        ...     pdl()
-        False
-    """
-    return get("pdl")
-
-
-def theme() -> str:
-    """``TILELAB_THEME``: ``"auto"``, ``"light"`` or ``"dark"``.
-
-    Example:
-        >>> with override(theme="dark"):
-        ...     theme()
-        'dark'
-    """
-    return get("theme")
-
-
-def tileiras() -> Path | None:
-    """``TILELAB_TILEIRAS``: an explicit tileiras path, or None to search for one.
-
-    Example:
-        >>> with override(tileiras="/opt/tileiras"):
-        ...     str(tileiras())
-        '/opt/tileiras'
-    """
-    return get("tileiras")
-
-
-def require_browser() -> bool:
-    """``TILELAB_REQUIRE_BROWSER`` (tests): browser tests fail instead of skipping.
-
-    Example:
-        >>> with override(require_browser=True):
-        ...     require_browser()
-        True
-    """
-    return get("require_browser")
-
-
-def require_torch() -> bool:
-    """``TILELAB_REQUIRE_TORCH`` (tests): torch-based tests fail instead of skipping.
-
-    Example:
-        >>> with override(require_torch=False):
-        ...     require_torch()
-        False
-    """
-    return get("require_torch")
-
-
-def screenshot_dir() -> Path | None:
-    """``TILELAB_SCREENSHOT_DIR`` (tests): an extra folder for browser screenshots.
-
-    Example:
-        >>> with override(screenshot_dir="/tmp/shots"):
-        ...     str(screenshot_dir())
-        '/tmp/shots'
-    """
-    return get("screenshot_dir")
-
-
-def chromium() -> Path:
-    """``TILELAB_CHROMIUM`` (tests): the Chromium the browser tests drive.
-
-    Example:
-        >>> with override(chromium="/usr/bin/chromium"):
-        ...     str(chromium())
-        '/usr/bin/chromium'
-    """
-    return get("chromium")
-
-
-def hypothesis_scale() -> float:
-    """``TILELAB_HYPOTHESIS_SCALE`` (tests): multiplier of property-test example counts.
-
-    Example:
-        >>> with override(hypothesis_scale=2):
-        ...     hypothesis_scale()
-        2.0
-    """
-    return get("hypothesis_scale")
+#: the accessors, one per setting that has one: config.backend(), config.cache_enabled(), ...
+for _s in SETTINGS.values():
+    if _s.accessor is not None:
+        globals()[_s.accessor] = _accessor(_s)
+        __all__.append(_s.accessor)
+del _s
