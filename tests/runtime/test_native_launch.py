@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import tilelab as tl
+from tilelab import config
 from tilelab.errors import BorrowError
 from tilelab.runtime import launch as L, native
 from tilelab.runtime.launch import prepared as P
@@ -23,14 +24,14 @@ needs_311 = pytest.mark.skipif(sys.version_info < (3, 11),
 
 
 @pytest.fixture
-def bound(fake_libcuda, monkeypatch):
+def bound(fake_libcuda):
     """The native module bound to the fake libcuda, and the fake's recorder."""
-    monkeypatch.delenv("TILELAB_LAUNCH", raising=False)
-    native._reset()
-    mod = native.load(str(fake_libcuda))
-    assert mod is not None, native.status()
-    yield mod, recorder(fake_libcuda)
-    native._reset()
+    with config.override(launch="native"):
+        native._reset()
+        mod = native.load(str(fake_libcuda))
+        assert mod is not None, native.status()
+        yield mod, recorder(fake_libcuda)
+        native._reset()
 
 
 @pytest.fixture
@@ -80,8 +81,8 @@ def test_unavailable_and_off_fall_back(tmp_path, monkeypatch):
     assert native.status().startswith("unavailable (OSError: cannot load")
     assert "cuda-bindings" in native.status()
     native._reset()
-    monkeypatch.setenv("TILELAB_LAUNCH", "driver")
-    assert native.load() is None and native.status() == "off: TILELAB_LAUNCH=driver"
+    with config.override(launch="driver"):
+        assert native.load() is None and native.status() == "off: TILELAB_LAUNCH=driver"
     native._reset()
 
 
@@ -297,12 +298,12 @@ def test_the_c_path_leaves_the_rare_cases_to_python(nfake, monkeypatch):
     fut.wait()
 
 
-def test_hot_off_keeps_the_python_path(fake_libcuda, monkeypatch):
-    monkeypatch.setenv("TILELAB_HOT", "0")
+def test_hot_off_keeps_the_python_path(fake_libcuda):
     native._reset()
     mod = native.load(str(fake_libcuda))
     d = L.DriverPath()
-    d.use_native(mod)
+    with config.override(hot="0"):
+        d.use_native(mod)
     assert d.hot is None and d.native_launch is mod.launch and d.path == "native"
     assert d.why.endswith("; async launches on the Python path (TILELAB_HOT=0)")
     native._reset()

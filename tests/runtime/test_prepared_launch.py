@@ -16,6 +16,7 @@ import weakref
 import pytest
 
 import tilelab as tl
+from tilelab import config
 from tilelab.errors import BorrowError, LaunchError
 from tilelab.runtime import launch as L
 from tilelab.runtime.launch import prepared as P
@@ -106,13 +107,12 @@ class FakeGpu:
 
             from tilelab.runtime import native
 
-            monkeypatch.delenv("TILELAB_LAUNCH", raising=False)
-            monkeypatch.delenv("TILELAB_HOT", raising=False)
-            native._reset()
-            mod = native.load(str(lib))
-            assert mod is not None, native.status()
-            self.lib = recorder(lib)
-            d.use_native(mod)
+            with config.override(launch="native", hot=True):   # (read here only)
+                native._reset()
+                mod = native.load(str(lib))
+                assert mod is not None, native.status()
+                self.lib = recorder(lib)
+                d.use_native(mod)
             assert d.hot is not None and d.path == "native"
 
     @property

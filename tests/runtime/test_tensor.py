@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import tilelab.runtime.device as dev
 import tilelab.runtime.tensor as T
+from tilelab import config
 from tilelab.compiler.signature import ArraySpec
 from tilelab.errors import BorrowError, ConfigError, LaunchError
 from tilelab.runtime.ledger import LEDGER, LaunchRecord, unchecked
@@ -456,23 +457,24 @@ def test_device_probe_never_raises():
 
 
 @pytest.mark.skipif(dev.gpu_available(), reason="this machine has a usable GPU")
-def test_no_gpu_means_cpu_backend_and_clear_errors(monkeypatch):
-    monkeypatch.delenv("TILELAB_BACKEND", raising=False)
-    assert dev.gpu_unavailable_reason()
-    assert dev.backend() == "cpu" and dev.default_device() == "cpu"
-    assert T.zeros(2).device == "cpu"
-    assert dev.current_arch() is None
-    with pytest.raises(LaunchError, match="sm_80.*CUDA 13"):
-        T.zeros(2, device="cuda")
-    monkeypatch.setenv("TILELAB_BACKEND", "gpu")
-    with pytest.raises(LaunchError, match="TILELAB_BACKEND=gpu") as e:
-        dev.backend()
+def test_no_gpu_means_cpu_backend_and_clear_errors():
+    with config.override(backend="auto"):
+        assert dev.gpu_unavailable_reason()
+        assert dev.backend() == "cpu" and dev.default_device() == "cpu"
+        assert T.zeros(2).device == "cpu"
+        assert dev.current_arch() is None
+        with pytest.raises(LaunchError, match="sm_80.*CUDA 13"):
+            T.zeros(2, device="cuda")
+    with config.override(backend="gpu"):
+        with pytest.raises(LaunchError, match="TILELAB_BACKEND=gpu") as e:
+            dev.backend()
     assert dev.gpu_unavailable_reason() in str(e.value)
 
 
 def test_backend_override(monkeypatch):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    assert dev.backend() == "cpu" and T.zeros(1).device == "cpu"
+    with config.override(backend="cpu"):
+        assert dev.backend() == "cpu" and T.zeros(1).device == "cpu"
+    # (the variable itself: a value it does not take is refused where it is read)
     monkeypatch.setenv("TILELAB_BACKEND", "tpu")
     with pytest.raises(ConfigError, match="TILELAB_BACKEND='tpu' is not allowed; it takes "
                                           "auto, cpu, gpu"):
