@@ -12,7 +12,9 @@ tokens, this measures, in one run:
    replayed graph and of its plain launches, of transformers eager and of
    transformers with a static cache and ``torch.compile``; with ``--compare-fusion``
    also of the engine's decode step in its other form (RMSNorms fused into the GEMVs,
-   the default, or launched apart: ``--unfused``), same weights and tiles;
+   the default, or launched apart: ``--unfused``), same weights and tiles, and with
+   ``--compare-rope-attention`` of the step with ``StepConfig.fuse_rope_attention``
+   flipped (q/k norm + RoPE inside the one-pass attention: ``--rope-attention``);
 3. the fraction of the nominal HBM roofline: bytes per token (every weight but the
    embedding table, which counts only as a tied lm_head, plus the KV cache at the
    mean context) x tokens/s / the GPU's nominal bandwidth;
@@ -29,6 +31,7 @@ Usage::
 
     python benchmarks/decode.py --models 4b,8b --tokens 256
     python benchmarks/decode.py --tune-gemv --compare-fusion --no-compile
+    python benchmarks/decode.py --models 4b,8b --no-compile --compare-rope-attention
     python benchmarks/decode.py --dry-run
 """
 from __future__ import annotations
@@ -235,7 +238,8 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
               step_config: Any = None, tune: bool = False,
               table_from: str | None = None, compare_fusion: bool = False,
               one_pass_bns: tuple[int, ...] = (),
-              compare_prefetch: bool = False) -> dict[str, Any]:
+              compare_prefetch: bool = False,
+              compare_rope: bool = False) -> dict[str, Any]:
     """Everything measured for one model shape; transformers with torch.compile is
     skipped when fewer than 150 s are left before ``deadline`` (a perf_counter time);
     ``tune``: time the projection GEMVs' tiles first and decode with the winners;
@@ -244,7 +248,8 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     ``one_pass_bns``: keys per step of the one-pass attention to time in the step (the
     fastest is kept, :func:`_fastest_one_pass`); ``compare_prefetch``: replay the step
     with the projections' weight tiles loaded one and two ahead of their wait too
-    (:func:`decode_tune.compare_prefetch`)."""
+    (:func:`decode_tune.compare_prefetch`); ``compare_rope``: also time the step with
+    ``StepConfig.fuse_rope_attention`` flipped (:func:`other_form`)."""
     from tilelab.models.step_cost import decode_bytes_per_token
 
     t0 = time.perf_counter()
@@ -299,8 +304,12 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     res["step_cost"] = [r.to_dict() for r in engine.step_cost(prompt_len + 1)]
     res["fuse_norms"] = engine.step_config.fuse_norms
     res["launches_per_step"] = len(engine.decode_step().launches)
+    res["fuse_rope_attention"] = engine.step_config.fuse_rope_attention
     if compare_fusion:
         res["other_form"] = other_form(engine, prompt, tokens, runs, bandwidth)
+    if compare_rope:
+        res["rope_form"] = other_form(engine, prompt, tokens, runs, bandwidth,
+                                      "fuse_rope_attention")
     if compare_prefetch:
         res["prefetch"] = decode_tune.compare_prefetch(engine, prompt,
                                                        decode_graph.replay_us)
@@ -380,9 +389,11 @@ def _tuned(engine: Any, step_config: Any, device: str) -> tuple[Any, dict[str, A
 
 
 def other_form(engine: Any, prompt: list[int], tokens: int, runs: int,
-               bandwidth: float) -> dict[str, Any]:
-    """The engine's weights and tiles in the decode step's other form (norms fused into
-    the GEMVs, or launched apart): tokens/s of its replayed graph, its per-kernel
+               bandwidth: float, flag: str = "fuse_norms") -> dict[str, Any]:
+    """The engine's weights and tiles in the decode step's other form, the
+    ``StepConfig`` field ``flag`` flipped (``fuse_norms``: norms fused into the GEMVs,
+    or launched apart; ``fuse_rope_attention``: q/k norm and RoPE inside the attention,
+    or a kernel of their own): tokens/s of its replayed graph, its per-kernel
     breakdown, and how many greedy tokens it shares with the engine's form."""
     import dataclasses
 
@@ -390,10 +401,11 @@ def other_form(engine: Any, prompt: list[int], tokens: int, runs: int,
 
     cfg = engine.step_config
     other = Qwen3(engine.weights, max_tokens=engine.cache.capacity,
-                  step_config=dataclasses.replace(cfg, fuse_norms=not cfg.fuse_norms))
+                  step_config=dataclasses.replace(cfg, **{flag: not getattr(cfg, flag)}))
     n = min(CHECK_TOKENS, tokens)
     mine, theirs = engine.generate(prompt, n), other.generate(prompt, n)
-    res: dict[str, Any] = {"fuse_norms": not cfg.fuse_norms,
+    res: dict[str, Any] = {"flag": flag, flag: not getattr(cfg, flag),
+                           "fuse_norms": other.step_config.fuse_norms,
                            "launches_per_step": len(other.decode_step().launches),
                            "greedy_tokens": n,
                            "greedy_matching_prefix": shared_prefix(mine, theirs)}
@@ -401,7 +413,7 @@ def other_form(engine: Any, prompt: list[int], tokens: int, runs: int,
     res["kernels"] = kernel_breakdown(other, len(prompt) + 1, bandwidth)
     res["kernels_sum_us"] = sum(k["us_per_step"] for k in res["kernels"])
     res["graph_step_us"] = 1e6 / res["engine_graph"]["tok_s"]
-    _say(f"other form (fuse_norms={not cfg.fuse_norms}): "
+    _say(f"other form ({flag}={not getattr(cfg, flag)}): "
          f"{res['engine_graph']['tok_s']:.1f} tok/s")
     return res
 
@@ -416,7 +428,7 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
         save: str | None = None, step_config: Any = None,
         tune: bool = False, table_from: str | None = None,
         compare_fusion: bool = False, one_pass_bns: tuple[int, ...] = (),
-        compare_prefetch: bool = False) -> dict[str, Any]:
+        compare_prefetch: bool = False, compare_rope: bool = False) -> dict[str, Any]:
     """Run the benchmark and return the result dict (see the module docstring).
     ``dry_run`` uses the CPU backend and the tiny config; ``budget_s`` is the time the
     whole run should take (transformers with torch.compile is skipped when it would not
@@ -426,7 +438,8 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
     GEMVs or not: ``StepConfig.fuse_norms``), with the same weights and tiles;
     ``one_pass_bns``: one-pass attention keys per step to time in the step (fastest kept);
     ``compare_prefetch``: the step with one and two weight tiles loaded ahead of the
-    projections' waits, beside the chosen tiles.
+    projections' waits, beside the chosen tiles; ``compare_rope``: the step with and
+    without ``StepConfig.fuse_rope_attention``, same weights and tiles.
 
     Example:
         >>> r = run(dry_run=True, tokens=3, prompt=4, runs=1)       # doctest: +SKIP
@@ -450,7 +463,7 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
         result["models"].append(run_model(name, device, prompt, tokens, runs, compile_hf,
                                           bandwidth, deadline, step_config, tune,
                                           table_from, compare_fusion, one_pass_bns,
-                                          compare_prefetch))
+                                          compare_prefetch, compare_rope))
         _save(result, save)
     result["attention_vs_sdpa"] = attention_vs_sdpa(contexts, device)
     _save(result, save)
@@ -496,10 +509,12 @@ def summary(result: dict[str, Any]) -> str:
         lines.append("    most time: " + ", ".join(
             f"{k['kernel']} {k['us_per_step']:.0f} us ({100 * k['share_of_step']:.0f}%)"
             for k in top))
-        o = m.get("other_form")
-        if o:
-            lines.append(f"    other form ({o['launches_per_step']} launches, fuse_norms="
-                         f"{o['fuse_norms']}): {o['engine_graph']['tok_s']:.1f} tok/s, "
+        for o in (m.get("other_form"), m.get("rope_form")):
+            if not o:
+                continue
+            flag = o.get("flag", "fuse_norms")
+            lines.append(f"    other form ({o['launches_per_step']} launches, {flag}="
+                         f"{o[flag]}): {o['engine_graph']['tok_s']:.1f} tok/s, "
                          f"{o['graph_step_us']:.0f} us replayed, kernels alone "
                          f"{o['kernels_sum_us']:.0f} us; greedy tokens shared "
                          f"{o['greedy_matching_prefix']}/{o['greedy_tokens']}")
@@ -512,8 +527,8 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def _step_config(ap: argparse.ArgumentParser, gemv: str | None, splits: int | None,
-                 fuse_norms: bool = True) -> Any:
-    if gemv is None and splits is None and fuse_norms:
+                 fuse_norms: bool = True, rope: bool = False) -> Any:
+    if gemv is None and splits is None and fuse_norms and not rope:
         return None
     from tilelab.kernels.decode_gemv import GemvConfig
     from tilelab.models.decode_step import StepConfig
@@ -525,7 +540,8 @@ def _step_config(ap: argparse.ArgumentParser, gemv: str | None, splits: int | No
             cfg = GemvConfig(bn=bn, bk=bk)
         except ValueError as e:
             ap.error(f"--gemv {gemv!r}: give two powers of two, rows,K ({e})")
-    return StepConfig(gemv=cfg, attn_splits=splits, fuse_norms=fuse_norms)
+    return StepConfig(gemv=cfg, attn_splits=splits, fuse_norms=fuse_norms,
+                      fuse_rope_attention=rope)
 
 
 def _ints(ap: argparse.ArgumentParser, flag: str, text: str | None) -> tuple[int, ...]:
@@ -576,6 +592,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--compare-fusion", action="store_true",
                     help="also time the step's other form (norms fused or not), same "
                          "weights and tiles")
+    ap.add_argument("--rope-attention", action="store_true",
+                    help="decode with the q/k norm and RoPE inside the one-pass "
+                         "attention (StepConfig.fuse_rope_attention: 5 kernels per layer)")
+    ap.add_argument("--compare-rope-attention", action="store_true",
+                    help="also time the step with fuse_rope_attention flipped, same "
+                         "weights and tiles, with its per-kernel breakdown")
     ap.add_argument("--compare-prefetch", action="store_true",
                     help="also replay the step with the projections loading one and two "
                          "weight tiles before their wait")
@@ -604,9 +626,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"decode_{gpu.replace(' ', '_')}_{datetime.date.today()}.json")
     result = run(models, tokens=tokens, prompt=prompt, runs=runs, dry_run=a.dry_run,
                  compile_hf=not a.no_compile, budget_s=a.budget, save=out,
-                 step_config=_step_config(ap, a.gemv, a.attn_splits, not a.unfused),
+                 step_config=_step_config(ap, a.gemv, a.attn_splits, not a.unfused,
+                                          a.rope_attention),
                  tune=a.tune_gemv, table_from=a.gemv_table,
                  compare_fusion=a.compare_fusion, compare_prefetch=a.compare_prefetch,
+                 compare_rope=a.compare_rope_attention,
                  one_pass_bns=_ints(ap, "--one-pass-bn", a.one_pass_bn))
     print(summary(result))
     if out:

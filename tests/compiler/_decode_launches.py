@@ -14,6 +14,7 @@ import math
 
 from tilelab.kernels import decode as dk
 from tilelab.kernels import decode_gemv as dg
+from tilelab.kernels import decode_rope_attention as dra
 from tilelab.kernels import sampling as ks
 from tilelab.kernels._host import hinted
 from tilelab.kernels.rope import rope_tables
@@ -40,7 +41,21 @@ def _attention_launches(pos, cache_k, cache_v) -> dict:
     q_rot, attn = _t((HK, G, D)), _t(nq)
     po, plse = _t((HK, SPLITS, G * D), "float32"), _t((HK, SPLITS, G), "float32")
     chunk = 1 << (SPLITS - 1).bit_length()
+    kv_new, kv_prev = _t((HK, 2, D)), _t((HK, 2, D))
+    k_prev, v_prev = _t((HK, S, D)), _t((HK, S, D))
+
+    def rope_attention(prev):
+        return (dra.rope_attention_kernel, (
+            attn.reshape(HK, G, D).partition((1, GC, D)), kv_new.partition((1, 2, D)),
+            k_prev.partition((1, S, D)), v_prev.partition((1, S, D)), q3, k2, v2, kc, vc,
+            kv_prev, _t(D), _t(D), cos, sin, pos, 1e-6, dk.LOG2E / math.sqrt(D), BN, D,
+            prev))
+
     return {
+        "rope_attention": rope_attention(1),
+        "rope_attention_first_layer": rope_attention(0),
+        "kv_store": (dra.kv_store_kernel, (k_prev.partition((1, S, D)),
+                                           v_prev.partition((1, S, D)), kv_new, pos)),
         "qk_norm_rope_cache": (dk.qk_norm_rope_cache_kernel, (
             q_rot.partition((1, GP, D)), kc.partition((1, S, D)), vc.partition((1, S, D)),
             q3, k2, v2, _t(D), _t(D), cos, sin, pos, 1e-6, D)),
