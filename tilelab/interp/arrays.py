@@ -73,24 +73,39 @@ def index_value(x: Any, what: str, *, signed: bool = True) -> int:
             raise compile_error(f"{what}: Expected a {kind} scalar, but given value has type "
                                 f"{x._dt}{x.shape}")
         return int(x._v)
+    if isinstance(x, float) and signed:   # a float constant: cuTile names its type
+        raise compile_error(f"{what}: Expected a signed integer scalar, but got "
+                            f"Tile[float32,()]")
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise compile_error(f"{what}: Expected an integer scalar, got {x!r}")
     return int(x)
+
+
+def _is_constant(x: Any) -> bool:
+    """Whether an index is a compile-time constant (a Python int or a constant scalar)."""
+    if isinstance(x, Tile):
+        return x._c and x.ndim == 0
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 class Array:
     """A global array as seen inside a kernel (``x.shape``, ``x.dtype``, ``x.slice``...).
 
     ``shape`` and ``strides`` are tuples of int32 scalars (run-time values, as in cuTile;
-    dimensions annotated with ``ArrayAnnotation(static_shape_dims=...)`` are Python ints).
+    dimensions annotated with ``ArrayAnnotation(static_shape_dims=...)`` are Python ints,
+    and so is the extent of an axis that ``slice`` cut with constant bounds).
     """
 
-    __slots__ = ("_root", "_data", "_origin")
+    __slots__ = ("_root", "_data", "_origin", "_static")
 
-    def __init__(self, root: ArgRoot, data: np.ndarray, origin: tuple[int, ...]):
+    def __init__(self, root: ArgRoot, data: np.ndarray, origin: tuple[int, ...],
+                 static: tuple[bool, ...] | None = None):
         self._root = root
         self._data = data
         self._origin = origin
+        # which dimensions have a compile-time extent (the argument's annotation, then
+        # what slices with constant bounds made static)
+        self._static = root.static_shape if static is None else static
         if root.dtype.min_sm and not supported(root.dtype):   # fp8 before sm_90
             self.__class__ = UnsupportedArray
 
@@ -112,9 +127,7 @@ class Array:
     @property
     def shape(self) -> tuple:
         """Dimensions as int32 scalars (Python ints for static dimensions)."""
-        shape = _DATA.__get__(self).shape
-        static = self._root.static_shape if shape == self._root.data.shape else ()
-        return self._index_tuple(shape, static)
+        return self._index_tuple(_DATA.__get__(self).shape, self._static)
 
     @property
     def strides(self) -> tuple:
@@ -129,11 +142,12 @@ class Array:
         ax = normalize_axis(constant_int(axis, "axis"), self.ndim)
         lo = index_value(start, "start")
         hi = index_value(stop, "stop")
-        if type(start) is int and start < 0:
+        const_lo, const_hi = _is_constant(start), _is_constant(stop)
+        if const_lo and lo < 0:
             raise compile_error("Slice start must be non-negative")
-        if type(stop) is int and stop < 0:
+        if const_hi and hi < 0:
             raise compile_error("Slice stop must be non-negative")
-        if type(start) is int and type(stop) is int and stop < start:
+        if const_lo and const_hi and hi < lo:
             raise compile_error("Slice stop must be greater than or equal to start")
         n = self._data.shape[ax]
         if not (0 <= lo <= hi <= n) or (lo == n and n > 0 and hi > lo):
@@ -144,7 +158,10 @@ class Array:
         sl[ax] = slice(lo, hi)
         origin = list(self._origin)
         origin[ax] += lo
-        return Array(self._root, self._data[tuple(sl)], tuple(origin))
+        # cuTile: constant bounds give the sliced axis a compile-time extent (stop - start)
+        static = [i < len(self._static) and self._static[i] for i in range(self.ndim)]
+        static[ax] = const_lo and const_hi
+        return Array(self._root, self._data[tuple(sl)], tuple(origin), tuple(static))
 
     def tiled_view(self, tile_shape: Any, *, padding_mode: Any = PaddingMode.UNDETERMINED,
                    traversal_steps: Any = None) -> "TiledView":

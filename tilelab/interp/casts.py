@@ -13,28 +13,35 @@ import numpy as np
 from cuda.tile import RoundingMode
 from tilelab.interp import _cutile
 from tilelab.interp.context import compile_error, unsupported
-from tilelab.interp.dtypes import BOOL, as_dtype, is_loose, loose_dtype
+from tilelab.interp.dtypes import BOOL, TileDType, as_dtype, is_loose, loose_dtype
 from tilelab.interp.elementwise import const_array, is_const, operand
 from tilelab.interp.rounding import convert
-from tilelab.interp.tile import Tile
+from tilelab.interp.tile import Tile, values_of
 
-__all__ = ["construct", "astype", "bitcast"]
+__all__ = ["construct", "astype", "bitcast", "fold_constant", "python_value"]
 
 
-def construct(dtype: Any, value: Any) -> Tile:
+def construct(dtype: Any, value: Any = 0) -> Tile:
     """``ct.int16(2)`` / ``ct.float32(x)``: a strictly typed scalar of ``dtype``.
 
-    Constants are converted like Python's ``int()``/``float()``/``bool()`` (then wrapped or
-    rounded into the dtype); a scalar tile is converted with ``astype``.
+    Constants (strings and ``None`` too, as in cuTile: ``ct.float32("-inf")``; no argument
+    means 0) are converted like Python's ``int()``/``float()``/``bool()``, then wrapped or
+    encoded into the dtype as cuTile's compiler folds them; a scalar tile is converted with
+    ``astype`` (a constant one is folded the same way). float4_e2m1fn, whose values are not
+    whole bytes, is no constructor in cuTile.
     """
     dt = as_dtype(dtype)
-    if is_loose(value):
+    if dt.bitwidth % 8:
+        raise compile_error(f"Cannot call an object of type DTypeSpec(dtype={dt!r})")
+    if is_loose(value) or isinstance(value, str) or value is None:
         py = bool if dt is BOOL else int if dt.kind in "iu" else float
         try:
             v = py(value)
         except (ValueError, TypeError, OverflowError):
             raise compile_error(f"Invalid argument type for {dt}") from None
         return Tile(const_array(v, dt), dt, True)
+    if isinstance(value, Tile) and value._c and value.ndim == 0:
+        return astype(value, dt)    # folded (see astype)
     vals, src = operand(value)
     if vals.ndim != 0:
         raise compile_error(f"{dt}(): expected a scalar value, but given value has shape "
@@ -44,9 +51,15 @@ def construct(dtype: Any, value: Any) -> Tile:
 
 def astype(x, dtype, /, *, rounding_mode=None):
     """Convert to ``dtype``: floats round to nearest even unless ``rounding_mode`` says
-    otherwise; float -> int truncates and saturates; fp8 conversions saturate."""
+    otherwise; float -> int truncates and saturates; fp8 conversions saturate. A scalar
+    constant is folded as cuTile folds it (:func:`fold_constant`), even one of a dtype the
+    target does not compute with (``ct.float64(ct.float8_e8m0fnu(0.2))`` compiles for
+    sm_90: the float8 value never exists on the GPU)."""
     dst = as_dtype(dtype)
-    xv, xd = operand(x)
+    if isinstance(x, Tile) and x._c and x.ndim == 0:
+        xv, xd = values_of(x), x._dt
+    else:
+        xv, xd = operand(x)
     if xd is None:
         xd = loose_dtype(xv)
         xv = const_array(xv, xd)
@@ -61,17 +74,41 @@ def astype(x, dtype, /, *, rounding_mode=None):
     m = x._m if isinstance(x, Tile) else None
     if xd is dst:
         return Tile(xv, xd, c, m)
+    mode = RoundingMode.RN if rounding_mode is None else rounding_mode
     if ftof:
         modes = _cutile.ftof_rounding_modes(xd.real, dst.real)
         if modes is None:
             raise compile_error(f"float conversion from {xd} to {dst} is not supported")
-        mode = RoundingMode.RN if rounding_mode is None else rounding_mode
         if mode not in modes:
             raise compile_error(
                 f"rounding_mode={mode} is not supported for conversion from {xd} to {dst}, "
                 f"supported rounding modes for this conversion are {modes}")
-        return Tile(convert(xv, xd, dst, None if mode is RoundingMode.RN else mode), dst, c, m)
-    return Tile(convert(xv, xd, dst), dst, c, m)
+    if c and np.ndim(xv) == 0 and mode is RoundingMode.RN:
+        return Tile(fold_constant(xv, xd, dst), dst, True, m)
+    return Tile(convert(xv, xd, dst, None if mode is RoundingMode.RN else mode), dst, c, m)
+
+
+def fold_constant(value: np.ndarray, src: TileDType, dst: TileDType) -> np.ndarray:
+    """A scalar constant converted as cuTile's compiler folds it: through Python's
+    ``bool()``/``int()``/``float()`` (so a float constant truncates and then wraps into an
+    integer dtype, where a run-time conversion saturates), then encoded in ``dst`` (see
+    :func:`tilelab.interp.elementwise.const_array`)."""
+    py = python_value(value, src)
+    target = bool if dst is BOOL else int if dst.kind in "iu" else float
+    try:
+        folded = target(py)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise compile_error(f"cannot convert the constant {py!r} to {dst}: {e}") from None
+    return const_array(folded, dst)
+
+
+def python_value(value: np.ndarray, dtype: TileDType) -> bool | int | float:
+    """The Python value of a scalar of ``dtype`` (bfloat16 and fp8 included)."""
+    if dtype is BOOL:
+        return bool(value)
+    if dtype.kind in "iu":
+        return int(value)
+    return float(np.asarray(value).astype(np.float64))
 
 
 def bitcast(x, /, dtype):

@@ -93,7 +93,7 @@ class TileDType:
     def __str__(self) -> str:
         return self.name
 
-    def __call__(self, value: Any, /) -> Any:
+    def __call__(self, value: Any = 0, /) -> Any:
         """``ct.int16(2)``: a strictly typed scalar of this dtype (see ``astype``)."""
         from tilelab.interp.casts import construct
         return construct(self, value)

@@ -7,7 +7,9 @@ first (``truediv`` of integers gives float32), and the errors are the compiler's
 Numerics follow the GPU: integer ops wrap, ``//`` and ``%`` round toward negative infinity
 (Python style, which cuTile implements on top of C-style division), float16 and bfloat16
 ops are computed in float32 and rounded once (which is exact for + - * / sqrt),
-directed rounding modes are honoured, and ``flush_to_zero`` flushes float32 subnormals.
+a float ``//`` divides in the operands' dtype (and rounding mode) and then floors, as
+cuTile's ``DivFOp`` + ``FloorOp`` do (float16 ``93.5 // 4.453`` is 21, not the floor of
+the float32 quotient 20.996), directed rounding modes are honoured, and ``flush_to_zero`` flushes float32 subnormals.
 """
 from __future__ import annotations
 
@@ -53,7 +55,12 @@ _CONSTS: dict[tuple, np.ndarray] = {}
 
 
 def const_array(value: bool | int | float, dtype: TileDType) -> np.ndarray:
-    """A 0-d array of ``dtype`` holding a Python constant (integers wrap, floats round).
+    """A 0-d array of ``dtype`` holding a Python constant, as cuTile's compiler folds it:
+    integers wrap, floats round to nearest even with cuTile's own encoder, so overflow
+    gives inf (NaN in float8_e4m3fn, which has no inf; cuTile folds constants without
+    the ``.satfinite`` of run-time conversions) and 0 in float8_e8m0fnu is 2^-127 (0x00);
+    a value the format cannot hold (a negative in float8_e8m0fnu) is a CompileError with
+    cuTile's message.
 
     The result is read-only and cached (a bf16 padding value or a ``0.5`` costs one
     correctly rounded conversion per launch of the interpreter process, not per use).
@@ -71,8 +78,14 @@ def const_array(value: bool | int | float, dtype: TileDType) -> np.ndarray:
         if dtype.kind == "i" and v >= 1 << (bits - 1):
             v -= 1 << bits
         out = np.asarray(v, dtype=dtype.storage)
-    else:
+    elif dtype is FLOAT64 or dtype.storage is None:
         out = convert(np.asarray(float(value), dtype=np.float64), FLOAT64, dtype)
+    else:   # encoded as cuTile's compiler encodes constants (0 -> 0x00 in float8_e8m0fnu)
+        try:
+            exact = _cutile.constant_float_value(value, dtype.real)
+        except ValueError as e:
+            raise compile_error(str(e)) from None
+        out = np.asarray(exact, dtype=np.float64).astype(dtype.storage)
     out = np.array(out, copy=True)
     out.setflags(write=False)
     if len(_CONSTS) < 4096 and value == value:  # (NaN keys never match)
@@ -171,13 +184,9 @@ def require_bool_flag(value: Any, name: str) -> bool:
 
 # ---- float kernels --------------------------------------------------------------------------
 
-def _floor_div(a, b):
-    return np.floor(np.true_divide(a, b))
-
-
 _FLOAT_BINARY: dict[str, Callable] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
-    "floordiv": _floor_div, "mod": np.remainder, "pow": np.power, "atan2": np.arctan2,
+    "mod": np.remainder, "pow": np.power, "atan2": np.arctan2,
 }
 
 
@@ -240,6 +249,11 @@ def float_binary(fn: str, a: np.ndarray, b: np.ndarray, dtype: TileDType,
              ("max", True): np.maximum, ("max", False): np.fmax}[(fn, propagate_nan)]
         return convert(f(a, b), FLOAT32 if a.dtype == np.float32 else FLOAT64, dtype) \
             if dtype is not FLOAT64 else f(a, b)
+    if fn == "floordiv":   # cuTile: DivFOp in the tile dtype (and mode), then FloorOp
+        q = float_binary("truediv", a, b, dtype, mode, ftz, propagate_nan)
+        if q.dtype in (np.float32, np.float64):
+            return np.floor(q)
+        return np.floor(q.astype(np.float32)).astype(q.dtype)   # exact: q is integral-safe
     op = _FLOAT_BINARY[fn]
     directed = mode in DIRECTED_MODES
     if dtype is FLOAT64:

@@ -107,7 +107,7 @@ def normalize_axis(axis: int, ndim: int) -> int:
     """``axis`` made non-negative, or CompileError when out of range."""
     a = axis + ndim if axis < 0 else axis
     if not 0 <= a < ndim:
-        raise compile_error(f"Axis {axis} is out of range for rank {ndim}")
+        raise compile_error(f"Axis {axis} is out of range for rank {ndim}'")  # (cuTile's ')
     return a
 
 
@@ -332,7 +332,8 @@ def full(shape: Any, fill_value: Any, dtype: Any) -> Tile:
     if np.ndim(v) != 0:
         raise compile_error(f"Expected a scalar or a 0D tile for fill_value, but given value "
                             f"has shape {np.shape(v)}")
-    return Tile(np.broadcast_to(values_of(astype(Tile(v, d), dt)), sh), dt)
+    fill = fill_value if isinstance(fill_value, Tile) else Tile(v, d)  # (constants fold)
+    return Tile(np.broadcast_to(values_of(astype(fill, dt)), sh), dt)
 
 
 def zeros(shape: Any, dtype: Any) -> Tile:
