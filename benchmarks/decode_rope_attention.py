@@ -139,8 +139,10 @@ def _tensors(context: int, device: str, seed: int = 0) -> dict[str, Any]:
     return t
 
 
-def _launchers(t: dict[str, Any], bn: int) -> dict[str, Any]:
-    """The three forms as callables that enqueue without waiting."""
+def _launchers(t: dict[str, Any], bn: int, stream: Any = None) -> dict[str, Any]:
+    """The three forms as callables that enqueue on ``stream`` without waiting (None:
+    tilelab's default; the GPU run passes torch's current stream, where ``ct.launch``
+    runs the raw twin, so one pair of events brackets each form)."""
     import tilelab as tl
     from tilelab.kernels.decode import (decode_attention_kernel,
                                         qk_norm_rope_cache_kernel)
@@ -162,21 +164,20 @@ def _launchers(t: dict[str, Any], bn: int) -> dict[str, Any]:
         qk_norm_rope_cache_kernel.launch_async(
             w["q_rot"].partition((1, gp, D)), w["kc"].partition((1, CAPACITY, D)),
             w["vc"].partition((1, CAPACITY, D)), w["q"], w["k"], w["v"], w["q_norm"],
-            w["k_norm"], w["cos"], w["sin"], w["pos"], 1e-6, D)
+            w["k_norm"], w["cos"], w["sin"], w["pos"], 1e-6, D, stream=stream)
         return decode_attention_kernel.launch_async(
             w["o"].partition((1, gc, D)), w["q_rot"], w["kc"], w["vc"], w["pos"], scale,
-            bn, D)
+            bn, D, stream=stream)
 
     def raw():
         if w["o"].device == "cpu":
             tl.interpret(raw_rope_attention, *raw_args, grid=(HKV, 1, 1), trace=False)
             return None
-        import torch
-
-        ct.launch(torch.cuda.current_stream(), (HKV, 1, 1), raw_rope_attention, raw_args)
+        ct.launch(stream, (HKV, 1, 1), raw_rope_attention, raw_args)
         return None
 
-    return {"safe": lambda: rope_attention_kernel.launch_async(*safe_args), "raw": raw,
+    return {"safe": lambda: rope_attention_kernel.launch_async(*safe_args, stream=stream),
+            "raw": raw,
             "plain_pair": plain}
 
 
@@ -193,7 +194,8 @@ def compare(contexts: tuple[int, ...] = (129, 384), device: str | None = None,
     rows = []
     for ctx in contexts:
         t = _tensors(ctx, device, seed=ctx)
-        run = _launchers(t, bn)
+        stream = torch.cuda.current_stream() if device == "gpu" else None
+        run = _launchers(t, bn, stream)
         row: dict[str, Any] = {"context": ctx, "bn": bn}
         outs = {}
         for name, fn in run.items():
@@ -206,13 +208,13 @@ def compare(contexts: tuple[int, ...] = (129, 384), device: str | None = None,
         for name in ("raw", "plain_pair"):
             row[f"{name}_max_abs_diff"] = float((outs[name] - outs["safe"]).abs().max())
         reps = 3 if device == "cpu" else rep
-        stream = torch.cuda.current_stream() if device == "gpu" else None
         for name, fn in run.items():
             row[f"{name}_us"] = tl.bench(fn, warmup=3, rep=reps, stream=stream,
                                          name=f"rope_attention/{name}").median * 1e6
+        graphed = _launchers(t, bn)     # recorded on the graph's own stream
         for name in ("safe", "plain_pair"):
             with tl.graph() as g:
-                run[name]()
+                graphed[name]()
             row[f"{name}_graph_us"] = tl.bench(g.replay, warmup=3, rep=reps,
                                                name=f"rope_attention/{name}_graph"
                                                ).median * 1e6
