@@ -7,6 +7,7 @@ the class cuTile raises for the same kernel, and the tilelab class.
 from __future__ import annotations
 
 import pickle
+from typing import Annotated
 
 import numpy as np
 import pytest
@@ -132,3 +133,14 @@ def test_with_foreign_class_keeps_message_location_hint_and_pickles():
     assert type(with_foreign_class(CompileError("x"), ct.TileValueError)) is type(e)
     assert with_foreign_class(e, CompileError) is e
     assert type(with_foreign_class(LaunchError("x"), None)) is LaunchError
+
+
+def test_a_static_axis_out_of_range_is_a_value_error_in_cutiles_words():
+    @ct.kernel
+    def bad(x: Annotated[ct.Array, ct.ArrayAnnotation(static_shape_dims=(5,))]):
+        pass
+
+    with pytest.raises(ValueError, match="static_shape_dims contains axis 5") as info:
+        interpret(bad, np.zeros((4, 8), np.float32), grid=(1,))
+    assert isinstance(info.value, LaunchError)
+    assert info.value.hint == "name axes from -2 to 1 in static_shape_dims"

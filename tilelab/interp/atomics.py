@@ -90,11 +90,19 @@ def tiled_view_atomic(mode: str, view: TiledView, index: Any, update: Any) -> No
     arr.trace("atomic", op, box, box_size(box))
 
 
-def _apply_rmw(arr: Array, coords: tuple, new_fn, op: str) -> np.ndarray:
-    """Apply ``new_fn(old) -> new`` at ``coords`` lane by lane; returns the old values."""
+def _apply_rmw(arr: Array, coords: tuple, lanes: np.ndarray, new_fn, op: str) -> np.ndarray:
+    """Apply ``new_fn(old, lane) -> new`` at ``coords`` (the element of each active lane)
+    lane by lane; returns the old values, one per active lane."""
     data = arr._data
-    if not coords or coords[0].size == 0:
+    count = int(np.count_nonzero(lanes))
+    if count == 0:
         return np.empty((0,), data.dtype)
+    if data.ndim == 0:   # no coordinates: every active lane updates the one element
+        old = np.empty((count,), data.dtype)
+        for lane in range(count):
+            old[lane] = data[()]
+            assign(arr, (), new_fn(np.asarray(data[()]), lane), op)
+        return old
     flat = np.ravel_multi_index(coords, data.shape)
     if np.unique(flat).size == flat.size:
         old = np.array(data[coords], copy=True)
@@ -124,7 +132,8 @@ def _atomic_rmw(mode: str, array: Any, indices: Any, update: Any, check_bounds: 
     lanes = active_lanes(arr, idx, shape, as_flag(check_bounds, "check_bounds"), None, op)
     coords = trace_lanes(arr, "atomic", op, idx, lanes)
     lane_upd = upd[lanes]
-    old = _apply_rmw(arr, coords, lambda o, k: _combine(mode, o, lane_upd[k], arr.dtype), op)
+    old = _apply_rmw(arr, coords, lanes,
+                     lambda o, k: _combine(mode, o, lane_upd[k], arr.dtype), op)
     out = np.zeros(shape, arr._data.dtype)
     out[lanes] = old
     if mode == "xchg" and old.size:
@@ -195,7 +204,7 @@ def atomic_cas(array, indices, expected, desired, /, *, check_bounds=True,
         same = np.asarray(old).view(uint) == np.asarray(e[k]).view(uint)
         return np.where(same, dsr[k], old)
 
-    old = _apply_rmw(arr, coords, swap, op)
+    old = _apply_rmw(arr, coords, lanes, swap, op)
     out = np.array(exp, copy=True)
     out[lanes] = old
     if old.size:

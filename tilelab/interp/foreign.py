@@ -64,8 +64,9 @@ def numpy_view(value: Any) -> np.ndarray:
     """A numpy array sharing the memory of a CPU array-like (``__dlpack__`` or
     ``__array_interface__``), of any dtype ``ml_dtypes`` knows (bf16, fp8...).
 
-    Raises BufferError/TypeError when the object lives on a GPU or has a dtype numpy
-    cannot view (complex, packed 4-bit).
+    A torch tensor that requires grad is viewed through ``detach()`` (the same memory),
+    as cuTile launches take such tensors. Raises BufferError/TypeError when the object
+    lives on a GPU or has a dtype numpy cannot view (complex, packed 4-bit).
 
     Example:
         >>> import numpy as np
@@ -75,6 +76,11 @@ def numpy_view(value: Any) -> np.ndarray:
     """
     if not hasattr(value, "__dlpack__"):
         return np.asarray(value)
+    if getattr(value, "requires_grad", False) is True and hasattr(value, "detach"):
+        # torch refuses to export a tensor that autograd tracks; cuTile launches take
+        # its memory as it is (a kernel called inside an autograd.Function's forward):
+        # the detached tensor is the same memory, so writes still land in ``value``
+        value = value.detach()
     try:
         return np.from_dlpack(value)
     except (BufferError, TypeError, RuntimeError, ValueError) as e:

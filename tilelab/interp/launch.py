@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import os
 import types
 import weakref
 from typing import Any, Callable, Sequence, TextIO
@@ -181,8 +182,10 @@ class _Binder:
         static_strides: tuple[bool, ...] = ()
         if ann is not None:
             index_dtype = as_dtype(ann.index_dtype)
-            static_shape = _static_mask(ann.static_shape_dims, value.ndim, name)
-            static_strides = _static_mask(ann.static_stride_dims, value.ndim, name)
+            static_shape = _static_mask(ann.static_shape_dims, value.ndim, name,
+                                        "static_shape_dims")
+            static_strides = _static_mask(ann.static_stride_dims, value.ndim, name,
+                                          "static_stride_dims")
         if index_dtype is INT32 and any(n > 2**31 - 1 for n in value.shape):
             raise LaunchError(f"argument '{name}' has a dimension beyond int32",
                               hint="annotate the parameter with ct.IndexedWithInt64")
@@ -224,12 +227,14 @@ def _array_like(value: Any) -> bool:
     return hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")
 
 
-def _static_mask(dims: Sequence[int], ndim: int, name: str) -> tuple[bool, ...]:
+def _static_mask(dims: Sequence[int], ndim: int, name: str, what: str) -> tuple[bool, ...]:
     mask = [False] * ndim
     for d in dims:
-        if not -ndim <= d < ndim:
-            raise LaunchError(f"argument '{name}': static axis {d} is out of range for rank "
-                              f"{ndim}")
+        if not -ndim <= d < ndim:   # (cuTile's launch: a ValueError in these words)
+            raise LaunchError(f"argument '{name}': {what} contains axis {d}, which is out "
+                              f"of range for an array of rank {ndim}",
+                              hint=f"name axes from {-ndim} to {ndim - 1} in {what}",
+                              foreign=ValueError)
         mask[d % ndim] = True
     return tuple(mask)
 
@@ -255,16 +260,50 @@ def _block_order(total: int, order: str, seed: int | None,
     return ids, sampled
 
 
-def _as_compile_error(exc: Exception, state: context.LaunchState) -> CompileError:
-    """A Python error raised by kernel code, at the innermost line of tile code: an
+_INTERP_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _raised_inside_interpreter(exc: BaseException, state: context.LaunchState
+                               ) -> str | None:
+    """The interpreter function in which ``exc`` was raised, when it was not raised by the
+    kernel's own code (an interpreter failure, e.g. a numpy error inside an op); None
+    otherwise. A failed attribute lookup (``ct.no_such_op``) is the kernel's."""
+    tile_globals = state.tile_globals
+    tb = exc.__traceback__
+    last = None   # the innermost frame of the kernel's code or of the interpreter's
+    while tb is not None:           # (library frames, numpy's, are skipped)
+        frame = tb.tb_frame
+        if id(frame.f_globals) in tile_globals or \
+                frame.f_code.co_filename.startswith(_INTERP_DIR):
+            last = frame
+        tb = tb.tb_next
+    if last is None or id(last.f_globals) in tile_globals or \
+            not last.f_code.co_filename.startswith(_INTERP_DIR):
+        return None
+    if last.f_code.co_name == "__getattr__":
+        return None
+    return last.f_code.co_name
+
+
+def _as_compile_error(exc: Exception, state: context.LaunchState) -> TilelabError:
+    """A Python error raised while a block ran, at the innermost line of tile code: an
     undefined name is a :class:`~tilelab.interp.context.KernelNameError` (a NameError);
-    other errors are what cuTile reports when compiling."""
+    an error raised inside the interpreter itself is a LaunchError saying so (the
+    interpreter failed; cuTile may well accept the kernel); other errors are what cuTile
+    reports when compiling."""
     loc = None
     tb = exc.__traceback__
     while tb is not None:
         if id(tb.tb_frame.f_globals) in state.tile_globals:
             loc = context.location_of_frame(tb.tb_frame, tb.tb_lasti)
         tb = tb.tb_next
+    inside = _raised_inside_interpreter(exc, state)
+    if inside is not None and not isinstance(exc, (NameError, RecursionError)):
+        return LaunchError(f"the CPU interpreter failed in {inside}() while running this "
+                           f"line ({type(exc).__name__}: {exc}); this is a failure of the "
+                           f"interpreter, not a refusal of the kernel", location=loc,
+                           hint="report it to tilelab with the kernel; the GPU backend "
+                                "runs what cuTile compiles")
     if isinstance(exc, NameError):
         missing = getattr(exc, "name", None)
         what = f"'{missing}'" if missing else "the name"

@@ -104,7 +104,9 @@ def print_(*args, sep=" ", end="\n") -> None:
 
 
 def assert_(cond, /, message=None) -> None:
-    """Fail the launch (LaunchError) when any element of the bool tile ``cond`` is False."""
+    """Fail the launch (LaunchError) when any element of the bool tile ``cond`` is False,
+    after printing the failure to the device output, as the GPU does (its kernel prints
+    and traps, and the launch fails)."""
     v, d = operand(cond, "cond")
     if d is None:
         d = loose_dtype(v)
@@ -117,6 +119,7 @@ def assert_(cond, /, message=None) -> None:
         bad = np.argwhere(~np.asarray(v, bool))
         if np.ndim(v):
             text += f" (first failing element {tuple(int(i) for i in bad[0])})"
+        _emit(f"\n{text}\n" if getattr(current(), "pending_output", "") else f"{text}\n")
         raise launch_error(text)
 
 
