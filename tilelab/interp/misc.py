@@ -8,6 +8,7 @@ int32 scalars (cuTile's loop induction variables are run-time int32 values), ``m
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import sys
 from typing import Any, Iterator
 
@@ -68,18 +69,32 @@ def flush_output() -> None:
 
 
 def _device_repr(x: Any) -> str:
-    if isinstance(x, str):
-        return repr(x)
-    return _device_str(x)
-
-
-def _device_str(x: Any) -> str:
+    """``repr`` as cuTile's device print spells it: a tile is its values (so is a tile
+    inside a tuple or a dataclass, through :meth:`Tile.__repr__` while a kernel runs), a
+    string is quoted, a dataclass without a ``repr`` is ``<Name object>``; a custom
+    ``__str__`` is not used (a tuple of dataclasses shows their reprs)."""
     if isinstance(x, Tile):
         return format_tile(x, "")
     if isinstance(x, tuple):
         inner = ", ".join(_device_repr(i) for i in x)
         return f"({inner},)" if len(x) == 1 else f"({inner})"
+    if _is_dataclass_instance(x) and type(x).__repr__ is object.__repr__:
+        return f"<{type(x).__name__} object>"
+    return repr(x)
+
+
+def _device_str(x: Any) -> str:
+    """``str`` as cuTile's device print spells it: a custom ``__str__`` first, else the
+    device repr."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, (Tile, tuple)) or type(x).__str__ is object.__str__:
+        return _device_repr(x)
     return str(x)
+
+
+def _is_dataclass_instance(x: Any) -> bool:
+    return dataclasses.is_dataclass(x) and not isinstance(x, type)
 
 
 def printf(format, *args) -> None:

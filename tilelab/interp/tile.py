@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.interp.context import check_tile_shape, compile_error
+from tilelab.interp.context import active, check_tile_shape, compile_error
 from tilelab.interp.dtypes import TileDType
 from tilelab.interp.targets import dtype_error, supported
 from tilelab.limits import MAX_TILE_ELEMENTS
@@ -153,6 +153,10 @@ class Tile:
         return format_tile(self, "")
 
     def __repr__(self) -> str:
+        # Inside a kernel, repr is what cuTile's device print shows for a tile held in a
+        # tuple or a dataclass (``f"{(t, 2)}"``): its values. Outside, the type too.
+        if active() is not None:
+            return format_tile(self, "")
         return f"Tile[{self._dt}, {self.shape}]({format_tile(self, '')})"
 
     # ---- operators (see tilelab.interp.elementwise for the typing rules) ---------------
