@@ -80,6 +80,15 @@ def test_override_wins_over_the_environment_and_restores(monkeypatch):
         assert config.backend() == "gpu"
 
 
+def test_override_to_default_hides_the_environment(monkeypatch):
+    monkeypatch.setenv("TILELAB_ARCH", "sm_100")
+    monkeypatch.setenv("TILELAB_LAB_VIEW", "html")
+    with config.override(arch=config.DEFAULT, lab_view=config.DEFAULT):
+        assert config.arch() is None and config.lab_view() == "auto"
+    assert config.arch() == "sm_100" and config.lab_view() == "html"
+    assert repr(config.DEFAULT) == "config.DEFAULT"
+
+
 def test_override_checks_values_and_keys():
     with pytest.raises(ConfigError, match="TILELAB_BACKEND='tpu' is not allowed"):
         with config.override(backend="tpu"):

@@ -31,7 +31,7 @@ from tilelab.errors import ConfigError
 from tilelab.limits import ARCHS, arch_name
 
 # (and every setting's accessor: added where they are made, at the end of the module)
-__all__ = ["Setting", "SETTINGS", "setting", "get", "override"]
+__all__ = ["Setting", "SETTINGS", "DEFAULT", "setting", "get", "override"]
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -187,6 +187,16 @@ SETTINGS: dict[str, Setting] = {s.key: s for s in (
             _positive_float, tests=True),
 )}
 
+class _Default:
+    """The type of :data:`DEFAULT`."""
+
+    def __repr__(self) -> str:
+        return "config.DEFAULT"
+
+
+#: a value for :func:`override`: the setting's default, whatever the environment says
+DEFAULT = _Default()
+
 _LOCK = threading.Lock()
 #: values held by open override() blocks, by key (process-wide, as the environment is)
 _OVERRIDES: dict[str, Any] = {}
@@ -242,21 +252,29 @@ def get(key: str) -> Any:
 @contextlib.contextmanager
 def override(**values: Any) -> Iterator[None]:
     """Hold settings at these values inside the block, whatever the environment says
-    (a value of None leaves that setting alone). Values are given as the variable
-    would be written (``backend="cpu"``, ``cache="0"``) or as the setting's value
-    (``cache=False``); they are checked as the variable's would be.
+    (a value of None leaves that setting alone; :data:`DEFAULT` holds its default, as
+    an unset variable would). Values are given as the variable would be written
+    (``backend="cpu"``, ``cache="0"``) or as the setting's value (``cache=False``);
+    they are checked as the variable's would be. This is how code and tests change a
+    setting for a while; the environment is for what a child process must see.
 
     Example:
         >>> with override(backend="cpu", cache=False):
         ...     backend(), cache_enabled()
         ('cpu', False)
+        >>> with override(arch="sm_100"):
+        ...     with override(arch=DEFAULT):
+        ...         arch() is None
+        True
     """
     parsed = {}
     for key, value in values.items():
         if value is None:
             continue
         s = setting(key)
-        if isinstance(value, str):
+        if value is DEFAULT:
+            value = s.default
+        elif isinstance(value, str):
             value = _parse(s, value)
         elif isinstance(value, bool) and s.parse is _flag:
             pass

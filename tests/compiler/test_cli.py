@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tilelab import config
+
 
 def tilelab(*args):
     return subprocess.run([sys.executable, "-m", "tilelab", *args], capture_output=True,
@@ -184,13 +186,13 @@ def test_the_shortcut_key_covers_the_command_and_the_environment(monkeypatch):
     assert command_key("k.py::add", "--arch", "sm_90") != base
 
 
-def test_no_shortcut_without_the_cache(monkeypatch):
+def test_no_shortcut_without_the_cache():
     from tilelab.cli import _shortcut_cache, build_parser
 
     ns = build_parser().parse_args(["compile", "k.py::add", "--no-cache"])
     assert _shortcut_cache(ns) is None
-    monkeypatch.setenv("TILELAB_CACHE", "0")
-    assert _shortcut_cache(build_parser().parse_args(["compile", "k.py::add"])) is None
+    with config.override(cache="0"):
+        assert _shortcut_cache(build_parser().parse_args(["compile", "k.py::add"])) is None
 
 
 def test_a_kernel_the_checker_refuses_is_one_located_error(tmp_path):

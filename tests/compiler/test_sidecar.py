@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tilelab as tl
+from tilelab import config
 from tilelab.compiler.artifacts import PTXAS_INFO, Artifacts
 from tilelab.compiler.cache import read_sidecar, write_sidecar
 from tilelab.kernels.examples import vector_add
@@ -14,10 +15,10 @@ ARGS = (X.partition(256), X, X)
 
 
 @pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
+def cache_dir(tmp_path):
     d = tmp_path / "cache"
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(d))
-    return d
+    with config.override(cache_dir=str(d)):
+        yield d
 
 
 def test_sidecars_go_only_into_existing_entries(tmp_path):
@@ -50,8 +51,8 @@ def test_a_cache_hit_reads_the_ptxas_numbers_kept_by_the_first_compile(cache_dir
     assert str(hit.resources) == shown
 
 
-def test_an_uncached_compile_keeps_nothing(monkeypatch):
-    monkeypatch.setenv("TILELAB_CACHE", "0")
-    art = vector_add.compile(*ARGS, arch="sm_90")
+def test_an_uncached_compile_keeps_nothing():
+    with config.override(cache="0"):
+        art = vector_add.compile(*ARGS, arch="sm_90")
     assert art.cache_entry is None and not art.cache_hit
     assert art.resources.registers is not None

@@ -5,6 +5,7 @@ import subprocess
 import pytest
 
 import tilelab as tl
+from tilelab import config
 from tilelab.compiler import toolchain as tc_mod
 from tilelab.compiler.toolchain import find_toolchain
 from tilelab.kernels.examples import gemm
@@ -17,9 +18,9 @@ def fresh_toolchain():
     find_toolchain.cache_clear()
 
 
-def test_pip_toolchain_is_found(fresh_toolchain, monkeypatch):
-    monkeypatch.delenv("TILELAB_TILEIRAS", raising=False)
-    tc = find_toolchain()
+def test_pip_toolchain_is_found(fresh_toolchain):
+    with config.override(tileiras=config.DEFAULT):
+        tc = find_toolchain()
     assert tc.source == "pip"
     assert tc.version.startswith("13.4")
     assert tc.tileirdisasm is not None and tc.tileirdisasm.name == "tileirdisasm"
@@ -51,31 +52,30 @@ def test_foreign_cuda_home_is_hidden_from_tileiras(fresh_toolchain, monkeypatch,
 def test_explicit_tileiras_path(fresh_toolchain, monkeypatch):
     pip_path = str(find_toolchain().tileiras)
     find_toolchain.cache_clear()
-    monkeypatch.setenv("TILELAB_TILEIRAS", pip_path)
-    tc = find_toolchain()
+    with config.override(tileiras=pip_path):
+        tc = find_toolchain()
     assert tc.source == "TILELAB_TILEIRAS" and str(tc.tileiras) == pip_path
 
 
-def test_bad_explicit_path(fresh_toolchain, monkeypatch, tmp_path):
-    monkeypatch.setenv("TILELAB_TILEIRAS", str(tmp_path / "nope"))
-    with pytest.raises(tl.ToolchainError, match="TILELAB_TILEIRAS=.*not an executable"):
-        find_toolchain()
+def test_bad_explicit_path(fresh_toolchain, tmp_path):
+    with config.override(tileiras=str(tmp_path / "nope")):
+        with pytest.raises(tl.ToolchainError, match="TILELAB_TILEIRAS=.*not an executable"):
+            find_toolchain()
 
 
 def test_missing_toolchain_says_what_to_install(fresh_toolchain, monkeypatch):
-    monkeypatch.delenv("TILELAB_TILEIRAS", raising=False)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setattr(tc_mod, "_pip_tileiras", lambda: (None, None))
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(tl.ToolchainError) as ei:
-        find_toolchain()
+    with config.override(tileiras=config.DEFAULT):
+        with pytest.raises(tl.ToolchainError) as ei:
+            find_toolchain()
     assert "no tileiras found" in str(ei.value)
     assert "pip install" in ei.value.hint and "nvidia-cuda-tileiras==13.4.92" in ei.value.hint
 
 
 def test_mismatched_pip_releases_are_reported(fresh_toolchain, monkeypatch):
-    monkeypatch.delenv("TILELAB_TILEIRAS", raising=False)
     from tilelab.compiler import versions
 
     real = versions.package_version
@@ -86,5 +86,7 @@ def test_mismatched_pip_releases_are_reported(fresh_toolchain, monkeypatch):
     monkeypatch.setattr(versions, "package_version", fake)
     monkeypatch.setattr(tc_mod.shutil, "which", lambda name: None)
     monkeypatch.delenv("CUDA_HOME", raising=False)
-    with pytest.raises(tl.ToolchainError, match="different releases.*nvidia-nvvm==13.2.51"):
-        find_toolchain()
+    with config.override(tileiras=config.DEFAULT):
+        with pytest.raises(tl.ToolchainError,
+                           match="different releases.*nvidia-nvvm==13.2.51"):
+            find_toolchain()

@@ -9,6 +9,7 @@ import pytest
 
 import tilelab.runtime.device as dev
 import tilelab.runtime.tensor as T
+from tilelab import config
 from tilelab.errors import BorrowError
 from tilelab.runtime.ledger import LEDGER, LaunchRecord
 
@@ -23,28 +24,28 @@ def _values(dtype, shape=(5, 7)):
 
 
 # ---- the device ---------------------------------------------------------------------
-def test_gpu_facts(monkeypatch):
-    monkeypatch.delenv("TILELAB_BACKEND", raising=False)
-    g = dev.gpu()
-    assert g is dev.gpu()
-    assert g.arch.startswith("sm_") and g.compute_capability >= (8, 0)
-    assert g.num_sms > 0 and g.l2_bytes > 0 and g.total_memory > 2**30
-    assert g.driver_version >= 13000 and g.name
-    assert g.stream_handle not in (0, 1, 2)  # our own stream, not a default one
-    assert dev.current_arch() == g.arch
-    assert dev.backend() == "gpu" and dev.default_device() == "cuda:0"
-    assert T.zeros(1).device == "cuda:0"
-    assert dev.num_sms("cuda:0") == g.num_sms
-    g.synchronize()
-    assert "GPU" in repr(g)
+def test_gpu_facts():
+    with config.override(backend=config.DEFAULT):
+        g = dev.gpu()
+        assert g is dev.gpu()
+        assert g.arch.startswith("sm_") and g.compute_capability >= (8, 0)
+        assert g.num_sms > 0 and g.l2_bytes > 0 and g.total_memory > 2**30
+        assert g.driver_version >= 13000 and g.name
+        assert g.stream_handle not in (0, 1, 2)  # our own stream, not a default one
+        assert dev.current_arch() == g.arch
+        assert dev.backend() == "gpu" and dev.default_device() == "cuda:0"
+        assert T.zeros(1).device == "cuda:0"
+        assert dev.num_sms("cuda:0") == g.num_sms
+        g.synchronize()
+        assert "GPU" in repr(g)
 
 
-def test_forced_backends(monkeypatch):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    assert dev.backend() == "cpu" and T.zeros(1).device == "cpu"
-    assert T.zeros(1, device="gpu").device == "cuda:0"
-    monkeypatch.setenv("TILELAB_BACKEND", "gpu")
-    assert dev.backend() == "gpu" and T.zeros(1).device == "cuda:0"
+def test_forced_backends():
+    with config.override(backend="cpu"):
+        assert dev.backend() == "cpu" and T.zeros(1).device == "cpu"
+        assert T.zeros(1, device="gpu").device == "cuda:0"
+    with config.override(backend="gpu"):
+        assert dev.backend() == "gpu" and T.zeros(1).device == "cuda:0"
 
 
 # ---- round trips --------------------------------------------------------------------

@@ -5,6 +5,7 @@ import ast
 
 import pytest
 
+from tilelab import config
 from tilelab.lab.cell.run import (cell_kernel_names, classify_functions, decorate_kernels,
                                   definitions_only)
 from tilelab.lab.report.options import DEFAULT_VIEWS, OptionError, TileOptions, parse_show
@@ -116,14 +117,15 @@ def test_show_parsing():
 
 
 def test_options_collect_kernel_options_and_defaults(monkeypatch):
-    monkeypatch.delenv("TILELAB_LAB_VIEW", raising=False)
-    o = TileOptions.from_args(backend="cpu", no_check_bounds=True, num_ctas=2, opt_level=1,
-                              roofline="5090, H200 SXM", no_run=True)
-    assert o.kernel_options == {"check_bounds": False, "num_ctas": 2, "opt_level": 1}
-    assert o.roofline_gpus == ("rtx5090", "h200") and not o.run and o.view_mode == "auto"
-    assert TileOptions.from_args(arch="9.0").arch == "sm_90"
-    monkeypatch.setenv("TILELAB_LAB_VIEW", "html")
-    assert TileOptions.from_args().view_mode == "html"
+    with config.override(lab_view=config.DEFAULT):
+        o = TileOptions.from_args(backend="cpu", no_check_bounds=True, num_ctas=2,
+                                  opt_level=1, roofline="5090, H200 SXM", no_run=True)
+        assert o.kernel_options == {"check_bounds": False, "num_ctas": 2, "opt_level": 1}
+        assert o.roofline_gpus == ("rtx5090", "h200") and not o.run and o.view_mode == "auto"
+        assert TileOptions.from_args(arch="9.0").arch == "sm_90"
+    with config.override(lab_view="html"):
+        assert TileOptions.from_args().view_mode == "html"
+    # (the variable itself: a value it does not take is an option error where it is read)
     monkeypatch.setenv("TILELAB_LAB_VIEW", "fancy")
     with pytest.raises(OptionError, match="TILELAB_LAB_VIEW"):
         TileOptions.from_args()

@@ -11,6 +11,7 @@ import tilelab.lab.figures.roofline_layout as layout_module
 import tilelab.lab.figures.roofline_plot as plot_module
 import tilelab.lab.figures.roofline_svg as svg_module
 import tilelab.lab.figures.theme as theme_module
+from tilelab import config
 from tilelab.kernels.examples import gemm, vector_add
 from tilelab.lab.figures.roofline_plot import (infer_precision, point_from_trace,
                                                roofline_figure, save_png)
@@ -203,17 +204,17 @@ def test_themes(monkeypatch, tmp_path):
     dark = roofline_figure([], ("h200",), theme="dark")
     assert light.to_svg().count("var(--tl-") > 5      # follows the page's theme
     assert DARK.foreground in dark.svg_for() and "var(--tl-" not in dark.svg_for()
-    monkeypatch.setenv("TILELAB_THEME", "dark")
-    assert detect_theme() == "dark" and get_theme(None) is DARK
-    monkeypatch.delenv("TILELAB_THEME")
-    settings = tmp_path / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "themes.jupyterlab-settings").write_text(
-        '{\n  // the theme\n  "theme": "JupyterLab Dark"\n}')
-    monkeypatch.setenv("JUPYTERLAB_SETTINGS_DIR", str(tmp_path))
-    assert detect_theme() == "dark"
-    (settings / "themes.jupyterlab-settings").write_text('{"theme": "JupyterLab Light"}')
-    assert detect_theme() == "light"
+    with config.override(theme="dark"):
+        assert detect_theme() == "dark" and get_theme(None) is DARK
+    with config.override(theme=config.DEFAULT):     # auto: JupyterLab's saved theme
+        settings = tmp_path / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True)
+        (settings / "themes.jupyterlab-settings").write_text(
+            '{\n  // the theme\n  "theme": "JupyterLab Dark"\n}')
+        monkeypatch.setenv("JUPYTERLAB_SETTINGS_DIR", str(tmp_path))
+        assert detect_theme() == "dark"
+        (settings / "themes.jupyterlab-settings").write_text('{"theme": "JupyterLab Light"}')
+        assert detect_theme() == "light"
     with pytest.raises(ValueError, match="unknown theme"):
         get_theme("sepia")
 

@@ -18,16 +18,16 @@ import numpy as np
 import pytest
 
 import tilelab.perf.autotune as at
+from tilelab import config
 from tilelab.perf.autotune import (AutotuneError, AutotuneWarning, autotune, pow2_bucket,
                                    relative_error)
 from tilelab.perf.tuning_db import RecordKey, TuningDB
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TILELAB_CACHE", raising=False)
-    return tmp_path / "cache"
+def private_cache(tmp_path):
+    with config.override(cache_dir=str(tmp_path / "cache"), cache=config.DEFAULT):
+        yield tmp_path / "cache"
 
 
 class FakeTimer:
@@ -503,23 +503,23 @@ def test_retune_forgets_memory_and_disk(private_cache):
     assert len(timer.calls) == 9
 
 
-def test_cache_disabled_keeps_winners_in_memory(monkeypatch, private_cache):
-    monkeypatch.setenv("TILELAB_CACHE", "0")
-    timer = FakeTimer({1: 3.0, 2: 1.0, 4: 2.0})
-    f = make_scale(timer)
-    f(np.ones(4))
-    f(np.ones(4))
+def test_cache_disabled_keeps_winners_in_memory(private_cache):
+    with config.override(cache="0"):
+        timer = FakeTimer({1: 3.0, 2: 1.0, 4: 2.0})
+        f = make_scale(timer)
+        f(np.ones(4))
+        f(np.ones(4))
     assert len(timer.calls) == 3 and db_files(private_cache) == []
 
 
-def test_unwritable_cache_warns_and_still_runs(monkeypatch, tmp_path):
+def test_unwritable_cache_warns_and_still_runs(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(blocker))
-    f = make_scale(FakeTimer({1: 3.0, 2: 1.0, 4: 2.0}))
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        np.testing.assert_allclose(f(np.ones(4)), 2 * np.ones(4))
+    with config.override(cache_dir=str(blocker)):
+        f = make_scale(FakeTimer({1: 3.0, 2: 1.0, 4: 2.0}))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            np.testing.assert_allclose(f(np.ones(4)), 2 * np.ones(4))
     assert any(issubclass(x.category, AutotuneWarning) for x in w)
 
 
