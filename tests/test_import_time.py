@@ -14,7 +14,7 @@ import tilelab
 
 #: what a warm ``tilelab compile`` must not import (the cost of the full path)
 HEAVY = ("cuda.tile", "numpy", "ml_dtypes", "torch", "tilelab.compiler.export",
-         "tilelab.compiler.frozen", "tilelab.compiler.device", "tilelab.compiler.lower",
+         "tilelab.compiler.frozen", "tilelab.compiler.tile_index", "tilelab.compiler.lower",
          "tilelab.compiler.definition", "tilelab.runtime")
 
 _PROBE = ("import json, sys\n"

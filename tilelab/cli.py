@@ -91,7 +91,7 @@ def _emit(art: Any, what: Sequence[str], out) -> None:
         elif w == "resources":
             print(art.resources, file=out)
         elif w == "remarks":
-            from tilelab.compiler.remarks import format_remarks
+            from tilelab.compiler.binary.remarks import format_remarks
 
             print(format_remarks(art.remarks) or "(no remarks)", file=out)
         elif w == "lowered":
@@ -189,7 +189,8 @@ def _recall(cache: Any, name: str) -> Any:
     if hit is None:
         return None
     files, meta, extra = hit
-    from tilelab.compiler.artifacts import Artifacts, ParamLayout
+    from tilelab.compiler.artifacts import Artifacts
+    from tilelab.compiler.calling_convention import ParamLayout
 
     # the same fields as the hit path of tilelab.compiler.export.compile_lowered
     return Artifacts(

@@ -48,7 +48,7 @@ import cuda.tile
 import cuda.tile as ct
 import soundness_helpers as sh
 import tilelab as tl
-import tilelab.compiler.device as tl_device
+import tilelab.compiler.tile_index as tl_device
 from tilelab.compiler import language as tl_language
 from soundness_helpers import double as sh_double
 from soundness_helpers import writer as sh_writer

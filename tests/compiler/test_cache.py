@@ -48,7 +48,7 @@ def test_key_covers_arch_options_and_specialization(cache_dir):
 
 
 def test_key_covers_the_device_index_helpers(cache_dir, monkeypatch):
-    """Lowered kernels call tilelab.compiler.device's index helpers: editing them (an
+    """Lowered kernels call tilelab.compiler.tile_index's index helpers: editing them (an
     editable checkout keeps its version number) must not reuse old cubins."""
     from tilelab.compiler import export
 
@@ -56,6 +56,20 @@ def test_key_covers_the_device_index_helpers(cache_dir, monkeypatch):
     assert vector_add.compile(*ARGS, arch="sm_90").cache_hit
     monkeypatch.setattr(export, "device_helpers_digest", lambda: "0" * 64)
     assert not vector_add.compile(*ARGS, arch="sm_90").cache_hit
+
+
+def test_the_helpers_digest_covers_their_file_name(monkeypatch):
+    """A cached entry's Tile IR names the index helpers' file in its locations (the
+    validator recognises the sub-tile store by it): the same text under another file
+    name is another key, so an entry whose Tile IR names the old file is not reused."""
+    from tilelab.compiler import export, tile_index
+
+    digest = export.device_helpers_digest.__wrapped__
+    before = digest()
+    assert digest() == before
+    monkeypatch.setattr(tile_index, "__file__",
+                        tile_index.__file__.replace("tile_index.py", "helpers.py"))
+    assert digest() != before
 
 
 def test_corrupt_entry_is_rebuilt_not_loaded(cache_dir):

@@ -1,4 +1,4 @@
-"""tilelab.compiler.cubin on real tileiras 13.4 cubins, cross-checked with nvdisasm and ptxas."""
+"""tilelab.compiler.binary.cubin on real tileiras 13.4 cubins, cross-checked with nvdisasm and ptxas."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # the shared _cubins helper, any import mode
 import _cubins  # noqa: E402
 
-from tilelab.compiler.cubin import (  # noqa: E402
+from tilelab.compiler.binary.cubin import (  # noqa: E402
     EIFMT_BVAL, EIFMT_HVAL, EIFMT_NVAL, EIFMT_SVAL, NvInfoRecord, Resources, parse_ptxas_info,
     read_cubin,
 )
@@ -337,6 +337,6 @@ def test_resources_defaults():
 
 @pytest.mark.parametrize("module", ["cubin", "elf", "nvinfo", "resources"])
 def test_docstring_examples(module):
-    mod = importlib.import_module(f"tilelab.compiler.{module}")
+    mod = importlib.import_module(f"tilelab.compiler.binary.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and (module == "cubin" or result.attempted > 0)

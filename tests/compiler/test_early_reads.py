@@ -10,7 +10,7 @@ import pytest
 
 import cuda.tile as ct
 import tilelab as tl
-from tilelab.compiler.tileir_check import reads_before_wait
+from tilelab.compiler.tileir import reads_before_wait
 from tilelab.runtime.graph import may_start_early
 from tilelab.runtime.launch.plan import _early_reads
 

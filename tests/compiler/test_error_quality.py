@@ -160,7 +160,7 @@ def test_a_lowering_bug_reads_well():
     own pristine copy of cuda.tile (which generated code uses, and no user code can reach
     through cuda.tile) with a function that also stores into its array."""
     from tilelab.compiler import frozen
-    from tilelab.compiler.tileir_check import InternalSafetyError
+    from tilelab.compiler.tileir import InternalSafetyError
 
     kernel = tl.kernel(cases.n_generated_kernel)
     pristine = frozen.pristine_cutile()

@@ -1,6 +1,6 @@
 """Artifacts from the cache map debug locations of an earlier definition of the same text."""
 import tilelab as tl
-from tilelab.compiler.export import location_mapper
+from tilelab.compiler.locations import location_mapper
 from tilelab.kernels.examples import vector_add
 
 

@@ -18,7 +18,7 @@ import pytest
 import cuda.tile as ct
 import tilelab as tl
 from tilelab.compiler.safety import RULES
-from tilelab.compiler.tileir_check import check_tileir
+from tilelab.compiler.tileir import check_tileir
 
 THIS = Path(__file__).resolve()
 H, S_MAX, D = 4, 16, 8
@@ -321,7 +321,7 @@ def test_a_tl_out_stays_write_only():
 
 
 def test_the_device_helper_is_not_a_way_around_the_partition():
-    import tilelab.compiler.device as dev
+    import tilelab.compiler.tile_index as dev
 
     def f(z: tl.Out, x: tl.In):
         dev.sub_tile_store(z, (5,), (64,), tl.load_like(x, z), (0,))

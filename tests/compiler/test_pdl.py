@@ -10,7 +10,7 @@ import cuda.tile as ct
 import tilelab as tl
 from tilelab.compiler.lower import LoweringPlan, lower_kernel
 from tilelab.compiler.safety import analyze_kernel
-from tilelab.compiler.tileir_check import NON_MEMORY_OPS, waits_before_memory
+from tilelab.compiler.tileir import NON_MEMORY_OPS, waits_before_memory
 from tilelab.runtime.launch.plan import _pdl_capable
 
 pytest.importorskip("cuda.tile")

@@ -1,4 +1,4 @@
-"""tilelab.compiler.remarks on real tileiras 13.4 remark files and on malformed input."""
+"""tilelab.compiler.binary.remarks on real tileiras 13.4 remark files and on malformed input."""
 from __future__ import annotations
 
 import doctest
@@ -11,8 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # the shared _cubins helper, any import mode
 import _cubins  # noqa: E402
 
-from tilelab.compiler import remarks as remarks_mod  # noqa: E402
-from tilelab.compiler.remarks import Remark, format_remarks, parse_remarks  # noqa: E402
+from tilelab.compiler.binary import remarks as remarks_mod  # noqa: E402
+from tilelab.compiler.binary.remarks import Remark, format_remarks, parse_remarks  # noqa: E402
 
 SRC = _cubins.SOURCE.name
 TENSOR_CORE = {"sm_80": ("Tensor-core SM80", "[16, 8, 16]"),

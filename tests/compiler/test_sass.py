@@ -1,4 +1,4 @@
-"""tilelab.compiler.sass: find nvdisasm, disassemble real cubins, count instructions."""
+"""tilelab.compiler.binary.sass: find nvdisasm, disassemble real cubins, count instructions."""
 from __future__ import annotations
 
 import doctest
@@ -13,9 +13,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # the shared _cubins helper, any import mode
 import _cubins  # noqa: E402
 
-from tilelab.compiler import sass as sass_mod  # noqa: E402
-from tilelab.compiler.cubin import read_cubin  # noqa: E402
-from tilelab.compiler.sass import (  # noqa: E402
+from tilelab.compiler.binary import sass as sass_mod  # noqa: E402
+from tilelab.compiler.binary.cubin import read_cubin  # noqa: E402
+from tilelab.compiler.binary.sass import (  # noqa: E402
     INSTALL_HINT, Disassembler, SassResult, count_mnemonics, disassemble, find_disassembler,
 )
 

@@ -509,7 +509,7 @@ def test_what_counts_as_a_cutile_annotation():
 GRID = """\
     import cuda.tile as ct
     import tilelab as tl
-    import tilelab.compiler.device as tl_device
+    import tilelab.compiler.tile_index as tl_device
     from cuda.tile import grid_dependency_control_wait as gw
 
 
@@ -581,7 +581,7 @@ def test_a_safe_kernel_calling_a_grid_dependency_op_is_refused(tmp_path, name, c
 
 
 def test_the_device_prologue_called_as_a_helper_is_refused_in_its_own_file(tmp_path):
-    import tilelab.compiler.device as device
+    import tilelab.compiler.tile_index as device
 
     m = _module(tmp_path, GRID)
     with pytest.raises(tl.SafetyError) as info:            # stage: definition

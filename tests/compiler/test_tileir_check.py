@@ -1,4 +1,4 @@
-"""The Tile IR validator (tilelab.compiler.tileir_check): defence in depth behind the
+"""The Tile IR validator (tilelab.compiler.tileir): defence in depth behind the
 safety checker.
 
 Broken lowerings are simulated with hand-written cuTile Python: each ``broken_*``
@@ -26,10 +26,11 @@ import pytest
 ct = pytest.importorskip("cuda.tile", reason="cuda-tile (cuTile Python) is not installed")
 
 import tilelab as tl  # noqa: E402
-from tilelab.compiler import tileir_check as tc  # noqa: E402
+from tilelab.compiler import tileir as tc  # noqa: E402
 from tilelab.compiler.cache import META_DIGEST, DiskCache, _meta_digest  # noqa: E402
+from tilelab.compiler.calling_convention import arg_slots  # noqa: E402
 from tilelab.compiler.export import DEBUG_TILEIR, export_tileir  # noqa: E402
-from tilelab.compiler.tileir_check import InternalSafetyError, check_tileir  # noqa: E402
+from tilelab.compiler.tileir import InternalSafetyError, check_tileir  # noqa: E402
 from tilelab.compiler.toolchain import find_toolchain  # noqa: E402
 
 if find_toolchain().tileirdisasm is None:  # pragma: no cover - CUDA < 13.4
@@ -375,7 +376,7 @@ def test_arguments_follow_the_calling_convention():
     with pytest.raises(InternalSafetyError, match="takes 6 arguments but the calling "
                                                   "convention of the parameters gives 4"):
         check_tileir(text, lk, dataclasses.replace(sp, layouts=tuple(lay)))
-    assert [(s.param, s.what, s.dim) for s in tc.arg_slots(sp.layouts)] == [
+    assert [(s.param, s.what, s.dim) for s in arg_slots(sp.layouts)] == [
         ("z", "ptr", 0), ("z", "shape", 0), ("z", "stride", 0),
         ("x", "ptr", 0), ("x", "shape", 0), ("x", "stride", 0)]
     # swapping the parameters makes the store go into x
@@ -499,7 +500,7 @@ def test_every_op_cutile_can_emit_is_classified():
     encoders = {n[len("encode_"):] for n in dir(enc) if n.startswith("encode_")
                 and n.endswith("Op")}
     assert encoders == set(ENCODER_OPS), (
-        "cuTile's op set changed: classify the new ops in tilelab.compiler.tileir_check "
+        "cuTile's op set changed: classify the new ops in tilelab.compiler.tileir.ops "
         f"(new: {sorted(encoders - set(ENCODER_OPS))}, gone: "
         f"{sorted(set(ENCODER_OPS) - encoders)})")
     assert set(ENCODER_OPS.values()) <= tc.KNOWN_OPS
@@ -524,7 +525,7 @@ def test_the_disassemblers_op_names_are_classified():
                "cache_modifier"}
     assert {"store_view_tko", "load_ptr_tko", "atomic_rmw_tko", "mmaf"} <= names
     unknown = names - tc.KNOWN_OPS - not_ops
-    assert not unknown, f"classify these Tile IR ops in tileir_check: {sorted(unknown)}"
+    assert not unknown, f"classify these Tile IR ops in tileir.ops: {sorted(unknown)}"
 
 
 def _record(fn, *a, **kw):

@@ -153,7 +153,7 @@ def test_plain_function_kernels_and_shuffled_order_give_same_result():
 
 LOWERED = '''
 import cuda.tile as ct
-import tilelab.compiler.device as _tl
+import tilelab.compiler.tile_index as _tl
 
 
 def grouped_gemm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int],

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cuda.tile as ct
-import tilelab.compiler.device as device
+import tilelab.compiler.tile_index as device
 from tilelab.errors import LaunchError
 from tilelab.interp import interpret
 

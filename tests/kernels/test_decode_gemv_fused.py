@@ -167,7 +167,7 @@ def _launches():
 def test_the_fused_kernels_compile_for_sm90_and_pass_the_tileir_validator(name):
     pytest.importorskip("cuda.tile")
     from tilelab.compiler.export import export_tileir
-    from tilelab.compiler.tileir_check import check_tileir
+    from tilelab.compiler.tileir import check_tileir
     from tilelab.compiler.toolchain import find_toolchain
 
     if find_toolchain().tileirdisasm is None:      # pragma: no cover - CUDA < 13.4

@@ -285,7 +285,7 @@ def _qwen3_launches():
 @pytest.mark.parametrize("name", sorted(_qwen3_launches()))
 def test_the_kernels_compile_for_sm90_and_pass_the_tileir_validator(name):
     from tilelab.compiler.export import export_tileir
-    from tilelab.compiler.tileir_check import check_tileir
+    from tilelab.compiler.tileir import check_tileir
     from tilelab.compiler.toolchain import find_toolchain
 
     if find_toolchain().tileirdisasm is None:      # pragma: no cover - CUDA < 13.4

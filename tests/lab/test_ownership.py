@@ -13,7 +13,7 @@ import pytest
 
 import cuda.tile as ct
 import tilelab as tl
-import tilelab.compiler.device as device
+import tilelab.compiler.tile_index as device
 import tilelab.lab.figures.ownership as ownership_module
 import tilelab.lab.figures.ownership_data as ownership_data_module
 import tilelab.lab.figures.ownership_launch as ownership_launch_module

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tilelab.perf.predict_model as predict_module
-from tilelab.compiler.device import grouped_tile_index
+from tilelab.compiler.tile_index import grouped_tile_index
 from tilelab.perf import predict
 from tilelab.perf.predict_model import (CONSTANTS, DEFAULT_TILE_K, GemmShape, LaunchShape,
                                         blocks_per_sm, gemm_dram_bytes, tile_efficiency)

@@ -11,7 +11,7 @@ import pytest
 
 import tilelab as tl
 import tilelab.lab.views.resources_view as resources_module
-from tilelab.compiler.resources import Resources
+from tilelab.compiler.binary.resources import Resources
 from tilelab.lab.report.cell_report import CellReport, build_kernel_report
 from tilelab.lab.views.panels import build_panels
 from tilelab.lab.views.resources_view import (HINT, base_arch, occupancy, resources_html,

@@ -12,7 +12,7 @@ import pytest
 import tilelab.perf.predict_fit as fit_module
 from pathlib import Path
 
-from tilelab.compiler.device import grouped_tile_index
+from tilelab.compiler.tile_index import grouped_tile_index
 from tilelab.perf import predict
 from tilelab.perf.predict_model import CONSTANTS, Constant, GemmShape, LaunchShape
 from tilelab.perf.predict_fit import (BOUNDS, KEYS, FitError, FitRow, constant_lines,

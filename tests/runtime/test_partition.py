@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilelab.runtime.tensor as T
-from tilelab.compiler import device as tiles
+from tilelab.compiler import tile_index as tiles
 from tilelab.compiler.language import grouped, persistent, row_major
 from tilelab.compiler.signature import PartitionSpec, spec
 from tilelab.runtime.partition import Partition
@@ -170,7 +170,7 @@ def test_tiles_cover_every_element_once(shape, tile, schedule):
 # ---------------------------------------------------------------- rank 4 and 5
 # Ranks 4 and 5 launch a 1-D grid of prod(grid) blocks (persistent: num_blocks) and the
 # lowered code unravels the block id (or the loop's tile number) with
-# tilelab.compiler.device.unravel_4d/5d, or grouped_tile_index_4d/5d for group_m.
+# tilelab.compiler.tile_index.unravel_4d/5d, or grouped_tile_index_4d/5d for group_m.
 
 
 def _all_tiles(grid):

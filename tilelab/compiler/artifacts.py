@@ -10,36 +10,12 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ParamLayout", "Artifacts"]
+from tilelab.compiler.calling_convention import ParamLayout
+
+__all__ = ["Artifacts"]
 
 #: the cache entry's file of ``ptxas -v`` numbers (see Artifacts._ptxas_info)
 PTXAS_INFO = "ptxas-info.json"
-
-
-@dataclass(frozen=True)
-class ParamLayout:
-    """How one kernel parameter is passed under ``cutile_python_v1``.
-
-    ``kind`` is ``array`` (pointer, shape[ndim], strides[ndim] with ``index_dtype``),
-    ``scalar`` (by value, ``dtype``) or ``constant`` (compiled in, not passed).
-
-    Example:
-        >>> ParamLayout("x", "array", "float32", 1, "int32").words
-        3
-    """
-
-    name: str
-    kind: str
-    dtype: str | None = None
-    ndim: int = 0
-    index_dtype: str = "int32"
-
-    @property
-    def words(self) -> int:
-        """Number of launch arguments this parameter expands to."""
-        if self.kind == "array":
-            return 1 + 2 * self.ndim
-        return 1 if self.kind == "scalar" else 0
 
 
 @dataclass
@@ -79,8 +55,9 @@ class Artifacts:
     #: the safety checker's record of every memory access of the compiled program, with
     #: why each is safe (``tilelab.compiler.safety.accesses.AccessRecord``, source order)
     accesses: tuple = field(default=(), repr=False, compare=False)
-    #: the Tile IR validator's report (``tileir_check.CheckReport``, its ``verdicts``
-    #: one per memory op); None for an unsafe kernel, compiled without the check
+    #: the Tile IR validator's report (``tilelab.compiler.tileir.CheckReport``, its
+    #: ``verdicts`` one per memory op); None for an unsafe kernel, compiled without the
+    #: check
     validation: Any = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
@@ -88,23 +65,23 @@ class Artifacts:
         """Whether the kernel waits for the previous kernel of its stream before any
         memory access (the lowering's grid-dependency prologue, found in the Tile IR):
         what the launcher requires to use programmatic dependent launch for it."""
-        from tilelab.compiler.tileir_check import waits_before_memory
+        from tilelab.compiler.tileir.pdl import waits_before_memory
 
         return waits_before_memory(self.tileir)
 
     @functools.cached_property
     def triggers_after_wait(self) -> bool:
         """Whether the kernel lets the next kernel of its stream start only after its
-        own wait for the previous one (``tileir_check.triggers_after_wait``): what a
+        own wait for the previous one (``tileir.pdl.triggers_after_wait``): what a
         kernel that reads before its wait needs of the kernel it is started early
         after."""
-        from tilelab.compiler.tileir_check import triggers_after_wait
+        from tilelab.compiler.tileir.pdl import triggers_after_wait
 
         return triggers_after_wait(self.tileir)
 
     @functools.cached_property
     def _cubin_info(self):
-        from tilelab.compiler.cubin import read_cubin
+        from tilelab.compiler.binary.cubin import read_cubin
 
         return read_cubin(self.cubin)
 
@@ -142,7 +119,7 @@ class Artifacts:
         import tempfile
         from pathlib import Path
 
-        from tilelab.compiler.cubin import parse_ptxas_info
+        from tilelab.compiler.binary.cubin import parse_ptxas_info
         from tilelab.compiler.toolchain import find_toolchain
 
         ptx = self.ptx
@@ -172,14 +149,14 @@ class Artifacts:
 
     @functools.cached_property
     def _sass(self):
-        from tilelab.compiler.sass import disassemble
+        from tilelab.compiler.binary.sass import disassemble
 
         return disassemble(self.cubin, map_location=self.location_map)
 
     @functools.cached_property
     def remarks(self) -> list:
         """tileiras' optimization remarks (deduplicated), located in the user's source."""
-        from tilelab.compiler.remarks import parse_remarks
+        from tilelab.compiler.binary.remarks import parse_remarks
 
         if not self.remarks_text.strip():
             return []

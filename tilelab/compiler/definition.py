@@ -18,7 +18,7 @@ from tilelab.compiler.lower import LoweredKernel, LoweringPlan, lower_kernel
 from tilelab.compiler.safety import KernelAnalysis, analyze_kernel, recheck
 from tilelab.compiler.signature import PartitionSpec
 from tilelab.compiler.specialize import Specialization, specialize
-from tilelab.compiler.tileir_check import check_partition_tiles
+from tilelab.compiler.tileir import check_partition_tiles
 from tilelab.limits import MAX_TILE_ELEMENTS, tile_elements
 
 __all__ = ["KernelOptions", "KernelDefinition"]
@@ -90,7 +90,7 @@ class KernelDefinition:
     def specialize(self, args: Sequence[Any]) -> Specialization:
         """The specialization for ``args``; a partition whose tiles pass Tile IR's element
         limit is refused here, where compiling and the CPU backend both start, with the
-        same located message (:func:`~tilelab.compiler.tileir_check.check_partition_tiles`)."""
+        same located message (:func:`~tilelab.compiler.tileir.check_partition_tiles`)."""
         spec = specialize(self.analysis, args, kernel_name=self.name,
                           check_bounds=self.options.check_bounds)
         if any(isinstance(s, PartitionSpec) and

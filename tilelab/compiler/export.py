@@ -12,30 +12,33 @@ import functools
 import hashlib
 import io
 import json
+import os
 import re
 import tempfile
 import time
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from tilelab.compiler.artifacts import Artifacts, ParamLayout
+from tilelab.compiler.artifacts import Artifacts
+from tilelab.compiler.calling_convention import ParamLayout
 from tilelab.compiler.cache import DiskCache
 from tilelab.compiler.dtypes import to_cutile_dtype
 from tilelab.compiler.frozen import user_facing
+from tilelab.compiler.locations import location_mapper
 from tilelab.compiler.lower import LoweredKernel
 from tilelab.compiler.shape_errors import explain_shape_error
 from tilelab.compiler.signature import (ArraySpec, ConstantValue, PartitionSpec, ScalarSpec,
                                         array_traits)
 from tilelab.compiler.specialize import Specialization
-from tilelab.compiler.tileir_check import (CheckReport, check_bytecode_tiles,
-                                           check_partition_tiles, check_tileir)
+from tilelab.compiler.tileir import (CheckReport, check_bytecode_tiles, check_partition_tiles,
+                                     check_tileir)
 from tilelab.compiler.toolchain import Toolchain, find_toolchain
 from tilelab.errors import CompileError, SourceLocation, ToolchainError
 from tilelab.limits import ARCHS
 
 __all__ = ["SUPPORTED_ARCHS", "check_arch", "compile_lowered", "cache_key",
-           "location_mapper", "export_tileir", "DEBUG_TILEIR"]
+           "export_tileir", "DEBUG_TILEIR"]
 
 #: the --gpu-name values tileiras 13.4 accepts (held by the leaf tilelab.limits, which the
 #: TILELAB_ARCH setting and the CPU backend read too)
@@ -72,17 +75,21 @@ def _versions() -> dict[str, str]:
 
 @functools.lru_cache(maxsize=None)
 def device_helpers_digest() -> str:
-    """sha256 of :mod:`tilelab.compiler.device`, whose index helpers every lowered kernel
-    with a grouped or persistent schedule calls: a cubin compiled against other helpers
-    (an edited checkout keeps the version number) must not be reused.
+    """sha256 of :mod:`tilelab.compiler.tile_index`, whose index helpers every lowered
+    kernel with a grouped or persistent schedule calls: a cubin compiled against other
+    helpers (an edited checkout keeps the version number) must not be reused. The
+    module's file name is hashed with its text: the cached Tile IR's locations name it,
+    and the validator recognises the sub-tile store by it.
 
     Example:
         >>> len(device_helpers_digest())
         64
     """
+    from tilelab.compiler import tile_index
     from tilelab.compiler.frozen import device_text
 
-    return hashlib.sha256(device_text().encode("utf-8")).hexdigest()
+    name = os.path.basename(tile_index.__file__)
+    return hashlib.sha256(f"{name}\n{device_text()}".encode("utf-8")).hexdigest()
 
 
 def cache_key(lowered: LoweredKernel, spec: Specialization, arch: str, opt_level: int,
@@ -95,27 +102,6 @@ def cache_key(lowered: LoweredKernel, spec: Specialization, arch: str, opt_level
         "lowered": lowered.text, "spec": spec.key(), "helpers": helpers,
         "device_helpers": device_helpers_digest()}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def location_mapper(lowered: LoweredKernel) -> Callable[[str, int, int], tuple[str, int, int]]:
-    """(file, line, 0-based col) in compiler output -> (file, line, 1-based col) for users.
-
-    Artifacts loaded from the cache may name the lowered file of an earlier definition
-    of the same text (a notebook cell re-run): the name ends with the text's digest, so
-    any lowered name with this digest maps through this kernel's source map.
-    """
-    digest = lowered.filename.rsplit(" ", 1)[-1]
-
-    def mapping(filename: str, line: int, col: int) -> tuple[str, int, int]:
-        if filename == lowered.filename or (
-                filename.startswith("<tilelab-lowered ") and filename.endswith(" " + digest)):
-            loc = lowered.source_map.to_user(line, col)
-            return loc.filename, loc.line, loc.col
-        helper = getattr(lowered, "helper_files", None) or {}
-        if filename in helper:  # a frozen helper's synthetic file: same lines, columns
-            return helper[filename], line, (col or 0) + 1
-        return filename, line, (col or 0) + 1
-    return mapping
 
 
 def _constraints(spec: Specialization, lowered: LoweredKernel) -> list:
@@ -291,7 +277,7 @@ def export_tileir(fn: types.FunctionType, lowered: LoweredKernel, spec: Speciali
     function taking the lowered kernel's parameters, under the same signature.
 
     ``debug`` prints the ops' source locations (``tileirdisasm -g``), which
-    :func:`tilelab.compiler.tileir_check.check_tileir` reads.
+    :func:`tilelab.compiler.tileir.check_tileir` reads.
 
     Example:
         >>> from tilelab.kernels.examples import vector_add as k           # doctest: +SKIP
@@ -338,7 +324,7 @@ _VALIDATED: dict[tuple[str, str], CheckReport] = {}
 def _validate(debug_text: str | None, why: str, lowered: LoweredKernel,
               spec: Specialization, timings: dict[str, float], key: str,
               digest: str | None = None) -> CheckReport:
-    """The Tile IR check of a safe kernel (tilelab.compiler.tileir_check); returns its
+    """The Tile IR check of a safe kernel (tilelab.compiler.tileir); returns its
     report (the verdict on each memory op)."""
     t0 = time.perf_counter()
     if debug_text is None:
@@ -376,7 +362,7 @@ def compile_lowered(fn: types.FunctionType, lowered: LoweredKernel, spec: Specia
 
     ``options`` holds cuTile's kernel hints (``occupancy``, ``num_ctas``,
     ``num_worker_warps``) and ``opt_level``. Unless ``unsafe``, the kernel's Tile IR is
-    checked (:func:`tilelab.compiler.tileir_check.check_tileir`) before the cubin is
+    checked (:func:`tilelab.compiler.tileir.check_tileir`) before the cubin is
     stored in the cache or returned, also on a cache hit (an entry without its Tile IR
     text is rebuilt). A tile past Tile IR's element limit is refused before tileiras
     runs.

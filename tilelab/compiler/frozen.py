@@ -32,7 +32,7 @@ import sys
 import types
 from typing import Any
 
-from tilelab.compiler import device as device_module
+from tilelab.compiler import tile_index as device_module
 from tilelab.compiler.capture import CapturedSource
 from tilelab.compiler.safety.calls import unwrap_ct_function
 from tilelab.compiler.safety.program import follow
@@ -66,7 +66,7 @@ def pristine_cutile() -> types.ModuleType:
 
 
 def device_text() -> str:
-    """The source of :mod:`tilelab.compiler.device`, read once per process."""
+    """The source of :mod:`tilelab.compiler.tile_index`, read once per process."""
     text = _PRISTINE.get("device_text")
     if text is None:
         with open(device_module.__file__, encoding="utf-8") as f:
@@ -83,7 +83,7 @@ def frozen_device() -> types.ModuleType:
         text = device_text()
         filename = _register("device", "helpers", device_module.__file__, 1, text)
         FROZEN_FILES[filename] = device_module.__file__
-        mod = types.ModuleType("tilelab.compiler.device", device_module.__doc__)
+        mod = types.ModuleType("tilelab.compiler.tile_index", device_module.__doc__)
         mod.__dict__["__builtins__"] = builtins
         code = compile(text, filename, "exec", dont_inherit=True)
         exec(code, mod.__dict__)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from tilelab.compiler.artifacts import ParamLayout
+from tilelab.compiler.calling_convention import ParamLayout
 from tilelab.compiler.language import Grouped, Persistent, RowMajor, Schedule
 from tilelab.compiler.lower import LoweringPlan
 from tilelab.compiler.safety import KernelAnalysis
@@ -74,7 +74,7 @@ class Specialization:
             return (max(1, min(blocks, p.num_tiles)), 1, 1)
         if len(g) > 3:
             # rank 4 and 5: the tile grid is linearised onto x, one block per tile; the
-            # lowered code unravels ct.bid(0) (tilelab.compiler.device.unravel_4d/5d,
+            # lowered code unravels ct.bid(0) (tilelab.compiler.tile_index.unravel_4d/5d,
             # grouped_tile_index_4d/5d)
             grid = (math.prod(g), 1, 1)
         elif isinstance(self.schedule, Grouped) and len(g) >= 2:

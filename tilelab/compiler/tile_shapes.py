@@ -17,7 +17,7 @@ from tilelab.errors import LaunchError, SourceLocation
 __all__ = ["MAX_PARTITION_RANK", "TileShapeError", "tile_shape_error", "caller_location"]
 
 #: Partitions of rank 1 to 3 launch a grid of the same rank (one block per tile); ranks 4
-#: and 5 linearise the tile grid onto a 1-D launch grid (tilelab.compiler.device.unravel_4d,
+#: and 5 linearise the tile grid onto a 1-D launch grid (tilelab.compiler.tile_index.unravel_4d,
 #: unravel_5d, grouped_tile_index_4d, grouped_tile_index_5d).
 MAX_PARTITION_RANK = 5
 

@@ -3,7 +3,7 @@
 Why: cuTile compiles (and type-checks) both branches of an ``if`` whose condition is
 known only at run time; the interpreter runs the branch taken. The guarded store that
 ``p.store(tile, offset=...)`` lowers to (``sub_tile_store`` of
-:mod:`tilelab.compiler.device`) stores only when its guard holds, so an offset cuTile
+:mod:`tilelab.compiler.tile_index`) stores only when its guard holds, so an offset cuTile
 refuses (a float) would be refused on the CPU only when the guard held, and run
 silently when it failed. Before such a helper runs, the interpreter checks here what
 cuTile checks in its untaken branch, with the message of the op itself, at the user's
@@ -27,7 +27,7 @@ from tilelab.interp.memory_args import check_hints, check_index_types
 __all__ = ["device_check", "with_device_check"]
 
 #: the module whose helpers lowered kernels call (by name; never imported here)
-DEVICE_MODULE = "tilelab.compiler.device"
+DEVICE_MODULE = "tilelab.compiler.tile_index"
 
 
 def _sub_tile_store(array: Any, tile_index: Any, tile_shape: Any, tile: Any,

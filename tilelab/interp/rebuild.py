@@ -2,7 +2,7 @@
 
 A kernel is an ordinary Python function that refers to ``cuda.tile`` through its globals
 (``ct``, ``cuda.tile``, ``from cuda.tile import load``...) and calls helper functions,
-which may live in other modules (tilelab's lowered kernels call ``tilelab.compiler.device``
+which may live in other modules (tilelab's lowered kernels call ``tilelab.compiler.tile_index``
 through an alias). :class:`Rebuilder` re-creates those functions with the same code
 objects but with globals in which every cuTile object is replaced by its numpy
 implementation, recursively through helpers, closures and user modules, and with the

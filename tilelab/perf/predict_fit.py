@@ -412,7 +412,7 @@ def shape_from_dict(d: Mapping[str, Any], params: Mapping[str, Any] | None = Non
         >>> s.threads, s.gemm.tile_k, s.gemm.order[:3]
         (128, 16, [(0, 0), (1, 0), (0, 1)])
     """
-    from tilelab.compiler.device import grouped_tile_index
+    from tilelab.compiler.tile_index import grouped_tile_index
 
     keep = {f.name for f in fields(LaunchShape)} - {"gemm"}
     shape = {k: v for k, v in d.items() if k in keep}

@@ -245,7 +245,7 @@ def gemm_dram_bytes(g: GemmShape, concurrent: int, l2_bytes: float) -> dict[str,
         >>> g = GemmShape(8192, 8192, 8192, 128, 128)
         >>> rm = gemm_dram_bytes(g, 132, 50e6)["bytes"]
         >>> order = [divmod(i, 64) for i in range(64 * 64)]  # row-major, as the default
-        >>> from tilelab.compiler.device import grouped_tile_index
+        >>> from tilelab.compiler.tile_index import grouped_tile_index
         >>> gr = gemm_dram_bytes(GemmShape(8192, 8192, 8192, 128, 128, order=[
         ...     grouped_tile_index(i, 64, 64, 8) for i in range(64 * 64)]), 132, 50e6)["bytes"]
         >>> gr < rm

@@ -3,7 +3,7 @@
 A partition is what a ``tl.Out``/``tl.InOut`` parameter takes: every tile belongs to
 exactly one block, so blocks cannot race on it. The schedule only decides *which* block
 owns which tile. This module answers that question on the host with the very functions
-the lowered kernels call (:mod:`tilelab.compiler.device`), so ownership diagrams and the
+the lowered kernels call (:mod:`tilelab.compiler.tile_index`), so ownership diagrams and the
 device agree.
 
 Block numbers are CUDA's linear block ids (``x + y*gx + z*gx*gy``) of the launch.
@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tilelab.compiler import device as _tiles
+from tilelab.compiler import tile_index as _tiles
 from tilelab.compiler.language import Grouped, Persistent, RowMajor, Schedule, row_major
 from tilelab.compiler.signature import PartitionSpec, normalize_tile_shape
 from tilelab.compiler.tile_shapes import TileShapeError

@@ -74,7 +74,7 @@ def is_tilelab_host_object(obj: Any) -> bool:
     if not isinstance(mod, str) or not (mod == "tilelab" or mod.startswith("tilelab.")):
         return False
     if isinstance(obj, types.FunctionType) and (
-            mod.startswith("tilelab.kernels") or mod == "tilelab.compiler.device"):
+            mod.startswith("tilelab.kernels") or mod == "tilelab.compiler.tile_index"):
         return False
     return True
 

@@ -6,7 +6,7 @@ weights while the previous kernel finishes. Those statements may then run while 
 previous kernel is still writing its outputs, so above the wait a kernel may only read
 ``tl.In`` arrays: no store, no ``p.load()`` of an InOut partition, no ``p.tiles()``
 loop. Which of those reads may overlap the previous kernel's writes is decided at
-launch, from the Tile IR (:func:`tilelab.compiler.tileir_check.reads_before_wait`) and
+launch, from the Tile IR (:func:`tilelab.compiler.tileir.reads_before_wait`) and
 the borrows of the two launches (docs/safety.md, "Programmatic dependent launch").
 """
 from __future__ import annotations

@@ -189,8 +189,8 @@ def build_kernel_report(kernel: Any, example_args: Sequence[Any], *, arch: str, 
         >>> kr.artifacts.tileir.startswith("entry")                # doctest: +SKIP
         True
     """
-    from tilelab.compiler.remarks import parse_remarks
-    from tilelab.compiler.sass import disassemble
+    from tilelab.compiler.binary.remarks import parse_remarks
+    from tilelab.compiler.binary.sass import disassemble
     from tilelab.errors import TilelabError
     from tilelab.lab.report.debuginfo import annotate_tileir
 

@@ -204,7 +204,7 @@ def remarks_text(k: KernelReport, rename: Callable[[str], str]) -> str:
         >>> remarks_text(KernelReport("k", "", "sm_90"), str)
         '(no remarks)'
     """
-    from tilelab.compiler.remarks import format_remarks
+    from tilelab.compiler.binary.remarks import format_remarks
 
     text = format_remarks(k.remarks, full_paths=True)
     return text.replace(k.source_file, rename(k.source_file)) if k.source_file else text

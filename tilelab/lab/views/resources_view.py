@@ -11,7 +11,7 @@ same per-SM limits (:data:`~tilelab.perf.predict_model.SM_LIMITS`). ``min blocks
 the tab says so.
 
 Example:
-    >>> from tilelab.compiler.resources import Resources
+    >>> from tilelab.compiler.binary.resources import Resources
     >>> occ = occupancy(Resources("k", "sm_90a", registers=255, block_dim=(256, 1, 1),
     ...                           shared_bytes=107824))
     >>> occ.blocks, occ.limited_by, f"{occ.occupancy:.1%}"
@@ -77,7 +77,7 @@ class Occupancy:
     together); ``occupancy`` resident warps over the SM's maximum warps.
 
     Example:
-        >>> from tilelab.compiler.resources import Resources
+        >>> from tilelab.compiler.binary.resources import Resources
         >>> occupancy(Resources("k", "sm_90", registers=24, block_dim=(128, 1, 1))).summary()
         'blocks/SM that fit: 16 (limited by threads), occupancy 64 of 64 warps = 100%'
     """
@@ -120,7 +120,7 @@ def _positive(value: Any) -> int | None:
 
 
 def occupancy(resources: Any, arch: str | None = None) -> Occupancy | None:
-    """The residency of a kernel with these :class:`~tilelab.compiler.resources.Resources`
+    """The residency of a kernel with these :class:`~tilelab.compiler.binary.resources.Resources`
     on an SM of ``arch`` (default: the resources' own arch), or None where the threads
     per block or the arch's limits are unknown.
 
@@ -128,7 +128,7 @@ def occupancy(resources: Any, arch: str | None = None) -> Occupancy | None:
     prediction does.
 
     Example:
-        >>> from tilelab.compiler.resources import Resources
+        >>> from tilelab.compiler.binary.resources import Resources
         >>> occ = occupancy(Resources("k", "sm_90a", registers=64, block_dim=(256, 1, 1),
         ...                           shared_bytes=9296))
         >>> [(l.name, l.fits) for l in occ.limits]
@@ -187,7 +187,7 @@ def resources_text(resources: Any, arch: str | None = None) -> str:
     ``min blocks/SM`` hint explained.
 
     Example:
-        >>> from tilelab.compiler.resources import Resources
+        >>> from tilelab.compiler.binary.resources import Resources
         >>> print(resources_text(Resources("k", "sm_90a", registers=40,
         ...                                block_dim=(128, 1, 1), min_blocks_per_sm=1)))
         k (sm_90a)
@@ -224,7 +224,7 @@ def resources_html(resources: Any, arch: str | None = None) -> str:
     every limit, and ``min blocks/SM`` explained as the hint it is.
 
     Example:
-        >>> from tilelab.compiler.resources import Resources
+        >>> from tilelab.compiler.binary.resources import Resources
         >>> page = resources_html(Resources("k", "sm_90", registers=24, block_dim=(128, 1, 1)))
         >>> "blocks/SM that fit: 16" in page and "limited by threads" in page
         True

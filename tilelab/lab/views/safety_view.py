@@ -4,7 +4,7 @@ Why: "why should I trust this kernel?" has an answer for each access, and the an
 the one the checker gave when it accepted the kernel. So the tab shows records, never a
 second analysis: the safety checker's :class:`~tilelab.compiler.safety.AccessRecord` s
 (``Artifacts.accesses``: where each access is written, its kind, the checker's reason)
-and the Tile IR validator's :class:`~tilelab.compiler.tileir_check.OpVerdict` s
+and the Tile IR validator's :class:`~tilelab.compiler.tileir.OpVerdict` s
 (``Artifacts.validation.verdicts``: each memory op of the compiled code, accepted and
 why, at the source position it maps to). An op is linked to the innermost recorded
 access whose span holds its position.

@@ -9,8 +9,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tilelab.compiler.elf import Section
-from tilelab.compiler.nvinfo import NvInfoRecord, attr_id, dim3
+from tilelab.compiler.binary.elf import Section
+from tilelab.compiler.binary.nvinfo import NvInfoRecord, attr_id, dim3
 
 __all__ = ["Resources", "kernel_resources", "parse_ptxas_info"]
 
@@ -155,7 +155,7 @@ def kernel_resources(name: str, arch: str, records: list[NvInfoRecord],
     ``directives`` (``reqntid``, ``maxntid``, ``minnctapersm``, ``maxnreg``).
 
     Example:
-        >>> from tilelab.compiler.nvinfo import NvInfoRecord
+        >>> from tilelab.compiler.binary.nvinfo import NvInfoRecord
         >>> regs = NvInfoRecord(0x2F, 0x04, bytes([5, 0, 0, 0, 40, 0, 0, 0]))
         >>> kernel_resources("k", "sm_90a", [regs], {}, 0, {"reqntid": (128,)}).registers
         40

@@ -1,6 +1,6 @@
 """The ELF64 container of a cubin: header check, section headers, symbols and notes,
 read with :mod:`struct` alone (bounds-checked: a truncated or corrupt file raises
-ValueError saying what ran out where). :mod:`tilelab.compiler.cubin` builds on it.
+ValueError saying what ran out where). :mod:`tilelab.compiler.binary.cubin` builds on it.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The EIATTR records of a cubin's ``.nv.info`` sections: formats, attribute names,
 record splitting and kernel parameter records (layouts checked against ``nvdisasm``
-13.4; see :mod:`tilelab.compiler.cubin`).
+13.4; see :mod:`tilelab.compiler.binary.cubin`).
 """
 from __future__ import annotations
 

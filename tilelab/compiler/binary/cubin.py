@@ -24,13 +24,14 @@ import struct
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from tilelab.compiler.elf import (NT_CUDA_CUINFO, NT_CUDA_TKINFO, SHT_NOTE, STO_CUDA_ENTRY,
-                                  STT_FUNC, Reader, Section, check_header, read_notes,
-                                  read_sections, read_symbols, tkinfo)
-from tilelab.compiler.nvinfo import (EIATTR, EIFMT_BVAL, EIFMT_HVAL, EIFMT_NVAL, EIFMT_SVAL,
-                                     KernelParam, NvInfoRecord, kernel_params,
-                                     nv_info_records)
-from tilelab.compiler.resources import Resources, kernel_resources, parse_ptxas_info
+from tilelab.compiler.binary.elf import (NT_CUDA_CUINFO, NT_CUDA_TKINFO, SHT_NOTE,
+                                         STO_CUDA_ENTRY, STT_FUNC, Reader, Section,
+                                         check_header, read_notes, read_sections,
+                                         read_symbols, tkinfo)
+from tilelab.compiler.binary.nvinfo import (EIATTR, EIFMT_BVAL, EIFMT_HVAL, EIFMT_NVAL,
+                                            EIFMT_SVAL, KernelParam, NvInfoRecord,
+                                            kernel_params, nv_info_records)
+from tilelab.compiler.binary.resources import Resources, kernel_resources, parse_ptxas_info
 
 __all__ = [
     "EIATTR",
