@@ -499,7 +499,9 @@ def summary(result: dict[str, Any]) -> str:
             else:
                 lines.append(f"    {key:<20} {r.get('error')}")
         lines.append(f"    one step ({m['launches_per_step']} launches, fuse_norms="
-                     f"{m['fuse_norms']}): {m['graph_step_us']:.0f} us replayed, kernels "
+                     f"{m['fuse_norms']}, fuse_rope_attention="
+                     f"{m.get('fuse_rope_attention', False)}): "
+                     f"{m['graph_step_us']:.0f} us replayed, kernels "
                      f"alone {m['kernels_sum_us']:.0f} us")
         if "one_pass_bn" in m:
             lines.append(f"    one-pass attention keys per step: {m['one_pass_bn']['chosen']} "
