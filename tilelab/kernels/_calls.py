@@ -24,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 import tilelab as tl
+from tilelab.compiler.safety.kinds import ParamKind, writes
 from tilelab.kernels._args import hash_once, state_without_hash  # noqa: F401 (moved)
 from tilelab.kernels._plan import Ready
 from tilelab.kernels._wrappers import _LOCK, _WRAPPERS, TorchState, _is_torch, _wrap, record
@@ -209,9 +210,9 @@ def _reads_fresh(launches: list[tuple[Any, tuple]], user_storages: set[int]) -> 
             if not isinstance(t, tl.Tensor):
                 continue
             st = t.storage
-            if kind in ("Out", "InOut", "Raw"):
+            if writes(kind):
                 now.append(id(st))
-            if kind != "Out" and id(st) not in user_storages and \
+            if kind != ParamKind.OUT and id(st) not in user_storages and \
                     id(st) not in written and st not in _CONSTANTS and \
                     st not in _WORKSPACE_STORAGES:
                 return False

@@ -16,7 +16,7 @@ from tilelab.compiler.capture import CapturedSource
 from tilelab.compiler.safety.accesses import AccessRecord
 from tilelab.compiler.safety.calls import CallRules
 from tilelab.compiler.safety.defaults import DefaultRules, Defaults
-from tilelab.compiler.safety.kinds import ParamKind
+from tilelab.compiler.safety.kinds import ParamKind, is_partition
 from tilelab.compiler.safety.partitions import PartitionRules, Site
 from tilelab.compiler.safety.rules import raise_rule
 from tilelab.compiler.safety.scope import Scope, bound_names
@@ -76,8 +76,7 @@ class FunctionChecker(StructureRules, PartitionRules, CallRules, WaitRules, Defa
         for node in ast.walk(self.func):
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
-        self.partitions = {n for n, k in kinds.items() if k in (ParamKind.OUT,
-                                                                 ParamKind.INOUT)}
+        self.partitions = {n for n, k in kinds.items() if is_partition(k)}
         self.sites: list[Site] = []
         #: the memory accesses the rules accepted, with why each is safe
         #: (:mod:`tilelab.compiler.safety.accesses`)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ParamKind", "OpKind"]
+__all__ = ["ParamKind", "OpKind", "WRITTEN", "PARTITIONS", "READ_ONLY", "writes",
+           "is_partition", "read_only", "reads_written"]
 
 
 class _StrEnum(str, enum.Enum):
@@ -37,11 +38,64 @@ class ParamKind(_StrEnum):
 
     @property
     def is_partition(self) -> bool:
-        return self in (ParamKind.OUT, ParamKind.INOUT)
+        return is_partition(self)
 
     @property
     def writable(self) -> bool:
-        return self in (ParamKind.OUT, ParamKind.INOUT, ParamKind.RAW)
+        return writes(self)
+
+
+#: the kinds of parameter a kernel may write: the one answer to "does it write?"
+WRITTEN = frozenset({ParamKind.OUT, ParamKind.INOUT, ParamKind.RAW})
+#: the kinds passed as partitions: a block writes (and an InOut block reads) its own tile
+PARTITIONS = frozenset({ParamKind.OUT, ParamKind.INOUT})
+#: the array kinds a kernel only reads (an unannotated array is read-only)
+READ_ONLY = frozenset({ParamKind.IN, ParamKind.AUTO})
+
+
+def writes(kind: "ParamKind | str | None") -> bool:
+    """Whether a parameter of this kind may be written (``tl.Out``, ``tl.InOut``,
+    ``tl.Raw``). ``kind`` is a :class:`ParamKind`, its value (``"Out"``) or None (a
+    name that is no parameter).
+
+    Example:
+        >>> writes("InOut"), writes(ParamKind.IN), writes(None)
+        (True, False, False)
+    """
+    return kind in WRITTEN
+
+
+def is_partition(kind: "ParamKind | str | None") -> bool:
+    """Whether a parameter of this kind is passed as a partition (``tl.Out``,
+    ``tl.InOut``).
+
+    Example:
+        >>> is_partition("Out"), is_partition("Raw")
+        (True, False)
+    """
+    return kind in PARTITIONS
+
+
+def read_only(kind: "ParamKind | str | None") -> bool:
+    """Whether a parameter of this kind is an array the kernel only reads (``tl.In`` or
+    unannotated).
+
+    Example:
+        >>> read_only("auto"), read_only("InOut"), read_only("constant")
+        (True, False, False)
+    """
+    return kind in READ_ONLY
+
+
+def reads_written(kind: "ParamKind | str | None") -> bool:
+    """Whether a written parameter of this kind may also be read, so that its contents
+    before a launch matter (``tl.InOut``, ``tl.Raw``; a ``tl.Out`` is only written).
+
+    Example:
+        >>> reads_written("InOut"), reads_written("Out"), reads_written("In")
+        (True, False, False)
+    """
+    return writes(kind) and kind != ParamKind.OUT
 
 
 class OpKind(_StrEnum):

@@ -20,7 +20,7 @@ from typing import Any
 
 from tilelab.compiler.safety import bounds
 from tilelab.compiler.safety.accesses import AccessKind, record_access
-from tilelab.compiler.safety.kinds import ParamKind
+from tilelab.compiler.safety.kinds import read_only
 
 __all__ = ["check_input_view"]
 
@@ -35,8 +35,7 @@ def check_input_view(checker: Any, call: ast.Call, f: ast.Attribute) -> bool:
     if f.attr not in _VIEW_READS:
         return False
     roots = checker.expr_roots(f.value)
-    if not roots or any(checker.kinds.get(r) not in (ParamKind.IN, ParamKind.AUTO)
-                        for r in roots):
+    if not roots or any(not read_only(checker.kinds.get(r)) for r in roots):
         return False
     if f.attr != "load":
         return True

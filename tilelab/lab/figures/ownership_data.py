@@ -21,6 +21,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tilelab.compiler.safety.kinds import is_partition, read_only
+
 __all__ = ["OwnershipData", "ownership_data", "schedule_label", "RaceData", "race_data",
            "block_name", "tile_name"]
 
@@ -288,7 +290,7 @@ def _input_names(trace: Any, kernel: Any, exclude: Sequence[str] = ()) -> list[s
     params = getattr(getattr(getattr(kernel, "definition", None), "analysis", None),
                      "params", None)
     if params is not None:
-        names = [p.name for p in params if p.kind in ("In", "auto")]
+        names = [p.name for p in params if read_only(p.kind)]
     else:
         written = {a.arg for b in trace.blocks for a in b.accesses if a.kind != "read"}
         names = [n for n in trace.args if n not in written]
@@ -313,7 +315,7 @@ def _partition_name(partition: Any, trace: Any, kernel: Any) -> str:
                      "params", None)
     shape = tuple(partition.tensor.shape)
     if trace is not None:
-        writers = [p.name for p in params or [] if p.kind in ("Out", "InOut")]
+        writers = [p.name for p in params or [] if is_partition(p.kind)]
         candidates = writers or [n for n in trace.args
                                  if any(a.arg == n and a.kind == "write"
                                         for b in trace.blocks for a in b.accesses)]
@@ -321,7 +323,7 @@ def _partition_name(partition: Any, trace: Any, kernel: Any) -> str:
             if n in trace.args and tuple(trace.args[n].shape) == shape:
                 return n
     if params is not None:
-        outs = [p.name for p in params if p.kind in ("Out", "InOut")]
+        outs = [p.name for p in params if is_partition(p.kind)]
         if len(outs) == 1:
             return outs[0]
     return "tensor"

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from tilelab.compiler.safety.kinds import reads_written
+
 __all__ = ["SAMPLE_ABOVE", "SAMPLE_BLOCKS", "Measurement", "PredictAt", "measure_launch",
            "scaled_args"]
 
@@ -218,7 +220,7 @@ def _writable_copies(event: Any) -> list[Any]:
     params = event.kernel.definition.analysis.params
     out = []
     for p, a in zip(params, event.args):
-        if p.kind in ("InOut", "Raw"):
+        if reads_written(p.kind):
             if isinstance(a, Partition):
                 a = Partition(a.tensor.clone(), a.tile_shape, a.schedule)
             elif isinstance(a, Tensor):
