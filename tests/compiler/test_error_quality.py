@@ -27,6 +27,7 @@ import corpus_kernels as corpus  # noqa: E402
 import soundness_cases as cases  # noqa: E402
 
 import tilelab as tl  # noqa: E402
+from tilelab import config  # noqa: E402
 from tilelab.errors import SourceLocation, TilelabError  # noqa: E402
 
 FORBIDDEN = ("__tl", "<tilelab-lowered", "<tilelab-frozen", "_tl_", "tilelab/compiler",
@@ -41,9 +42,9 @@ def quality_cache_dir(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(quality_cache_dir, monkeypatch):
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(quality_cache_dir))
-    monkeypatch.delenv("TILELAB_CACHE", raising=False)
+def _private_cache(quality_cache_dir):
+    with config.override(cache_dir=str(quality_cache_dir), cache=config.DEFAULT):
+        yield
 
 
 def _user_line(loc: SourceLocation | None) -> str:

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # corpus_kernels, under any impo
 import corpus_kernels as corpus  # noqa: E402
 
 import tilelab as tl  # noqa: E402
+from tilelab import config  # noqa: E402
 from tilelab.compiler.safety import RULES  # noqa: E402
 from tilelab.errors import SourceLocation  # noqa: E402
 
@@ -67,10 +68,10 @@ def corpus_cache_dir(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(corpus_cache_dir, monkeypatch):
+def _private_cache(corpus_cache_dir):
     """Compile into one throw-away cache per session, never into ~/.cache."""
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(corpus_cache_dir))
-    monkeypatch.delenv("TILELAB_CACHE", raising=False)
+    with config.override(cache_dir=str(corpus_cache_dir), cache=config.DEFAULT):
+        yield
 
 
 # ---- the corpus itself --------------------------------------------------------------

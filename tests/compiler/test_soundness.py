@@ -31,6 +31,7 @@ import soundness_cases as cases  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tilelab as tl  # noqa: E402
+from tilelab import config  # noqa: E402
 from tilelab.compiler.safety import RULES  # noqa: E402
 from tilelab.errors import SourceLocation, TilelabError  # noqa: E402
 
@@ -43,9 +44,9 @@ def soundness_cache_dir(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(soundness_cache_dir, monkeypatch):
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(soundness_cache_dir))
-    monkeypatch.delenv("TILELAB_CACHE", raising=False)
+def _private_cache(soundness_cache_dir):
+    with config.override(cache_dir=str(soundness_cache_dir), cache=config.DEFAULT):
+        yield
 
 
 def _xfail(reason, strict=True):

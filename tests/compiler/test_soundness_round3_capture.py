@@ -42,6 +42,7 @@ pytest.importorskip("cuda.tile", reason="cuda-tile (cuTile Python) is not instal
 import cuda.tile as ct  # noqa: E402
 
 import tilelab as tl  # noqa: E402
+from tilelab import config  # noqa: E402
 from tilelab.compiler.safety import OpKind, RULES  # noqa: E402
 from tilelab.compiler.safety.optable import CT_OPS, is_allowed_value  # noqa: E402
 
@@ -171,22 +172,21 @@ def r3_cell_kernel(z: tl.Out, x: tl.In):
 '''
 
 
-def test_a_cell_rerun_with_only_a_helper_default_changed_runs_the_new_default(
-        tmp_path, monkeypatch):
+def test_a_cell_rerun_with_only_a_helper_default_changed_runs_the_new_default(tmp_path):
     pytest.importorskip("IPython")
     from IPython.core.interactiveshell import InteractiveShell
 
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
     shell = InteractiveShell.instance()
     seen = []
-    for k in (2, 3):
-        res = shell.run_cell(IPY_CELL.format(k=k), store_history=True)
-        assert res.success, res.error_in_exec
-        helper, kernel = shell.user_ns["r3_cell_scale"], shell.user_ns["r3_cell_kernel"]
-        np.testing.assert_array_equal(_run(kernel), X * k)
-        # compiled through the disk cache: the changed default is a changed program
-        seen.append((helper, kernel.definition.analysis.program.fingerprint(),
-                     _compile(kernel, cache=True).tileir))
+    with config.override(cache_dir=str(tmp_path / "cache")):
+        for k in (2, 3):
+            res = shell.run_cell(IPY_CELL.format(k=k), store_history=True)
+            assert res.success, res.error_in_exec
+            helper, kernel = shell.user_ns["r3_cell_scale"], shell.user_ns["r3_cell_kernel"]
+            np.testing.assert_array_equal(_run(kernel), X * k)
+            # compiled through the disk cache: the changed default is a changed program
+            seen.append((helper, kernel.definition.analysis.program.fingerprint(),
+                         _compile(kernel, cache=True).tileir))
     (h1, f1, ir1), (h2, f2, ir2) = seen
     assert h1.__code__ == h2.__code__ and h1.__code__ is not h2.__code__   # the premise
     assert f1 != f2 and ir1 != ir2
