@@ -91,3 +91,17 @@ def test_an_axis_out_of_range_is_refused_in_cutiles_words():
 
     with pytest.raises(CompileError, match="Axis 1 is out of range for rank 1'"):
         interpret(k, np.zeros(10, np.float32), grid=(1,))
+
+
+def test_an_array_reads_as_cutiles_type_inside_a_kernel():
+    seen = []
+
+    @ct.kernel
+    def k(x, s):
+        seen.append(repr(x))
+        seen.append(repr(x.slice(axis=1, start=0, stop=2)))
+        seen.append(f"{s}")
+
+    interpret(k, np.zeros((3, 4), np.float32), np.zeros((), np.int32), grid=(1,))
+    assert seen == ["<array[float32, (?, ?)]>", "<array[float32, (?, 2)]>",
+                    "<array[int32, ()]>"]

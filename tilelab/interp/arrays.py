@@ -200,7 +200,13 @@ class Array:
                             "instead.")
 
     def __repr__(self) -> str:
-        return f"Array[{self.dtype}, {_DATA.__get__(self).shape}]({self._root.name})"
+        shape = _DATA.__get__(self).shape
+        if active() is not None:   # inside a kernel: cuTile's type, dynamic extents as ?
+            dims = [str(n) if i < len(self._static) and self._static[i] else "?"
+                    for i, n in enumerate(shape)]
+            inner = f"{dims[0]}," if len(dims) == 1 else ", ".join(dims)
+            return f"<array[{self.dtype}, ({inner})]>"
+        return f"Array[{self.dtype}, {shape}]({self._root.name})"
 
     # ---- element access used by the memory ops -------------------------------------------------
     def trace(self, kind: str, op: str, region: Any, count: int) -> None:

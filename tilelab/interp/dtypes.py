@@ -22,7 +22,7 @@ from tilelab.interp.context import compile_error
 from tilelab.limits import DTYPE_MIN_SM
 
 __all__ = ["TileDType", "DTYPES", "BOOL", "INT32", "INT64", "UINT64", "FLOAT16", "BFLOAT16",
-           "FLOAT32", "FLOAT64", "TFLOAT32", "as_dtype", "foreign", "from_numpy", "is_loose",
+           "FLOAT32", "FLOAT64", "TFLOAT32", "as_dtype", "foreign", "from_numpy", "is_loose", "LooseInt", "LooseFloat",
            "loose_dtype", "promote", "promote_operands", "check_implicit_cast",
            "category", "BOOLEAN", "INTEGRAL", "FLOAT", "RESTRICTED"]
 
@@ -206,9 +206,40 @@ def category(dtype: TileDType) -> int:
     return FLOAT if dtype.category == RESTRICTED else dtype.category
 
 
+class LooseInt(int):
+    """A loosely typed int constant with the methods cuTile gives every constant (a
+    constant is a 0-d tile there): what ``ct.static_eval`` returns for an int, so
+    ``ct.static_eval(t.shape)[1].astype(ct.float32)`` works as in cuTile.
+
+    Example:
+        >>> LooseInt(8).astype(DTYPES["float32"]).numpy()
+        array(8., dtype=float32)
+    """
+
+    __slots__ = ()
+
+    def astype(self, dtype: Any, *, rounding_mode: Any = None) -> Any:
+        from tilelab.interp.casts import astype
+        return astype(int(self), dtype, rounding_mode=rounding_mode)
+
+
+class LooseFloat(float):
+    """A loosely typed float constant with ``astype`` (see :class:`LooseInt`)."""
+
+    __slots__ = ()
+
+    def astype(self, dtype: Any, *, rounding_mode: Any = None) -> Any:
+        from tilelab.interp.casts import astype
+        return astype(float(self), dtype, rounding_mode=rounding_mode)
+
+
+_LOOSE_TYPES = (int, float, bool, LooseInt, LooseFloat)
+
+
 def is_loose(x: Any) -> bool:
-    """Whether ``x`` is a loosely typed constant: a Python bool, int or float."""
-    return type(x) in (int, float, bool)
+    """Whether ``x`` is a loosely typed constant: a Python bool, int or float (or a
+    :class:`LooseInt`/:class:`LooseFloat`)."""
+    return type(x) in _LOOSE_TYPES
 
 
 def loose_dtype(value: bool | int | float) -> TileDType:

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from tilelab.interp.context import compile_error, current, launch_error
-from tilelab.interp.dtypes import INT32, TileDType, loose_dtype, promote
+from tilelab.interp.dtypes import INT32, LooseFloat, LooseInt, TileDType, loose_dtype, promote
 from tilelab.interp.elementwise import const_array, maximum, minimum, operand
 from tilelab.interp.shapes import constant_int
 from tilelab.interp.tile import Tile, format_printf, format_tile
@@ -150,8 +150,22 @@ def _constant_value(x: Any) -> Any:
 
 
 def static_eval(expr, /):
-    """The value of a compile-time expression (the interpreter has already computed it)."""
-    return expr
+    """The value of a compile-time expression (the interpreter has already computed it).
+
+    Ints and floats in the result (in tuples too) come back as constants with cuTile's
+    constant methods (``astype``), as cuTile turns static results back into constants.
+    """
+    return _as_constants(expr)
+
+
+def _as_constants(x: Any) -> Any:
+    if type(x) is int:
+        return LooseInt(x)
+    if type(x) is float:
+        return LooseFloat(x)
+    if type(x) is tuple:
+        return tuple(_as_constants(i) for i in x)
+    return x
 
 
 def static_assert(condition, message=None, /) -> None:
