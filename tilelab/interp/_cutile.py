@@ -17,7 +17,7 @@ from cuda.tile._annotated_function import (HeterogeneousTupleNode, HomogeneousTu
 
 __all__ = ["ct", "foreign_dtype", "promote_table_entry", "parameter_annotations",
            "LeafAnnotationNode", "HomogeneousTupleNode", "HeterogeneousTupleNode", "host_dispatch",
-           "is_tile_function_wrapper", "integer_min", "integer_max"]
+           "is_tile_function_wrapper", "integer_min", "integer_max", "constant_float_value"]
 
 
 def foreign_dtype(x: Any) -> Any | None:
@@ -48,6 +48,17 @@ def integer_min(dtype: Any) -> int:
 def integer_max(dtype: Any) -> int:
     """Largest value of a cuTile integer dtype."""
     return _dt.integer_dtype_max(dtype)
+
+
+def constant_float_value(value: float, dtype: Any) -> float:
+    """The value cuTile's compiler gives a float constant of a cuTile ``dtype`` other than
+    float64, from its own encoder: nearest even; overflow to inf, or to NaN in formats
+    without inf; float8_e8m0fnu: 0 and underflow to 2^-127, ties up. ValueError with
+    cuTile's message where the format cannot hold the value (a negative in an unsigned
+    format, NaN in float4_e2m1fn)."""
+    from cuda.tile._bytecode.float import float_from_bits, float_to_bits
+    ty = _dt.dtype_simple_bytecode_type(dtype)
+    return float_from_bits(float_to_bits(float(value), ty), ty)
 
 
 def parameter_annotations(pyfunc: Callable) -> tuple:
