@@ -46,6 +46,7 @@ def test_a_negative_float8_e8m0fnu_constant_is_refused_with_cutiles_words():
                                            "unsigned float format") as e:
         interpret(k, out, grid=(1,), arch="sm_100")
     assert e.value.location is not None and e.value.location.line > 0
+    assert isinstance(e.value, ct.TileValueError)
 
 
 def test_a_constant_folded_from_an_unsupported_dtype_compiles_for_sm_90():

@@ -245,9 +245,12 @@ def current_location() -> SourceLocation | None:
     return None if frame is None else location_of_frame(frame)
 
 
-def compile_error(message: str, hint: str | None = None) -> CompileError:
-    """A CompileError for what cuTile rejects when it compiles, at the calling kernel line."""
-    return CompileError(message, location=current_location(), hint=hint)
+def compile_error(message: str, hint: str | None = None,
+                  foreign: type[BaseException] | None = None) -> CompileError:
+    """A CompileError for what cuTile rejects when it compiles, at the calling kernel line
+    (``foreign``: the cuTile exception class it stands for, when the message alone does
+    not tell, see :mod:`tilelab.interp.cutile_errors`)."""
+    return CompileError(message, location=current_location(), hint=hint, foreign=foreign)
 
 
 def check_tile_shape(shape: tuple[int, ...]) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+import cuda.tile as ct
 from cuda.tile import RoundingMode
 from tilelab.interp import _cutile
 from tilelab.interp.context import active, compile_error
@@ -83,8 +84,8 @@ def const_array(value: bool | int | float, dtype: TileDType) -> np.ndarray:
     else:   # encoded as cuTile's compiler encodes constants (0 -> 0x00 in float8_e8m0fnu)
         try:
             exact = _cutile.constant_float_value(value, dtype.real)
-        except ValueError as e:
-            raise compile_error(str(e)) from None
+        except ValueError as e:   # cuTile raises it as a TileValueError
+            raise compile_error(str(e), foreign=ct.TileValueError) from None
         out = np.asarray(exact, dtype=np.float64).astype(dtype.storage)
     out = np.array(out, copy=True)
     out.setflags(write=False)
