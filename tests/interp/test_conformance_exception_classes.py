@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import cuda.tile as ct
+import tilelab as tl
 from tilelab.errors import (CompileError, LaunchError, SourceLocation, TilelabError,
                             with_foreign_class)
 from tilelab.interp import interpret
@@ -144,3 +145,24 @@ def test_a_static_axis_out_of_range_is_a_value_error_in_cutiles_words():
         interpret(bad, np.zeros((4, 8), np.float32), grid=(1,))
     assert isinstance(info.value, LaunchError)
     assert info.value.hint == "name axes from -2 to 1 in static_shape_dims"
+
+
+@tl.kernel
+def int8_plus_uint8(z: tl.Out, x: tl.In):
+    a, b = ct.full((16,), 1, dtype=ct.int8), ct.full((16,), 1, dtype=ct.uint8)
+    z.store((a + b).astype(z.dtype))
+
+
+@pytest.mark.toolchain
+def test_both_backends_refuse_with_cutiles_class():
+    """The CPU backend (the interpreter) and ``kernel.compile`` (cuTile's compiler) raise
+    a CompileError that is also cuTile's TileTypeError, in cuTile's words."""
+    z = tl.zeros(16, device="cpu").partition(16)
+    x = tl.ones(16, device="cpu")
+    with pytest.raises(ct.TileTypeError, match="Implicit promotion of int8 and uint8") as cpu:
+        int8_plus_uint8(z, x)
+    with pytest.raises(ct.TileTypeError, match="Implicit promotion of int8 and uint8") as gpu:
+        int8_plus_uint8.compile(z, x, arch="sm_90", cache=False)
+    for e in (cpu.value, gpu.value):
+        assert isinstance(e, CompileError) and e.location is not None
+    assert gpu.value.message.startswith("cuTile rejected kernel 'int8_plus_uint8': ")

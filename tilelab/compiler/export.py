@@ -34,7 +34,7 @@ from tilelab.compiler.specialize import Specialization
 from tilelab.compiler.tileir import (CheckReport, check_bytecode_tiles, check_partition_tiles,
                                      check_tileir)
 from tilelab.compiler.toolchain import Toolchain, find_toolchain
-from tilelab.errors import CompileError, SourceLocation, ToolchainError
+from tilelab.errors import CompileError, SourceLocation, ToolchainError, with_foreign_class
 from tilelab.limits import ARCHS
 
 __all__ = ["SUPPORTED_ARCHS", "check_arch", "compile_lowered", "cache_key",
@@ -264,7 +264,9 @@ def _export(pyfn: types.FunctionType, lowered: LoweredKernel, spec: Specializati
         export_kernel(ctk, [sig], buf, gpu_code=arch, output_format="tileir_bytecode",
                       bytecode_version=_bytecode_version(toolchain))
     except ct.TileError as e:
-        raise _map_tile_error(e, lowered, lowered.name) from None
+        # (also an instance of cuTile's class, e.g. TileTypeError, as code ported from
+        # cuTile catches it)
+        raise with_foreign_class(_map_tile_error(e, lowered, lowered.name), type(e)) from None
     return buf.getvalue(), sig.symbol
 
 
