@@ -21,6 +21,7 @@ import pytest
 ct = pytest.importorskip("cuda.tile", reason="cuda-tile (cuTile Python) is not installed")
 
 import tilelab as tl  # noqa: E402
+from tilelab import config  # noqa: E402
 from tilelab.compiler import cache_trust  # noqa: E402
 from tilelab.compiler import export  # noqa: E402
 from tilelab.compiler.cache import META_DIGEST, DiskCache  # noqa: E402
@@ -144,17 +145,16 @@ def test_a_signed_entry_moved_under_another_kernels_key_is_not_served(cache_dir,
 
 
 def test_a_cache_signed_with_another_key_misses_and_recompiles(cache_dir, tmp_path,
-                                                               monkeypatch, exports):
+                                                               exports):
     """A cache copied to another user (or restored under a new key): every entry is a
     miss, compiled again and re-signed; the first key then misses in turn."""
     first = vector_add.compile(*ARGS, arch="sm_90")
-    monkeypatch.setenv("TILELAB_CACHE_KEY", str(tmp_path / "other-user" / "cache.key"))
-    with pytest.warns(RuntimeWarning, match="MAC does not verify"):
-        other = vector_add.compile(*ARGS, arch="sm_90")
-    assert not other.cache_hit and other.cubin == first.cubin
-    assert vector_add.compile(*ARGS, arch="sm_90").cache_hit
-    monkeypatch.setenv("TILELAB_CACHE_KEY", str(tmp_path / "config" / "cache.key"))
-    with pytest.warns(RuntimeWarning, match="MAC does not verify"):
+    with config.override(cache_key=str(tmp_path / "other-user" / "cache.key")):
+        with pytest.warns(RuntimeWarning, match="MAC does not verify"):
+            other = vector_add.compile(*ARGS, arch="sm_90")
+        assert not other.cache_hit and other.cubin == first.cubin
+        assert vector_add.compile(*ARGS, arch="sm_90").cache_hit
+    with pytest.warns(RuntimeWarning, match="MAC does not verify"):   # the first key
         assert not vector_add.compile(*ARGS, arch="sm_90").cache_hit
     assert exports == ["vector_add"] * 3
 
@@ -241,13 +241,13 @@ def test_a_key_is_made_where_hard_links_are_not_supported(tmp_path, monkeypatch)
 
 
 def test_the_default_key_lives_in_the_config_dir(monkeypatch, tmp_path):
-    monkeypatch.delenv("TILELAB_CACHE_KEY")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    assert cache_trust.default_key_path() == tmp_path / "xdg" / "tilelab" / "cache.key"
-    monkeypatch.delenv("XDG_CONFIG_HOME")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert cache_trust.default_key_path() == tmp_path / "home" / ".config" / "tilelab" / \
-        "cache.key"
+    with config.override(cache_key=config.DEFAULT):
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+        assert cache_trust.default_key_path() == tmp_path / "xdg" / "tilelab" / "cache.key"
+        monkeypatch.delenv("XDG_CONFIG_HOME")
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        assert cache_trust.default_key_path() == tmp_path / "home" / ".config" / \
+            "tilelab" / "cache.key"
 
 
 def _load(path: str) -> bytes:
@@ -296,11 +296,11 @@ def test_a_key_that_is_a_link_or_the_wrong_size_is_refused(tmp_path):
         load_key(short)
 
 
-def test_a_key_inside_the_cache_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TILELAB_CACHE_KEY", str(tmp_path / "cache" / "cache.key"))
-    with pytest.raises(ConfigError, match="lies inside the cache directory"):
-        vector_add.compile(*ARGS, arch="sm_90")
+def test_a_key_inside_the_cache_is_refused(tmp_path):
+    with config.override(cache_dir=str(tmp_path / "cache"),
+                         cache_key=str(tmp_path / "cache" / "cache.key")):
+        with pytest.raises(ConfigError, match="lies inside the cache directory"):
+            vector_add.compile(*ARGS, arch="sm_90")
 
 
 def test_compiling_with_a_key_others_can_read_is_a_config_error(cache_dir):
@@ -318,9 +318,9 @@ def test_a_key_that_cannot_be_made_compiles_without_caching(tmp_path, monkeypatc
     monkeypatch.setattr(cache_mod, "_WARNED", set())
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TILELAB_CACHE_KEY", str(blocker / "cache.key"))
-    arts = [vector_add.compile(*ARGS, arch="sm_90") for _ in range(2)]
+    with config.override(cache_dir=str(tmp_path / "cache"),
+                         cache_key=str(blocker / "cache.key")):
+        arts = [vector_add.compile(*ARGS, arch="sm_90") for _ in range(2)]
     assert not any(a.cache_hit for a in arts) and arts[0].cubin == arts[1].cubin
     warned = [str(w.message) for w in recwarn.list if "cache key" in str(w.message)]
     assert len(warned) == 1 and warned[0].startswith(
