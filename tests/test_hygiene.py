@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tilelab import config
 from tilelab.cli import main as cli_main
 from tilelab.compiler.cache import CacheStats, binary_size
 
 
-def test_cache_info_prints_binary_units(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TILELAB_CACHE_MAX_BYTES", raising=False)
-    assert cli_main(["cache", "info"]) == 0
+def test_cache_info_prints_binary_units(tmp_path, capsys):
+    with config.override(cache_dir=str(tmp_path / "cache"), cache_max_bytes=config.DEFAULT):
+        assert cli_main(["cache", "info"]) == 0
     text = capsys.readouterr().out
     assert "of 1.0 GiB" in text, text      # the README: "1 GiB by default"
     assert " MB" not in text

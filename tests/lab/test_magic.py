@@ -13,6 +13,7 @@ from IPython.utils.capture import capture_output  # noqa: E402
 
 import tilelab as tl  # noqa: E402
 import tilelab.lab as lab  # noqa: E402
+from tilelab import config  # noqa: E402
 
 HEAD = "import tilelab as tl\nimport cuda.tile as ct\n"
 
@@ -406,8 +407,7 @@ def test_bad_options_are_usage_errors(shell, line, message):
     assert message in cap.stderr, cap.stderr
 
 
-def test_unusable_backend_and_unwritable_save_dir_are_usage_errors(shell, monkeypatch,
-                                                                   tmp_path):
+def test_unusable_backend_and_unwritable_save_dir_are_usage_errors(shell, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     res, cap = run(shell, f"%%tile --save {blocker}/out --show timings\n" + ADD)
@@ -415,8 +415,8 @@ def test_unusable_backend_and_unwritable_save_dir_are_usage_errors(shell, monkey
     assert "cannot write there" in cap.stderr
     if tl.gpu_available():
         return
-    monkeypatch.setenv("TILELAB_BACKEND", "gpu")
-    res, cap = run(shell, "%%tile\nx = 1\n")
+    with config.override(backend="gpu"):
+        res, cap = run(shell, "%%tile\nx = 1\n")
     assert not res.success and "UsageError: %%tile:" in cap.stderr and "GPU" in cap.stderr
     res, cap = run(shell, "%%tile --backend gpu\nx = 1\n")
     assert not res.success and "--backend gpu:" in cap.stderr
