@@ -10,7 +10,7 @@ cuTile checks in its untaken branch, with the message of the op itself, at the u
 line that called the helper.
 
 The helpers are recognized by module and name, as the lowering calls them (the frozen
-copy keeps the module name); the interpreter does not import the compiler (DESIGN §1).
+copy keeps the module name); the interpreter does not import the compiler (docs/architecture.md, "Layers").
 
 Example:
     >>> device_check(len) is None

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from tilelab.compiler.calling_convention import Slot, arg_slots
 from tilelab.compiler.locations import Mapper, location_mapper, locate_frames
+from tilelab.compiler.safety.kinds import is_partition
 from tilelab.compiler.tileir.ops import NON_MEMORY_OPS, REFUSED_OPS, WRITE_OPS
 from tilelab.compiler.tileir.parser import (VALUE, Arg, Entry, Op, TileIRModule, base_value,
                                             before_types, split_loc, top_split)
@@ -28,9 +29,6 @@ _LESS_THAN = re.compile(r"\s*less_than\b")
 _UNSIGNED = re.compile(r",\s*unsigned\b")
 _TENSOR_VIEW = re.compile(r"\s*(%[\w$.#-]+)\s*,\s*shape\s*=\s*\[([^\]]*)\]\s*,\s*"
                           r"strides\s*=\s*\[([^\]]*)\]")
-
-#: the parameter kinds a partition store may write
-_PARTITION_KINDS = ("Out", "InOut")
 
 
 @dataclass
@@ -225,7 +223,7 @@ class Checker:
             self.fail(op, f"stores through {problem}; a safe kernel stores only tiles of "
                           "its Out/InOut partitions")
             return
-        if p not in self.store_params or self.kinds.get(p) not in _PARTITION_KINDS \
+        if p not in self.store_params or not is_partition(self.kinds.get(p)) \
                 or p not in self.partitions:
             kind = self.kinds.get(p, "?")
             allowed = ", ".join(sorted(self.store_params)) or "none"

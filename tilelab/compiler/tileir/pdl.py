@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilelab.compiler.safety.kinds import read_only
 from tilelab.compiler.tileir.checks import Checker
 from tilelab.compiler.tileir.ops import MEMORY_OPS, TRIGGER_OP, WAIT_OP
 from tilelab.compiler.tileir.parser import Entry, Op, TileIRModule
@@ -128,7 +129,7 @@ def reads_before_wait(tileir: str | None, lowered: Any, spec: Any) -> frozenset[
         view = checker.view_operand(op)
         p, _pvtype, problem = checker.view_param(op, view, for_store=False) \
             if view is not None else (None, None, "no view")
-        if p is None or problem is not None or checker.kinds.get(p) not in ("In", "auto"):
+        if p is None or problem is not None or not read_only(checker.kinds.get(p)):
             return None
         params.add(p)
     return frozenset(params)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilelab.compiler.definition import KernelDefinition
+from tilelab.compiler.safety.kinds import is_partition
 from tilelab.errors import AliasError, LaunchError
 from tilelab.runtime.ledger import checks_enabled
 
@@ -99,7 +100,7 @@ def refuse_layout(name: str, param: Any, t: Any, flags: int, writable: bool) -> 
             "tilelab refuses them on the GPU and on the CPU backend alike",
             hint="pass a copy in increasing order (t.contiguous(), "
                  "np.ascontiguousarray(a)) and reverse in the kernel or afterwards")
-    if flags & OVERLAPPING and kind in ("Out", "InOut"):
+    if flags & OVERLAPPING and is_partition(kind):
         _refuse_self_overlap(what, layout, t)
     if writable and t._storage.readonly:
         raise LaunchError(f"{what} is written by the kernel, but its memory is "

@@ -19,6 +19,7 @@ import numpy as np
 from tilelab.compiler.artifacts import Artifacts
 from tilelab.compiler.definition import KernelDefinition
 from tilelab.compiler.dtypes import to_numpy_dtype
+from tilelab.compiler.safety.kinds import writes
 from tilelab.compiler.specialize import Specialization
 from tilelab.errors import LaunchError, SourceLocation
 
@@ -117,7 +118,7 @@ def make_plan(d: KernelDefinition, args: list[Any], device: str) -> LaunchPlan:
         (True, False)
     """
     spec = d.specialize(args)
-    writable = tuple(p.kind in ("Out", "InOut", "Raw") for p in d.analysis.params)
+    writable = tuple(writes(p.kind) for p in d.analysis.params)
     arrays = tuple(i for i, a in enumerate(args) if tensor_of(a) is not None)
     scalars = {i: _NP_SCALAR.get(lay.dtype) or to_numpy_dtype(lay.dtype).type
                for i, lay in enumerate(spec.layouts) if lay.kind == "scalar"}
