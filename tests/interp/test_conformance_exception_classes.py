@@ -87,10 +87,10 @@ def test_a_refusal_cutile_itself_raised_keeps_that_class():
     assert isinstance(e, type(cause))
 
 
-def test_an_undefined_name_is_a_name_error_a_compile_error_and_a_tile_error():
+def test_an_undefined_name_is_a_name_error_a_compile_error_and_a_tile_syntax_error():
     e = _raised(undefined, np.zeros(4, np.float32))
     assert isinstance(e, KernelNameError) and isinstance(e, NameError)
-    assert isinstance(e, ct.TileError)
+    assert isinstance(e, ct.TileSyntaxError)   # cuTile: "Undefined variable nowhere used"
     assert "name 'nowhere' is not defined" in str(e)
 
 
@@ -116,9 +116,19 @@ def test_a_message_no_cutile_template_matches_falls_back_to_type_error():
 
 
 def test_the_raise_site_may_name_the_class():
-    e = CompileError("Break in a for loop with static_iter() is not supported",
-                     foreign=ct.TileSyntaxError)
-    assert cutile_class(e) is ct.TileSyntaxError
+    e = CompileError("a refusal in tilelab's own words", foreign=ct.TileValueError)
+    assert cutile_class(e) is ct.TileValueError
+
+
+def test_cutiles_raise_sites_give_the_class_of_a_message_in_its_words():
+    # raise TileTypeError(f"..."), and raise ctx.syntax_error(f"...") through a helper
+    # annotated to return a TileSyntaxError
+    cases = {"Arrays do not support item assignment. Use store() or scatter() instead.":
+             ct.TileTypeError,
+             "Break in a for loop with static_iter() is not supported": ct.TileSyntaxError,
+             "Undefined variable blk used": ct.TileSyntaxError}
+    for message, cls in cases.items():
+        assert cutile_class(CompileError(message)) is cls, message
 
 
 def test_with_foreign_class_keeps_message_location_hint_and_pickles():

@@ -154,7 +154,8 @@ def exception_classes() -> dict[str, type]:
 
 
 def raise_sites() -> list[tuple[Any, type]]:
-    """Every ``raise <cuTile exception>(<message>)`` in cuTile's Python sources, as (the
+    """Every ``raise <cuTile exception>(<message>)`` in cuTile's Python sources (also
+    ``raise ctx.syntax_error(<message>)``: a helper annotated to return one), as (the
     message expression's AST node, the class), read once per call (callers cache it):
     the interpreter words its refusals as cuTile does, so the message tells which class
     cuTile raises. A message held in a variable (``msg = f"..."; raise
@@ -163,6 +164,21 @@ def raise_sites() -> list[tuple[Any, type]]:
     from pathlib import Path
     classes = exception_classes()
     sites: list[tuple[Any, type]] = []
+    trees = []
+    for path in sorted(Path(ct.__file__).parent.rglob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8")
+            if "raise " in text:
+                trees.append(ast.parse(text))
+        except (OSError, SyntaxError, UnicodeDecodeError):  # pragma: no cover
+            continue
+    # helpers that build an exception: def syntax_error(self, message) -> TileSyntaxError
+    makers = dict(classes)
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    isinstance(node.returns, ast.Name) and node.returns.id in classes:
+                makers.setdefault(node.name, classes[node.returns.id])
 
     class Scan(ast.NodeVisitor):
         def __init__(self) -> None:
@@ -186,20 +202,15 @@ def raise_sites() -> list[tuple[Any, type]]:
                 func = call.func
                 name = func.attr if isinstance(func, ast.Attribute) else \
                     func.id if isinstance(func, ast.Name) else None
-                if name in classes:
+                if name in makers:
                     arg = call.args[0]
                     values = self.assigned[-1].get(arg.id, []) \
                         if isinstance(arg, ast.Name) else [arg]
-                    sites.extend((v, classes[name]) for v in values)
+                    sites.extend((v, makers[name]) for v in values)
             self.generic_visit(node)
 
-    for path in sorted(Path(ct.__file__).parent.rglob("*.py")):
-        try:
-            text = path.read_text(encoding="utf-8")
-            if "raise " in text:
-                Scan().visit(ast.parse(text))
-        except (OSError, SyntaxError, UnicodeDecodeError):  # pragma: no cover
-            continue
+    for tree in trees:
+        Scan().visit(tree)
     return sites
 
 

@@ -307,10 +307,12 @@ def _as_compile_error(exc: Exception, state: context.LaunchState) -> TilelabErro
     if isinstance(exc, NameError):
         missing = getattr(exc, "name", None)
         what = f"'{missing}'" if missing else "the name"
-        return context.KernelNameError(
+        error = context.KernelNameError(
             f"{type(exc).__name__}: {exc}", location=loc, name=missing,
             hint=f"define or import {what} in the kernel's module (a kernel sees its "
                  f"module's globals), or check the spelling")
+        error.foreign = ct.TileSyntaxError   # cuTile: "Undefined variable x used"
+        return error
     return CompileError(f"{type(exc).__name__}: {exc}", location=loc,
                         hint="cuTile would reject this kernel when compiling it")
 
