@@ -19,7 +19,7 @@ from tilelab.compiler import language
 from tilelab.compiler.safety import bounds
 from tilelab.compiler.safety.accesses import AccessKind, record_access
 from tilelab.compiler.safety.combiners import check_combiner
-from tilelab.compiler.safety.kinds import OpKind, ParamKind
+from tilelab.compiler.safety.kinds import OpKind, ParamKind, is_partition, read_only
 from tilelab.compiler.safety.optable import (BUILTIN_CALLS, CT_OPS, DYNAMIC_BUILTINS,
                                              FUNC_ARGUMENT_OPS, RAW_METHODS, READ_METHODS,
                                              TILE_METHODS, VIEW_METHODS, WRITE_METHODS,
@@ -388,10 +388,8 @@ class CallRules:
         if dest is None:
             self.fail("write-safe", call, f"{what} without a destination array")
         roots = self.expr_roots(dest)
-        readonly = sorted(r for r in roots if self.kinds.get(r) in (ParamKind.IN,
-                                                                    ParamKind.AUTO))
-        parts = sorted(r for r in roots if self.kinds.get(r) in (ParamKind.OUT,
-                                                                 ParamKind.INOUT))
+        readonly = sorted(r for r in roots if read_only(self.kinds.get(r)))
+        parts = sorted(r for r in roots if is_partition(self.kinds.get(r)))
         if parts:
             p = parts[0]
             self.fail("write-partition", call,
