@@ -7,6 +7,8 @@ first (``truediv`` of integers gives float32), and the errors are the compiler's
 Numerics follow the GPU: integer ops wrap, ``//`` and ``%`` round toward negative infinity
 (Python style, which cuTile implements on top of C-style division), float16 and bfloat16
 ops are computed in float32 and rounded once (which is exact for + - * / sqrt),
+``pow`` and ``atan2`` are computed in float64 and rounded once (correctly rounded for
+float32 and narrower but for rare double roundings),
 a float ``//`` divides in the operands' dtype (and rounding mode) and then floors, as
 cuTile's ``DivFOp`` + ``FloorOp`` do (float16 ``93.5 // 4.453`` is 21, not the floor of
 the float32 quotient 20.996), directed rounding modes are honoured, and ``flush_to_zero`` flushes float32 subnormals.
@@ -256,6 +258,9 @@ def float_binary(fn: str, a: np.ndarray, b: np.ndarray, dtype: TileDType,
             return np.floor(q)
         return np.floor(q.astype(np.float32)).astype(q.dtype)   # exact: q is integral-safe
     op = _FLOAT_BINARY[fn]
+    if fn in ("pow", "atan2") and dtype is not FLOAT64:
+        # numpy's float32 versions are up to 3 ulp off: float64, rounded once
+        return convert(op(a.astype(np.float64), b.astype(np.float64)), FLOAT64, dtype)
     directed = mode in DIRECTED_MODES
     if dtype is FLOAT64:
         if directed and fn in ("add", "sub", "mul", "truediv"):
@@ -401,11 +406,11 @@ def pow_(x, y, /):
     if (xd is not None and xd.kind == "f" and xd.category != RESTRICTED
             and y_dtype.kind in "iu" and y_dtype.bitwidth <= (32 if y_dtype.kind == "i" else 16)):
         broadcast_shape(np.shape(xv), np.shape(yv))
-        base = xv if xd in (FLOAT32, FLOAT64) else xv.astype(np.float32)
-        exponent = coerce(yv, yd, INT32).astype(base.dtype)
+        base = xv.astype(np.float64)   # (in float64, rounded once to the base's dtype)
+        exponent = coerce(yv, yd, INT32).astype(np.float64)
         out = np.asarray(np.power(base, exponent))
-        if xd not in (FLOAT32, FLOAT64):
-            out = convert(out, FLOAT32, xd)
+        if xd is not FLOAT64:
+            out = convert(out, FLOAT64, xd)
         valid = valid_of(x, y)
         if valid is not None:
             valid = np.broadcast_to(valid, out.shape)

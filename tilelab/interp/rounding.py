@@ -125,7 +125,8 @@ def _round_bracket(x: np.ndarray, dtype: TileDType, mode: RoundingMode | None) -
         c = (x32.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
         c = np.where(np.isinf(x32), x32, c).astype(np.float32)
     else:
-        c = x.astype(storage)
+        with np.errstate(over="ignore"):   # (overflow is rounded below, to inf or max)
+            c = x.astype(storage)
     c = np.asarray(c, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     c64 = c.astype(np.float64)
     up = _neighbours(c, spec, up=True)

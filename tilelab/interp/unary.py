@@ -1,9 +1,12 @@
 """Unary cuTile ops: math functions, negation, absolute value, bitwise not, ``isnan``.
 
 Each op treats bool/integer/float inputs as cuTile does (``exp`` of an int32 tile is
-float32, ``floor`` rejects integers, ``-bool_tile`` is int32...). float16/bfloat16 are
-computed in float32 and rounded once; float32 uses numpy's float32 functions; directed
-rounding modes of ``sqrt`` are exact. A Python constant folds with ``math``.
+float32, ``floor`` rejects integers, ``-bool_tile`` is int32...). The math functions
+(``exp``, ``log``, ``sin``, ``tanh``, ``rsqrt``...) of float32, float16 and bfloat16 are
+computed in float64 and rounded once to the tile's dtype, so they are correctly rounded
+except where float64 lands within 2^-29 ulp of a rounding boundary (at most 0.5 + 2^-28
+ulp); ``sqrt`` is IEEE and its directed rounding modes are exact. A Python constant folds
+with ``math``.
 """
 from __future__ import annotations
 
@@ -40,6 +43,11 @@ _NP_UNARY: dict[str, Callable] = {
     "cosh": np.cosh, "tan": np.tan, "tanh": np.tanh, "log": np.log, "log2": np.log2,
     "sqrt": np.sqrt, "rsqrt": lambda v: 1.0 / np.sqrt(v), "floor": np.floor, "ceil": np.ceil,
 }
+
+#: ops whose float32 result numpy computes exactly or correctly rounded (IEEE sqrt,
+#: floor, ceil); the math functions are computed in float64 and rounded once instead,
+#: since numpy's float32 versions are up to 3 ulp off (see docs/interp.md, "Accuracy")
+_EXACT_IN_FLOAT32 = frozenset({"sqrt", "floor", "ceil"})
 
 # How each unary op treats bool / integer / float inputs (cuTile's UnaryBehavior):
 # "float" converts bool and integers to float32; "strict" rejects them; "preserve" keeps.
@@ -93,11 +101,11 @@ def _unary(fn: str, behavior: str, x: Any, *, rounding_mode: RoundingMode | None
         a = xv if xd is FLOAT32 else xv.astype(np.float32)
         if flush_to_zero:
             a = flush_subnormals(a)
-        if rounding_mode in DIRECTED_MODES or fn == "rsqrt":
+        if fn in _EXACT_IN_FLOAT32 and rounding_mode not in DIRECTED_MODES:
+            out = convert(np.asarray(f(a), dtype=np.float32), FLOAT32, xd)
+        else:   # in float64, rounded once: correctly rounded but for rare double roundings
             directed = rounding_mode if rounding_mode in DIRECTED_MODES else None
             out = convert(np.asarray(f(a.astype(np.float64))), FLOAT64, xd, directed)
-        else:
-            out = convert(np.asarray(f(a), dtype=np.float32), FLOAT32, xd)
         if flush_to_zero:
             out = flush_subnormals(out)
     count_flops(np.size(out), m)
