@@ -75,6 +75,9 @@ class LaunchState:
         self.tile_globals: set[int] = set()
         self.pending_output = ""
         self.blocks_run = 0
+        #: True while a static_assert condition is evaluated as plain Python (see
+        #: tilelab.interp.static_python): a run-time value may not become a Python int
+        self.static_python = False
 
     def count_flops(self, n: int, *, mma: bool = False) -> None:
         """Add ``n`` floating-point operations to the running block's record."""

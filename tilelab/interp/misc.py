@@ -18,6 +18,7 @@ from tilelab.interp.context import compile_error, current, launch_error
 from tilelab.interp.dtypes import INT32, LooseFloat, LooseInt, TileDType, loose_dtype, promote
 from tilelab.interp.elementwise import const_array, maximum, minimum, operand
 from tilelab.interp.shapes import constant_int
+from tilelab.interp.static_python import reevaluate_static_argument
 from tilelab.interp.tile import Tile, format_printf, format_tile
 
 __all__ = ["bid", "num_blocks", "printf", "print_", "assert_", "static_eval",
@@ -170,10 +171,15 @@ def _as_constants(x: Any) -> Any:
 
 def static_assert(condition, message=None, /) -> None:
     """Raise CompileError when a compile-time condition is False."""
-    if isinstance(condition, Tile):
-        if not condition._c:
+    if isinstance(condition, Tile) and not condition._c:
+        # cuTile evaluates the condition as plain Python: a helper looping over a
+        # constant range folds (see tilelab.interp.static_python)
+        ok, value = reevaluate_static_argument(0)
+        if not ok or (isinstance(value, Tile) and not value._c):
             raise compile_error("static_assert() condition must be a compile-time constant",
                                 hint="conditions on run-time values need ct.assert_")
+        condition = value
+    if isinstance(condition, Tile):
         condition = _constant_value(condition)
     if isinstance(condition, np.bool_):
         condition = bool(condition)

@@ -124,9 +124,19 @@ class Tile:
         if self._v.ndim != 0 or self._dt.kind not in "iu":
             raise compile_error(f"only an integer scalar can be used as an index, got a "
                                 f"{self._dt} tile of shape {self.shape}")
+        self._not_in_static_python()
         return int(self._v)
 
+    def _not_in_static_python(self) -> None:
+        """A run-time value has no Python value in a static expression (cuTile's proxy)."""
+        if not self._c:
+            state = active()
+            if state is not None and state.static_python:
+                raise compile_error("a run-time value cannot be used as a Python value in "
+                                    "a static expression")
+
     def __bool__(self) -> bool:
+        self._not_in_static_python()
         if self._v.ndim != 0:
             raise compile_error(f"the truth value of a tile of shape {self.shape} is "
                                 f"ambiguous: conditions must be scalars",
