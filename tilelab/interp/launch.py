@@ -343,7 +343,7 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
             tilelab; bf16/fp8 included, viewed without a copy), Python/numpy scalars,
             tuples, lists of arrays, and plain values for ``ct.Constant`` parameters
             (torch and numpy dtypes included).
-        grid: 1 to 3 block counts.
+        grid: 1 to 3 block counts (``()`` is one block, as for ``ct.launch``).
         order: ``"sequential"`` (grid order, x fastest) or ``"shuffled"`` (seeded random
             order, to expose order-dependent kernels).
         seed: seed of the shuffle and of block sampling (default 0).
@@ -399,7 +399,8 @@ def _interpret(kernel: Any, args: tuple, grid: int | Sequence[int], order: str,
                stdout: TextIO | None, races: bool, arch: str | None) -> Trace:
     """:func:`interpret` without the cuTile classes of its errors."""
     pyfunc, name = _resolve(kernel)
-    grid3 = normalize_grid(grid)
+    # ct.launch pads the grid with ones, an empty one too: () is (1, 1, 1)
+    grid3 = normalize_grid((1,) if isinstance(grid, tuple) and not grid else grid)
     if order not in _ORDERS:
         raise LaunchError(f"order must be one of {_ORDERS}, got {order!r}")
     target = resolve_arch(arch)
