@@ -17,7 +17,8 @@ from cuda.tile._annotated_function import (HeterogeneousTupleNode, HomogeneousTu
 
 __all__ = ["ct", "foreign_dtype", "promote_table_entry", "parameter_annotations",
            "LeafAnnotationNode", "HomogeneousTupleNode", "HeterogeneousTupleNode", "host_dispatch",
-           "is_tile_function_wrapper", "integer_min", "integer_max", "constant_float_value"]
+           "is_tile_function_wrapper", "integer_min", "integer_max", "constant_float_value",
+           "front_end_refusal"]
 
 
 def foreign_dtype(x: Any) -> Any | None:
@@ -221,3 +222,22 @@ def location(where: Any) -> Any:
         return Loc.unknown()
     return Loc(line=where.line, col=max(where.col - 1, 0), filename=where.filename,
                end_col=None if where.end_col is None else where.end_col - 1)
+
+
+def front_end_refusal(pyfunc: Callable, entry: bool) -> BaseException | None:
+    """cuTile's refusal of ``pyfunc``'s source by its AST front end (``ast2hir``: the
+    syntax rules, such as ``break`` in a ``static_iter`` loop or a walrus inside
+    ``static_eval``), as the exception cuTile raises (its ``loc`` says where), or None
+    when the front end accepts it or cannot read it (no source, a lambda, an internal
+    failure: only what cuTile refuses by its rules is reported). ``entry``: the kernel
+    itself rather than a helper it calls."""
+    from cuda.tile._exception import TileError
+    from cuda.tile._passes.ast2hir import HirMode, get_function_hir
+    mode = HirMode.ENTRY_POINT if entry else HirMode.HELPER_FUNCTION
+    try:
+        get_function_hir(pyfunc, mode)
+    except TileError as error:
+        return error
+    except Exception:   # noqa: BLE001 - no source, a lambda: cuTile never says no here
+        return None
+    return None

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import cuda.tile as real_ct
 from tilelab.interp._cutile import is_tile_function_wrapper
 from tilelab.interp.device_checks import device_check, with_device_check
+from tilelab.interp.frontend import front_end_checked
 from tilelab.interp.misc import BUILTINS
 from tilelab.interp.namespace import IMPLEMENTATIONS, SUBSTITUTES, module as ct_module
 from tilelab.interp.source_checks import refusing
@@ -224,8 +225,9 @@ class Rebuilder:
             self._on_globals(new)
         return new
 
-    def function(self, fn: types.FunctionType) -> types.FunctionType:
-        """``fn`` with interpreter globals (cached: one rebuild per function)."""
+    def function(self, fn: types.FunctionType, entry: bool = False) -> types.FunctionType:
+        """``fn`` with interpreter globals (cached: one rebuild per function); ``entry``:
+        ``fn`` is the kernel (cuTile's front end reads a kernel and a helper apart)."""
         found = self._functions.get(id(fn))
         if found is not None:
             return found
@@ -240,7 +242,9 @@ class Rebuilder:
         check = device_check(fn)   # (tilelab's device helpers: see interp.device_checks)
         run = new if check is None else with_device_check(new, check)
         # (a tuple repetition, which cuTile refuses: see interp.source_checks)
-        self._functions[id(fn)] = refusing(fn, run) or run
+        run = refusing(fn, run) or run
+        # (what cuTile's front end refuses in the source: see interp.frontend)
+        self._functions[id(fn)] = front_end_checked(fn, run, entry)
         self._keep.append(fn)
         deps = self._deps
         deps.append(("attr", fn, "__code__", fn.__code__))
@@ -311,9 +315,9 @@ def rebuilt(pyfunc: types.FunctionType,
             rb._on_globals = on_globals
             for g in rb.globals_dicts():
                 on_globals(g)
-            return rb, rb.function(pyfunc)
+            return rb, rb.function(pyfunc, entry=True)
         rb = Rebuilder(on_globals)
-        fn = rb.function(pyfunc)
+        fn = rb.function(pyfunc, entry=True)
         _CACHE[pyfunc] = rb
         _CACHE.move_to_end(pyfunc)
         while len(_CACHE) > CACHE_SIZE:

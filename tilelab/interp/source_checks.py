@@ -11,7 +11,9 @@ interpreter runs (the kernel and every helper it reaches, see
 a tuple display, a ``.shape``/``.strides``/``.tile_shape``, a sum of those, or a local
 name only ever bound to one of them, is refused when the function is first called,
 before any of it runs, branches not taken included (cuTile compiles both sides of an
-``if``), at the operation's place, in cuTile's words. The operand types of the message
+``if``), at the operation's place, in cuTile's words. The argument of ``ct.static_eval``
+and ``ct.static_assert`` is plain Python evaluated at compile time, where a repetition is
+allowed (``ct.static_eval((0,) * len(shape))``). The operand types of the message
 come from the literals and from the call's arguments (``x.ndim`` is int32); an operand
 whose type needs the run (a local tile) is written as its source text.
 
@@ -80,7 +82,7 @@ def _scan(fn: types.FunctionType) -> tuple[tuple[TupleRepeat, ...], dict]:
     func, line0, indent = found
     tuples = _tuple_names(func)
     out = []
-    for node in ast.walk(func):
+    for node in _outside_static_eval(func):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             left, right, at = node.left, node.right, node
         elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult):
@@ -90,6 +92,34 @@ def _scan(fn: types.FunctionType) -> tuple[tuple[TupleRepeat, ...], dict]:
         if _is_tuple(left, tuples) or _is_tuple(right, tuples):
             out.append(TupleRepeat(left, right, line0 + at.lineno, at.col_offset + indent))
     return tuple(sorted(out, key=lambda r: (r.line, r.col))), tuples
+
+
+#: calls whose argument is evaluated by Python at compile time, where a tuple repetition
+#: is plain Python (``ct.static_eval((0,) * len(shape))``)
+_STATIC_CALLS = frozenset({"static_eval", "static_assert"})
+
+
+def _outside_static_eval(func: ast.AST) -> list[ast.AST]:
+    """The nodes of ``func`` that cuTile compiles: all but the arguments of
+    ``static_eval``/``static_assert`` calls."""
+    out: list[ast.AST] = []
+    todo = [func]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.Call) and _callee_name(node.func) in _STATIC_CALLS:
+            todo.append(node.func)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _callee_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
 
 
 def _tuple_names(func: ast.AST) -> dict[str, ast.expr]:

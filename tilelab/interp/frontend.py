@@ -1,0 +1,147 @@
+"""cuTile's front-end rules, checked on a function's source before it first runs.
+
+Why: the interpreter runs kernel bodies as Python, and Python accepts much that cuTile's
+front end refuses when it turns a function's AST into its own form: ``break``,
+``continue`` or ``return`` inside a ``for ... in ct.static_iter(...)`` loop,
+``ct.static_iter`` anywhere but as a ``for`` loop's iterable, an assignment expression
+(``:=``) inside ``ct.static_eval`` or a tuple comprehension, ``for``/``else``, ``global``
+statements... A kernel cuTile refuses must not run on the CPU, and the refusal holds
+whether or not the run would reach the offending line (cuTile reads the whole function).
+So each function the interpreter runs (the kernel, and each helper it calls; see
+:mod:`tilelab.interp.rebuild`) is given to cuTile's own front end once, when it is first
+called, and cuTile's refusal becomes a :class:`~tilelab.errors.CompileError` with
+cuTile's words, at the place cuTile names, of cuTile's class (``TileSyntaxError``...).
+A function whose source cannot be read is run unchecked, as before.
+
+Example:
+    >>> import cuda.tile as ct
+    >>> def kernel(x):
+    ...     for i in ct.static_iter((1, 2)):
+    ...         break
+    >>> front_end_error(kernel, entry=True).message
+    'Break in a for loop with static_iter() is not supported'
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import sys
+import types
+import weakref
+from typing import Any, Callable
+
+from tilelab.errors import CompileError, SourceLocation
+from tilelab.interp import _cutile
+from tilelab.interp.context import call_locations, function_source, location_at
+
+__all__ = ["front_end_error", "front_end_checked"]
+
+_NONE = object()
+
+#: per code object: {entry: the refusal or _NONE}
+_FOUND: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+
+
+def front_end_error(fn: types.FunctionType, entry: bool) -> CompileError | None:
+    """cuTile's front-end refusal of ``fn``'s source as a CompileError (cached per code
+    object), or None when cuTile's front end accepts it or cannot read it. ``entry``:
+    ``fn`` is the kernel itself (cuTile reads a kernel and a helper a little apart:
+    ``return`` ends a kernel but sets a helper's result)."""
+    seen = _FOUND.setdefault(fn.__code__, {})
+    found = seen.get(entry)
+    if found is None:
+        found = seen[entry] = _refusal(fn, entry) or _NONE
+    return None if found is _NONE else found
+
+
+def _refusal(fn: types.FunctionType, entry: bool) -> CompileError | None:
+    error = _cutile.front_end_refusal(fn, entry)
+    if error is None:
+        return None
+    loc = getattr(error, "loc", None)
+    line = getattr(loc, "line", 0) or 0
+    filename = getattr(loc, "filename", None) or fn.__code__.co_filename
+    message = getattr(error, "message", None) or str(error)
+    where = location_at(filename, line, getattr(loc, "col", 0) or 0) if line else \
+        _unlocated(fn, message)
+    return CompileError(message, location=where, foreign=type(error),
+                        hint=_HINTS.get(_hint_key(message)))
+
+
+def _unlocated(fn: types.FunctionType, message: str) -> SourceLocation | None:
+    """Where a refusal cuTile raises without a place is: for "static_iter() is only
+    allowed as iterable..." (and its siblings), the first call of that name that is not
+    where cuTile allows it; else the function's definition."""
+    found = function_source(fn)
+    if found is None:
+        return None
+    func, line0, indent = found
+    name = message.split("()", 1)[0] if "()" in message else None
+    allowed: set[int] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.For):
+            allowed.add(id(node.iter))
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            allowed.add(id(node.exc))
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and id(node) not in allowed and name and \
+                _callee_name(node.func) == name:
+            return location_at(fn.__code__.co_filename, line0 + node.lineno,
+                               node.col_offset + indent)
+    return location_at(fn.__code__.co_filename, line0 + func.lineno, func.col_offset + indent)
+
+
+def _callee_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _hint_key(message: str) -> str | None:
+    for key in _HINTS:
+        if key in message:
+            return key
+    return None
+
+
+#: advice for the refusals a port from plain Python meets most
+_HINTS = {
+    "static_iter() is not supported":
+        "a static_iter loop is unrolled at compile time: compute a flag and test it in "
+        "each iteration, or iterate with range() for a run-time loop",
+    "static_iter() is only allowed":
+        "write `for item in ct.static_iter(...)`",
+    "static_eval()":
+        "ct.static_eval evaluates one plain expression at compile time",
+}
+
+
+def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bool
+                      ) -> Callable[..., Any]:
+    """``run`` (``fn`` rebuilt for the interpreter) made to raise cuTile's front-end
+    refusal of ``fn`` at its first call, before any of it runs; when a helper is
+    refused, the message says from where it was called."""
+    checked_ok = False
+
+    @functools.wraps(run)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        nonlocal checked_ok
+        if not checked_ok:
+            error = front_end_error(fn, entry)
+            if error is not None:
+                raise _at_call(error, call_locations(sys._getframe(1)))
+            checked_ok = True
+        return run(*args, **kwargs)
+    return checked
+
+
+def _at_call(error: CompileError, chain: list) -> CompileError:
+    """A fresh copy of a cached refusal (each raise gets its own traceback), naming the
+    calls that led to a helper, as the compiler says them."""
+    message = error.message
+    if chain:
+        message += " (called from " + ", ".join(map(str, chain)) + ")"
+    return CompileError(message, location=error.location, hint=error.hint,
+                        foreign=error.foreign)
