@@ -31,7 +31,9 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_sessionstart(session):
     """Under TILELAB_REQUIRE_TORCH=1 (as in CI, which installs the torch extra) the torch
     interop tests must run: a missing torch stops the run instead of skipping them."""
-    if os.environ.get("TILELAB_REQUIRE_TORCH") == "1":
+    from tilelab import config
+
+    if config.require_torch():
         try:
             import torch  # noqa: F401
         except ImportError as e:

@@ -60,9 +60,9 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
 def fast(max_examples: int = 30):
     """Hypothesis settings for this suite: budgets sized so that the whole suite stays well
     under a minute on 2 cores; ``TILELAB_HYPOTHESIS_SCALE`` multiplies them."""
-    import os
-
     from hypothesis import HealthCheck, settings
-    scale = float(os.environ.get("TILELAB_HYPOTHESIS_SCALE", "5"))
+
+    from tilelab import config
+    scale = config.hypothesis_scale()
     return settings(max_examples=max(1, int(max_examples * scale)), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -13,12 +13,12 @@ weight gradients) next to their lock-free twins.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
 
 import cuda.tile as ct
+from tilelab import config
 from tilelab.errors import LaunchError
 from tilelab.interp import interpret
 
@@ -37,7 +37,7 @@ def _torch():
         import torch
     except ImportError as e:
         reason = f"torch is not installed ({e}); pip install -e '.[torch]'"
-        if os.environ.get("TILELAB_REQUIRE_TORCH") == "1":
+        if config.require_torch():
             pytest.fail(reason + " (TILELAB_REQUIRE_TORCH=1)")
         pytest.skip(reason)
     return torch

@@ -29,9 +29,11 @@ from pathlib import Path
 
 import pytest
 
+from tilelab import config
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "02_vector_add_and_ownership.ipynb"
-CHROMIUM = os.environ.get("TILELAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = str(config.chromium())
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
@@ -57,7 +59,7 @@ def _require_browser() -> None:
     if not missing:
         return
     reason = "the browser test needs " + ", ".join(missing)
-    if os.environ.get("TILELAB_REQUIRE_BROWSER") == "1":
+    if config.require_browser():
         pytest.fail(reason + " (TILELAB_REQUIRE_BROWSER=1)")
     pytest.skip(reason)
 
@@ -187,7 +189,7 @@ def lab(tmp_path):
 
 def _screenshot_paths(tmp_path: Path, name: str) -> list[Path]:
     paths = [tmp_path / name]
-    extra = os.environ.get("TILELAB_SCREENSHOT_DIR")
+    extra = config.screenshot_dir()
     if extra:
         Path(extra).mkdir(parents=True, exist_ok=True)
         paths.append(Path(extra) / name)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tilelab import config
 from test_browser import CHROMIUM, CHROMIUM_ARGS, _require_browser  # same directory
 
 nbformat = pytest.importorskip("nbformat")
@@ -63,7 +64,7 @@ LIGHT_RACE, DARK_RACE = "rgb(214, 39, 40)", "rgb(255, 77, 77)"   # theme.LIGHT/D
 
 def _shots(tmp: Path, name: str) -> list[Path]:
     paths = [tmp / name]
-    extra = os.environ.get("TILELAB_SCREENSHOT_DIR")
+    extra = config.screenshot_dir()
     if extra:
         Path(extra).mkdir(parents=True, exist_ok=True)
         paths.append(Path(extra) / name)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tilelab import config
 from test_browser import CHROMIUM, CHROMIUM_ARGS, _require_browser  # same directory
 
 nbformat = pytest.importorskip("nbformat")
@@ -95,7 +96,7 @@ _JS_FIGURES = """() => {
 
 def _shot(page, tmp: Path, name: str, target=None) -> None:
     paths = [tmp / name]
-    extra = os.environ.get("TILELAB_SCREENSHOT_DIR")
+    extra = config.screenshot_dir()
     if extra:
         Path(extra).mkdir(parents=True, exist_ok=True)
         paths.append(Path(extra) / name)

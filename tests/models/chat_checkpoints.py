@@ -28,10 +28,11 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 import pytest
+
+from tilelab import config
 
 from .checkpoints import CORPUS, make_qwen3_checkpoint
 
@@ -61,7 +62,7 @@ _BUILT: dict = {}
 def chat_checkpoint(tmp_path_factory) -> pathlib.Path:
     """The chat checkpoint of the tests (built once per session; skips without torch
     and transformers unless TILELAB_REQUIRE_TORCH=1)."""
-    if os.environ.get("TILELAB_REQUIRE_TORCH") == "1":
+    if config.require_torch():
         import torch  # noqa: F401
         import transformers  # noqa: F401
     else:

@@ -7,15 +7,16 @@ Without transformers or torch these fixtures skip (or fail under TILELAB_REQUIRE
 """
 from __future__ import annotations
 
-import os
 
 import pytest
+
+from tilelab import config
 
 from .checkpoints import make_qwen3_checkpoint
 
 
 def _require_transformers() -> None:
-    if os.environ.get("TILELAB_REQUIRE_TORCH") == "1":
+    if config.require_torch():
         import torch  # noqa: F401
         import transformers  # noqa: F401
         return
