@@ -66,27 +66,31 @@ def raw_rope_attention(o, kv_new, k_prev, v_prev, q, k, v, k_cache, v_cache, kv_
     qr = _rms_rope(q1.astype(ct.float32), q2.astype(ct.float32), q_norm,
                    ct.reshape(c, (1, 1, half)), ct.reshape(s, (1, 1, half)), eps, D)
     qt = ct.reshape(qr.astype(q.dtype), (GC, D))
-    kn = ct.reshape(kr.astype(k_cache.dtype), (D, 1))
-    vn = vr.astype(v_cache.dtype)
     m_i = ct.full((GC, 1), -math.inf, dtype=ct.float32)
     l_i = ct.full((GC, 1), 0.0, dtype=ct.float32)
     acc = ct.full((GC, D), 0.0, dtype=ct.float32)
-    for j in range(ct.cdiv(p + 1, BN)):
+    for j in range(ct.cdiv(p, BN)):
         kt = ct.load(k_cache, index=(hk, 0, j), shape=(1, D, BN), order=(0, 2, 1),
                      padding_mode=ZERO)
+        sc = ct.mma(qt, ct.reshape(kt, (D, BN)), ct.full((GC, BN), 0.0, dtype=ct.float32))
         krow = ct.reshape(j * BN + ct.arange(BN, dtype=ct.int32), (1, BN))
-        kt = ct.where(krow == p, kn, ct.reshape(kt, (D, BN)))
-        sc = ct.mma(qt, kt, ct.full((GC, BN), 0.0, dtype=ct.float32))
-        sc = ct.where(krow <= p, sc, -math.inf)
-        vt = ct.load(v_cache, index=(hk, j, 0), shape=(1, BN, D), padding_mode=ZERO)
-        vcol = ct.reshape(j * BN + ct.arange(BN, dtype=ct.int32), (BN, 1))
-        vt = ct.where(vcol == p, vn, ct.reshape(vt, (BN, D)))
+        sc = ct.where(krow < p, sc, -math.inf)
+        vt = ct.reshape(ct.load(v_cache, index=(hk, j, 0), shape=(1, BN, D),
+                                padding_mode=ZERO), (BN, D))
         m_new = ct.maximum(m_i, ct.max(sc, axis=1, keepdims=True) * qk_scale)
         pr = ct.exp2(sc * qk_scale - m_new, flush_to_zero=True)
         alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
         l_i = l_i * alpha + ct.sum(pr, axis=1, keepdims=True)
         acc = ct.mma(pr.astype(vt.dtype), vt, acc * alpha)
         m_i = m_new
+    kn = kr.astype(k_cache.dtype).astype(ct.float32)
+    vn = vr.astype(v_cache.dtype)
+    s_new = ct.sum(qt.astype(ct.float32) * kn, axis=1, keepdims=True)
+    m_new = ct.maximum(m_i, s_new * qk_scale)
+    p_new = ct.exp2(s_new * qk_scale - m_new, flush_to_zero=True)
+    alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
+    l_i = l_i * alpha + p_new
+    acc = acc * alpha + p_new.astype(vn.dtype).astype(ct.float32) * vn.astype(ct.float32)
     out = acc / ct.where(l_i > 0.0, l_i, 1.0)
     ct.store(o, index=(hk, 0, 0), tile=ct.reshape(out.astype(o.dtype), (1, GC, D)))
     if PREV:

@@ -8,8 +8,10 @@ safe kernel may not read a tensor it writes, and attention reads the very cache 
 the first kernel writes. :func:`rope_attention_kernel` therefore
 
 * normalizes and rotates the raw q and k of its KV head from the qkv projection;
-* attends over the cache rows ``0..pos - 1`` and splices the new key and value into the
-  tiles in registers at position ``pos`` (so the cache row at ``pos`` is never read);
+* attends over the cache rows ``0..pos - 1``, then folds in the new key and value from
+  registers as one more online-softmax step (the cache row at ``pos`` is not used: its
+  weight is zero, as for the rows past ``pos`` in the plain kernel; the MMA loop is the
+  plain kernel's, and the extra step is element-wise);
 * writes the new key and value, rounded to the cache's dtype, into a small staging
   tensor ``kv_new`` (Hkv, 2, D) of its own layer;
 * writes the *previous* layer's staged key and value into that layer's cache at
@@ -21,7 +23,9 @@ the first kernel writes. :func:`rope_attention_kernel` therefore
 The last layer's staged key and value go to its cache in :func:`kv_store_kernel`, one
 small launch per step. A step of L layers so runs L + 1 launches where the plain form
 runs 2 L, and every cache row is written before the step ends, exactly as in the plain
-form (the written values are the same bits: the same norm, rotation and rounding).
+form (the written values are the same bits: the same norm, rotation and rounding). The
+attention output differs from the plain form's only by the order of the online softmax
+(the new key is its own last step, not a lane of the last tile): float32 rounding.
 
 Example:
     >>> import numpy as np, tilelab as tl
@@ -58,28 +62,34 @@ def _rope_row(c, s, q, q_norm, eps, index, rows, D):
     return _rope_halves(a, b, c, s)
 
 
-def _attend_spliced(qt, kcache, vcache, hk, kn, vn, p, qk_scale, BN, D):
-    """Online-softmax state of the (gc, D) queries ``qt`` over positions ``0..p`` of
-    KV head ``hk``: rows below ``p`` from the caches, row ``p`` the new key ``kn``
-    (D, 1) and value ``vn`` (1, D), spliced into the tiles (the cache's row ``p`` is
-    loaded but never used)."""
+def _attend_then_fold(qt, kcache, vcache, hk, kn, vn, p, qk_scale, BN, D):
+    """Online-softmax state of the (gc, D) queries ``qt`` over positions ``0..p`` of KV
+    head ``hk``: rows below ``p`` from the caches, tile by tile as the plain one-pass
+    kernel walks them (the loop body feeds the MMAs straight from the loads), then the
+    new key ``kn`` and value ``vn`` (1, D) folded in as one more step, element-wise, in
+    registers (the cache's row ``p`` weighs zero: its old contents are not used)."""
     gc = qt.shape[0]
     m_i = ct.full((gc, 1), -math.inf, dtype=ct.float32)
     l_i = ct.full((gc, 1), 0.0, dtype=ct.float32)
     acc = ct.full((gc, D), 0.0, dtype=ct.float32)
-    for j in range(ct.cdiv(p + 1, BN)):
+    for j in range(ct.cdiv(p, BN)):
         kt = ct.load(kcache, index=(hk, 0, j), shape=(1, D, BN), order=(0, 2, 1),
                      padding_mode=ct.PaddingMode.ZERO)
+        sc = ct.mma(qt, ct.reshape(kt, (D, BN)), ct.full((gc, BN), 0.0, dtype=ct.float32))
         krow = ct.reshape(j * BN + ct.arange(BN, dtype=ct.int32), (1, BN))
-        kt = ct.where(krow == p, kn, ct.reshape(kt, (D, BN)))
-        sc = ct.mma(qt, kt, ct.full((gc, BN), 0.0, dtype=ct.float32))
-        sc = ct.where(krow <= p, sc, -math.inf)
+        sc = ct.where(krow < p, sc, -math.inf)
         vt = ct.load(vcache, index=(hk, j, 0), shape=(1, BN, D),
                      padding_mode=ct.PaddingMode.ZERO)
-        vcol = ct.reshape(j * BN + ct.arange(BN, dtype=ct.int32), (BN, 1))
-        vt = ct.where(vcol == p, vn, ct.reshape(vt, (BN, D)))
-        m_i, l_i, acc = _softmax_step(sc, m_i, l_i, acc, vt, qk_scale)
-    return m_i, l_i, acc
+        m_i, l_i, acc = _softmax_step(sc, m_i, l_i, acc, ct.reshape(vt, (BN, D)), qk_scale)
+    # the new key: its score per query row, then the same update as _softmax_step's,
+    # the probability rounded to the values' dtype as the MMA there rounds it
+    s_new = ct.sum(qt.astype(ct.float32) * kn.astype(ct.float32), axis=1, keepdims=True)
+    m_new = ct.maximum(m_i, s_new * qk_scale)
+    p_new = ct.exp2(s_new * qk_scale - m_new, flush_to_zero=True)
+    alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
+    l_i = l_i * alpha + p_new
+    acc = acc * alpha + p_new.astype(vn.dtype).astype(ct.float32) * vn.astype(ct.float32)
+    return m_new, l_i, acc
 
 
 @tl.kernel
@@ -127,10 +137,9 @@ def rope_attention_kernel(o: tl.Out, kv_new: tl.Out, k_prev: tl.Out, v_prev: tl.
     kv_new.store(ct.reshape(ct.cat((kr, vr), axis=-1), (1, 2, D)))
     # the queries, rounded as the plain form stores them before attending
     qr = _rope_row(c3, s3, q, q_norm, eps, (hk, 0), gc, D).astype(q.dtype)
-    m_i, l_i, acc = _attend_spliced(
-        ct.reshape(qr, (gc, D)), k_cache, v_cache, hk,
-        ct.reshape(kr.astype(k_cache.dtype), (D, 1)), vr.astype(v_cache.dtype), p,
-        qk_scale, BN, D)
+    m_i, l_i, acc = _attend_then_fold(
+        ct.reshape(qr, (gc, D)), k_cache, v_cache, hk, kr.astype(k_cache.dtype),
+        vr.astype(v_cache.dtype), p, qk_scale, BN, D)
     out, _lse = _split_result(m_i, l_i, acc)
     o.store(ct.reshape(out.astype(o.dtype), (1, gc, D)))
     if PREV:

@@ -43,8 +43,8 @@ split (one more with the ``"sample"`` head).
 With ``StepConfig.fuse_rope_attention`` the one-pass form runs 5 kernels per layer:
 ``rope_attn`` (:mod:`tilelab.kernels.decode_rope_attention`) takes the place of
 ``qk_norm_rope_kv`` and ``attn``. It normalizes and rotates the raw q and k itself and
-splices the new key and value into its tiles in registers, so it never reads the cache
-row it would write; it stages them in :attr:`DecodeStep.kv_new` and writes the previous
+folds the new key and value into its attention from registers, so the cache row it
+would write is not used; it stages them in :attr:`DecodeStep.kv_new` and writes the previous
 layer's staged row into that layer's cache (a safe kernel may not write the tensor
 region it reads, so each layer's row lands one layer late), and ``kv_store`` writes the
 last layer's after the layers. That is ``6 + 5 * layers`` launches; every cache row is
