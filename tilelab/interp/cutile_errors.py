@@ -13,8 +13,8 @@ refusal (:func:`tilelab.errors.with_foreign_class`), so both ``except CompileErr
 3. the message: the interpreter words refusals as cuTile does, so the message is matched
    against every ``raise <cuTile class>(<message>)`` in cuTile's Python sources, read once
    (an f-string's literal parts, its fields as wildcards; the longest literal text wins),
-   then against :data:`_WORDED_HERE`, the refusals whose words cuTile has in compiled code
-   or which tilelab words itself;
+   then against :data:`_WORDED_HERE`, two messages cuTile builds without a ``raise``
+   that spells them;
 4. a ``CompileError`` matched by none of these is a ``TileTypeError`` (cuTile's class for
    a kernel whose types it rejects, the refusal the interpreter makes most; the message
    keeps tilelab's words). A ``LaunchError`` of undefined behaviour (a tile outside its
@@ -36,14 +36,12 @@ __all__ = ["cutile_class", "as_cutile"]
 #: like f"{a}: {b}" says nothing about which refusal it is)
 _MIN_LITERAL = 12
 
-#: (regex, cuTile class name) for refusals whose words are not in cuTile's Python
-#: sources (compiled code, or words tilelab chose), in the order they are tried
+#: (regex, cuTile class name) for cuTile's messages that no ``raise`` spells out: the
+#: prefix StaticAssertionError's constructor adds, and the message of cuTile's
+#: ``unsupported_syntax()`` helper, which returns its error rather than raising it
 _WORDED_HERE: tuple[tuple[str, str], ...] = (
-    (r"Autocast from value of type .* is not allowed", "TileTypeError"),
-    (r"implicit(ly)? (cast|promot)|explicit? cast|explict cast", "TileTypeError"),
-    (r"is not supported on sm_\d+|is not supported by atomic", "TileUnsupportedFeatureError"),
     (r"Static assertion failed", "TileStaticAssertionError"),
-    (r"\bnot supported\b.*\bsyntax\b|Unsupported syntax", "TileSyntaxError"),
+    (r"^Unsupported syntax", "TileSyntaxError"),
 )
 
 
