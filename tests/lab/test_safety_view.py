@@ -16,6 +16,7 @@ import pytest
 
 import cuda.tile as ct
 import tilelab as tl
+from tilelab import config
 from tilelab.compiler.cache import DiskCache
 from tilelab.compiler.safety import AccessKind
 from tilelab.compiler.toolchain import find_toolchain
@@ -387,6 +388,7 @@ def shell():
 
 CELL = '''%%tile --show safety
 import tilelab as tl
+from tilelab import config
 def add(z: tl.Out, x: tl.In, y: tl.In):
     z.store(tl.load_like(x, z) + tl.load_like(y, z))
 x = tl.arange(1024, dtype="float32"); z = tl.empty(1024, dtype="float32")
@@ -395,14 +397,12 @@ add(z.partition(256), x, x)
 
 
 @needs_disasm
-def test_the_exported_notebook_shows_the_safety_view(shell, monkeypatch):
+def test_the_exported_notebook_shows_the_safety_view(shell):
     nbformat = pytest.importorskip("nbformat")
     nbconvert = pytest.importorskip("nbconvert")
     from IPython.utils.capture import capture_output
 
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    monkeypatch.delenv("TILELAB_LAB_VIEW", raising=False)
-    with capture_output() as cap:
+    with config.override(backend="cpu", lab_view=config.DEFAULT), capture_output() as cap:
         res = shell.run_cell(CELL, store_history=True)
     assert res.success, res.error_in_exec
     [data] = [o.data for o in cap.outputs if "tilelab-view" in o.data.get("text/html", "")]
