@@ -30,7 +30,9 @@ def run_tiles(body: Callable[..., Any], *arrays: np.ndarray, arch: str | None = 
 
     @ct.kernel
     def harness(xs, SHAPES: ct.Constant, ORIGINS: ct.Constant):
-        tiles = tuple(ct.load(x, o, s) for x, s, o in zip(xs, SHAPES, ORIGINS))
+        # (cuTile unrolls a tuple comprehension only over ct.static_iter)
+        tiles = tuple(ct.load(xs[i], ORIGINS[i], SHAPES[i])
+                      for i in ct.static_iter(range(len(SHAPES))))
         captured.append(body(*tiles))
 
     # (each tile's index made here: cuTile, and so the interpreter, repeats no tuple)

@@ -18,7 +18,7 @@ from cuda.tile._annotated_function import (HeterogeneousTupleNode, HomogeneousTu
 __all__ = ["ct", "foreign_dtype", "promote_table_entry", "parameter_annotations",
            "LeafAnnotationNode", "HomogeneousTupleNode", "HeterogeneousTupleNode", "host_dispatch",
            "is_tile_function_wrapper", "integer_min", "integer_max", "constant_float_value",
-           "front_end_refusal"]
+           "front_end_refusal", "dataclass_refusal", "static_eval_safe"]
 
 
 def foreign_dtype(x: Any) -> Any | None:
@@ -241,3 +241,31 @@ def front_end_refusal(pyfunc: Callable, entry: bool) -> BaseException | None:
     except Exception:   # noqa: BLE001 - no source, a lambda: cuTile never says no here
         return None
     return None
+
+
+def dataclass_refusal(cls: type) -> BaseException | None:
+    """cuTile's refusal of creating an instance of the dataclass ``cls`` in a kernel (not
+    frozen, a custom ``__new__``, ``default_factory`` or ``init=False`` fields, a plain
+    subclass of a dataclass, an ``__init__`` that is neither generated nor a static
+    def), as the exception cuTile raises; None when cuTile creates it."""
+    from cuda.tile._exception import TileError, TypeCheckingError
+    from cuda.tile._execution import is_static_def
+    from cuda.tile._ir.typing_support import get_dataclass_info
+    try:
+        info = get_dataclass_info(cls)
+    except TileError as error:
+        return error
+    if info.init_signature is None and not is_static_def(cls.__init__):
+        return TypeCheckingError("Dataclass instance creation is only supported for "
+                                 "dataclasses with a default generated __init__() method.")
+    return None
+
+
+def static_eval_safe(func: Any) -> bool:
+    """Whether cuTile lets the stub ``func`` be called inside ``ct.static_eval`` (a few
+    ops work on compile-time values there; the others are refused)."""
+    from cuda.tile._execution import is_static_eval_safe_stub
+    try:
+        return bool(is_static_eval_safe_stub(func))
+    except Exception:   # noqa: BLE001 - not a stub
+        return False

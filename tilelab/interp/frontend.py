@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import sys
 import types
 import weakref
@@ -33,6 +34,7 @@ from typing import Any, Callable
 from tilelab.errors import CompileError, SourceLocation
 from tilelab.interp import _cutile
 from tilelab.interp.context import call_locations, function_source, location_at
+from tilelab.interp.static_rules import static_refusal
 
 __all__ = ["front_end_error", "front_end_checked"]
 
@@ -121,20 +123,31 @@ _HINTS = {
 def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bool
                       ) -> Callable[..., Any]:
     """``run`` (``fn`` rebuilt for the interpreter) made to raise cuTile's front-end
-    refusal of ``fn`` at its first call, before any of it runs; when a helper is
-    refused, the message says from where it was called."""
+    refusal of ``fn`` (and a broken ``static_eval`` rule, see
+    :mod:`tilelab.interp.static_rules`) at its first call, before any of it runs; when a
+    helper is refused, the message says from where it was called."""
     checked_ok = False
 
     @functools.wraps(run)
     def checked(*args: Any, **kwargs: Any) -> Any:
         nonlocal checked_ok
         if not checked_ok:
-            error = front_end_error(fn, entry)
+            error = front_end_error(fn, entry) or \
+                static_refusal(fn, _bound(fn, args, kwargs))
             if error is not None:
                 raise _at_call(error, call_locations(sys._getframe(1)))
             checked_ok = True
         return run(*args, **kwargs)
     return checked
+
+
+def _bound(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The call's arguments by parameter name (none when they do not bind: Python says
+    why when the function runs)."""
+    try:
+        return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        return {}
 
 
 def _at_call(error: CompileError, chain: list) -> CompileError:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import cuda.tile as real_ct
 from tilelab.interp import atomics as at
+from tilelab.interp import body_rules
 from tilelab.interp import casts
 from tilelab.interp import elements as el
 from tilelab.interp import elementwise as ew
@@ -102,6 +103,33 @@ IMPLEMENTATIONS: dict[str, Any] = {
         misc.grid_dependency_control_launch_dependents,
     "function": _function_decorator,
 }
+
+def _reduce(x: Any, /, axis: Any, func: Any, identity: Any, *, keepdims: bool = False) -> Any:
+    """``ct.reduce`` with ``func`` run as a reduction body (see interp.body_rules)."""
+    return red.reduce(x, axis, body_rules.combiner(func, "reduction"), identity,
+                      keepdims=keepdims)
+
+
+def _scan(x: Any, /, axis: Any, func: Any, identity: Any, *, reverse: bool = False) -> Any:
+    """``ct.scan`` with ``func`` run as a scan body (see interp.body_rules)."""
+    return red.scan(x, axis, body_rules.combiner(func, "scan"), identity, reverse=reverse)
+
+
+IMPLEMENTATIONS["reduce"] = _reduce
+IMPLEMENTATIONS["scan"] = _scan
+
+#: ops cuTile refuses inside a reduce/scan combiner, by why (see interp.body_rules)
+BODY_RESTRICTED = {
+    "nested": ("sum", "prod", "max", "min", "argmax", "argmin", "reduce", "cumsum",
+               "cumprod", "scan"),
+    "memory": ("load", "store", "gather", "scatter", "load_advanced_indexing",
+               "store_advanced_indexing", "atomic_cas", "atomic_xchg", "atomic_add",
+               "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor",
+               "printf", "print", "assert_"),
+}
+for _what, _names in BODY_RESTRICTED.items():
+    for _name in _names:
+        IMPLEMENTATIONS[_name] = body_rules.guarded(IMPLEMENTATIONS[_name], _what)
 
 #: cuda.tile names the interpreter refuses, with the reason.
 UNSUPPORTED: dict[str, Callable[..., Any]] = {

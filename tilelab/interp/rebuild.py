@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import cuda.tile as real_ct
 from tilelab.interp._cutile import is_tile_function_wrapper
+from tilelab.interp import body_rules, dataclass_rules
 from tilelab.interp.device_checks import device_check, with_device_check
 from tilelab.interp.frontend import front_end_checked
 from tilelab.interp.misc import BUILTINS
@@ -123,9 +124,14 @@ def _torch_dtype(value: Any) -> Any:
     return None
 
 
+#: builtins with tile semantics, ``print`` and ``range`` refusing to run inside a
+#: reduce/scan combiner as cuTile does (see interp.body_rules)
+_KERNEL_BUILTINS = dict(BUILTINS, print=body_rules.guarded(BUILTINS["print"], "memory"),
+                        range=body_rules.looping_range(BUILTINS["range"]))
+
 #: id(Python builtin) -> the interpreter's version of it (range, min, max, print...)
 _BUILTIN_SUBSTITUTES: dict[int, Any] = {
-    id(getattr(builtins, name)): impl for name, impl in BUILTINS.items()
+    id(getattr(builtins, name)): impl for name, impl in _KERNEL_BUILTINS.items()
     if hasattr(builtins, name) and getattr(builtins, name) is not impl}
 
 
@@ -144,7 +150,7 @@ class Rebuilder:
         self._keep: list[Any] = []  # keep originals alive: the caches are keyed by id()
         self._on_globals = on_globals
         self.builtins = dict(builtins.__dict__)
-        self.builtins.update(BUILTINS)
+        self.builtins.update(_KERNEL_BUILTINS)
         self._cuda: types.ModuleType | None = None
         self._torch: types.ModuleType | None = None
         # what the rebuild copied: (kind, container, key, object), checked by identity
@@ -205,6 +211,8 @@ class Rebuilder:
             if is_library_module(getattr(value, "__module__", None)):
                 return value
             return self.function(value)
+        if isinstance(value, type) and "__dataclass_params__" in dir(value):
+            return dataclass_rules.checked(value)   # (cuTile's dataclass rules)
         return _torch_dtype(value) or value
 
     def module(self, mod: types.ModuleType) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tilelab.interp import body_rules
 from tilelab.interp.context import active, check_tile_shape, compile_error
 from tilelab.interp.dtypes import TileDType
 from tilelab.interp.targets import dtype_error, supported
@@ -137,6 +138,8 @@ class Tile:
 
     def __bool__(self) -> bool:
         self._not_in_static_python()
+        if body_rules.current() is not None:   # (a run-time branch in a combiner)
+            body_rules.refuse("branch")
         if self._v.ndim != 0:
             raise compile_error(f"the truth value of a tile of shape {self.shape} is "
                                 f"ambiguous: conditions must be scalars",
