@@ -12,8 +12,9 @@ compile`` costs in a new process.
   a new process, timed from the caller's side: wall clock and the child's CPU time
   (user + system, which a loaded host inflates less), median of the runs; the baselines
   in the same interleaved runs are ``python -c pass`` (the interpreter's start) and
-  ``python -c "import tilelab"``. Measured twice: ``bytecode`` (the interpreter's
-  default: the first run wrote ``.pyc`` files, later runs read them) and
+  ``python -c "import tilelab"``. Measured twice: ``bytecode`` (the first run wrote
+  ``.pyc`` files, later runs read them; they go to a ``PYTHONPYCACHEPREFIX`` folder of the
+  run's own, never beside the sources of the checkout or the installation) and
   ``no_bytecode`` (``PYTHONDONTWRITEBYTECODE=1`` with ``PYTHONPYCACHEPREFIX`` an empty
   folder: no module has byte-code, so every run compiles the source of every module it
   imports, the standard library's too). Gate: the command succeeds and reports a disk
@@ -45,7 +46,7 @@ from typing import Any
 
 from .common import Context
 
-__all__ = ["run", "CLI_TARGET_S", "ARCHS"]
+__all__ = ["run", "variant_envs", "CLI_TARGET_S", "ARCHS"]
 
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 CLI_TARGET_S = 0.2
@@ -175,6 +176,24 @@ def _cli_variant(cmds: dict[str, list[str]], env: dict, runs: int) -> dict:
     return out
 
 
+def variant_envs(env: dict, workdir: Path) -> dict[str, dict]:
+    """The environment of each ``cli`` variant: ``env`` without the caller's byte-code
+    switches, plus the variant's own; byte-code is written only under ``workdir``.
+
+    Example:
+        >>> envs = variant_envs({"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/h"}, Path("/w"))
+        >>> envs["bytecode"]
+        {'HOME': '/h', 'PYTHONPYCACHEPREFIX': '/w/pyc'}
+        >>> sorted(envs["no_bytecode"].items())
+        [('HOME', '/h'), ('PYTHONDONTWRITEBYTECODE', '1'), ('PYTHONPYCACHEPREFIX', '/w/no-pyc')]
+    """
+    switches = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    base = {k: v for k, v in env.items() if k not in switches}
+    return {"bytecode": {**base, "PYTHONPYCACHEPREFIX": str(workdir / "pyc")},
+            "no_bytecode": {**base, "PYTHONDONTWRITEBYTECODE": "1",
+                            "PYTHONPYCACHEPREFIX": str(workdir / "no-pyc")}}
+
+
 def _cli(env: dict, workdir: Path, runs: int) -> dict:
     src = workdir / "cli_kernel.py"
     src.write_text(_CLI_KERNEL)
@@ -182,10 +201,8 @@ def _cli(env: dict, workdir: Path, runs: int) -> dict:
             "python_start": [sys.executable, "-c", "pass"],
             "import_tilelab": [sys.executable, "-c", "import tilelab"]}
     variants = {}
-    no_pyc = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(workdir / "no-pyc")}
-    for name, extra in (("bytecode", {}), ("no_bytecode", no_pyc)):
-        venv = {k: v for k, v in env.items() if k not in no_pyc}
-        variants[name] = _cli_variant(cmds, {**venv, **extra}, runs)
+    for name, venv in variant_envs(env, workdir).items():
+        variants[name] = _cli_variant(cmds, venv, runs)
         v = variants[name]
         if v["status"] == "error":
             return {"status": "error", "error": v["error"], "variant": name}

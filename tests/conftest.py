@@ -1,10 +1,15 @@
 """Test-wide setup: a private compile cache and cache key, the GPU marker skip, torch where CI
-requires it, and ``kernel_file`` (a kernel file the ``tilelab`` command is tested on)."""
+requires it, the report of tests whose markers miss a process they start (support.spawns),
+and ``kernel_file`` (a kernel file the ``tilelab`` command is tested on)."""
 import os
 import tempfile
 import textwrap
 
 import pytest
+
+# support.spawns lists, at the end of a run, the tests that start a process their markers
+# (toolchain, subprocess) do not name
+pytest_plugins = ["support.spawns"]
 
 # Keep the user's ~/.cache/tilelab out of the tests (and start from a cold cache), and
 # the user's cache key (~/.config/tilelab/cache.key) too: a private cache is signed with

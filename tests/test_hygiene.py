@@ -54,6 +54,7 @@ def test_demo_output_is_ignored_by_git():
     assert "tilelab-demo/" in lines
 
 
+@pytest.mark.subprocess
 def test_a_test_session_removes_its_private_cache(tmp_path):
     """conftest.py makes ``tilelab-test-cache-*`` when no cache is named; it goes at the end."""
     root = Path(__file__).resolve().parents[1]
@@ -62,6 +63,9 @@ def test_a_test_session_removes_its_private_cache(tmp_path):
                      "    print('CACHE=' + os.environ['TILELAB_CACHE_DIR'])\n")
     env = {k: v for k, v in os.environ.items() if k != "TILELAB_CACHE_DIR"}
     env["TMPDIR"] = str(tmp_path)
+    # the copied conftest loads its plugins from tests/ (pyproject's pythonpath there)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root / "tests"),
+                                                      env.get("PYTHONPATH")]))
     (tmp_path / "conftest.py").write_text((root / "tests" / "conftest.py").read_text())
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
                            "--rootdir", str(tmp_path), str(probe)],
@@ -71,3 +75,28 @@ def test_a_test_session_removes_its_private_cache(tmp_path):
                  if line.startswith("CACHE="))
     assert Path(cache).name.startswith("tilelab-test-cache-")
     assert not Path(cache).exists()
+
+
+@pytest.mark.subprocess
+def test_the_compile_benchmark_writes_byte_code_only_in_its_own_folder(tmp_path):
+    """The compile group's ``bytecode`` variant lets its processes write ``.pyc`` files:
+    into its work folder (``PYTHONPYCACHEPREFIX``), never beside the sources (a test run
+    of the group once left ``__pycache__`` folders in the checkout)."""
+    from benchmarks.compile_times import variant_envs
+
+    caller = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX="/elsewhere")
+    envs = variant_envs(caller, tmp_path / "work")
+    assert set(envs) == {"bytecode", "no_bytecode"}
+    assert "PYTHONDONTWRITEBYTECODE" not in envs["bytecode"]
+    assert envs["no_bytecode"]["PYTHONDONTWRITEBYTECODE"] == "1"
+    for name, env in envs.items():
+        assert Path(env["PYTHONPYCACHEPREFIX"]).parent == tmp_path / "work", name
+    # a process of the bytecode variant imports a module of a source tree
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "probe_module.py").write_text("VALUE = 1\n")
+    proc = subprocess.run([sys.executable, "-c", "import probe_module"], cwd=tree,
+                          env=envs["bytecode"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tree.iterdir()) == ["probe_module.py"]
+    assert list((tmp_path / "work" / "pyc").rglob("probe_module*.pyc"))

@@ -19,14 +19,9 @@ from benchmarks.suite_data import make_arrays
 from benchmarks.suite_kernels import Registry
 from benchmarks.suite_report import check_targets, summarize, table
 from benchmarks.suite_run import RunOptions, compile_variant, run_case
+from support.backends import cpu_backend_private_cache  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-@pytest.fixture(autouse=True)
-def cpu_backend(monkeypatch, tmp_path):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def result_doc(date: str, medians: dict[str, dict[str, float]], gpu: str = "NVIDIA H200",

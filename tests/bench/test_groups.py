@@ -14,16 +14,11 @@ import pytest
 from benchmarks import common, engine, groups, suite
 from benchmarks.common import Context, rel_err, rotated, time_rounds, write_json
 from benchmarks.groups import GROUPS, RUN_ORDER, Group, run_decode_script
+from support.backends import cpu_backend_private_cache  # noqa: F401 (autouse fixture)
 
 ROOT = Path(suite.__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-@pytest.fixture(autouse=True)
-def cpu_backend(monkeypatch, tmp_path):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def test_the_table_names_the_eight_groups_in_run_order():

@@ -13,16 +13,11 @@ from benchmarks import predict_fit as pf
 from benchmarks.common import RESULTS
 from tilelab.perf.predict_model import CONSTANTS
 from tilelab.perf.predict_fit import load_fit
+from support.backends import cpu_backend_private_cache  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 QUICK = {"rounds": 1, "rep": 1, "warmup": 0}
-
-
-@pytest.fixture(autouse=True)
-def cpu_backend(monkeypatch, tmp_path):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def test_the_gpu_cases_are_the_tour_and_the_explorers_grids():

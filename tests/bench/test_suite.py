@@ -15,6 +15,7 @@ from benchmarks.suite_data import make_arrays
 from benchmarks.suite_kernels import Registry
 from benchmarks.suite_report import check_targets, summarize
 from benchmarks.suite_run import RunOptions, run_case
+from support.backends import cpu_backend_private_cache  # noqa: F401 (autouse fixture)
 
 BENCH = Path(suite.__file__).resolve().parent
 #: the groups with checked-and-timed cases (runtime and compile have their own tests)
@@ -24,9 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 @pytest.fixture(autouse=True)
-def cpu_backend(monkeypatch, tmp_path):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    monkeypatch.setenv("TILELAB_CACHE_DIR", str(tmp_path / "cache"))
+def decode_script_stubbed(monkeypatch):
     # the decode group's script has its own tests; here the case engine is under test
     from benchmarks import groups
 

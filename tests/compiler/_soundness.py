@@ -11,18 +11,12 @@
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import soundness_cases as cases  # noqa: E402
-import soundness_helpers  # noqa: E402
-import soundness_shadow  # noqa: E402
+from compiler import soundness_cases as cases
+from compiler import soundness_helpers, soundness_shadow
 
 CORPUS_FILES = [Path(m.__file__).resolve() for m in (cases, soundness_helpers,
                                                        soundness_shadow)]

@@ -46,12 +46,12 @@ from numpy.lib.stride_tricks import as_strided
 
 import cuda.tile
 import cuda.tile as ct
-import soundness_helpers as sh
+from compiler import soundness_helpers as sh
 import tilelab as tl
 import tilelab.compiler.tile_index as tl_device
 from tilelab.compiler import language as tl_language
-from soundness_helpers import double as sh_double
-from soundness_helpers import writer as sh_writer
+from compiler.soundness_helpers import double as sh_double
+from compiler.soundness_helpers import writer as sh_writer
 
 # ======================================================================================
 # registries
@@ -3452,7 +3452,7 @@ def o_call_kwargs_scatter(z: tl.Out, x: tl.In, idx: tl.In):
 # ======================================================================================
 # ACCEPTED: safe code that must keep working (compiled for sm_90, run on the CPU)
 
-import soundness_shadow as shadow  # noqa: E402
+from compiler import soundness_shadow as shadow  # noqa: E402
 from cuda.tile import exp as ct_exp  # noqa: E402
 
 _A_CONST = 0.25

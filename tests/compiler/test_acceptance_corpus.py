@@ -17,7 +17,6 @@ write them safely.
 from __future__ import annotations
 
 import inspect
-import sys
 from functools import cache
 from pathlib import Path
 
@@ -26,10 +25,9 @@ import pytest
 
 pytest.importorskip("cuda.tile", reason="cuda-tile (cuTile Python) is not installed")
 
-sys.path.insert(0, str(Path(__file__).parent))   # the acceptance package, any import mode
-from acceptance import ENTRIES, FAMILIES  # noqa: E402
-from acceptance.by_design import BY_DESIGN  # noqa: E402
-from acceptance.registry import ORIGINS, Entry, rng_for, tolerance  # noqa: E402
+from compiler.acceptance import ENTRIES, FAMILIES  # noqa: E402
+from compiler.acceptance.by_design import BY_DESIGN  # noqa: E402
+from compiler.acceptance.registry import ORIGINS, Entry, rng_for, tolerance  # noqa: E402
 
 import tilelab as tl  # noqa: E402
 

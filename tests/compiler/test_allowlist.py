@@ -21,10 +21,9 @@ pytest.importorskip("cuda.tile", reason="cuda-tile (cuTile Python) is not instal
 
 import cuda.tile  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _soundness as S  # noqa: E402
-import corpus_kernels as corpus  # noqa: E402
-import soundness_cases as cases  # noqa: E402
+from compiler import _soundness as S  # noqa: E402
+from compiler import corpus_kernels as corpus  # noqa: E402
+from compiler import soundness_cases as cases  # noqa: E402
 
 import tilelab as tl  # noqa: E402
 from tilelab.compiler.safety import RULES, OpKind  # noqa: E402

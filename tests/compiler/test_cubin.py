@@ -7,13 +7,11 @@ import importlib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # the shared _cubins helper, any import mode
-import _cubins  # noqa: E402
+from support import cubins as _cubins  # noqa: E402
 
 from tilelab.compiler.binary.cubin import (  # noqa: E402
     EIFMT_BVAL, EIFMT_HVAL, EIFMT_NVAL, EIFMT_SVAL, NvInfoRecord, Resources, parse_ptxas_info,

@@ -14,17 +14,15 @@ a dtype error, an error inside a helper...), compiled for sm_90 and run on the C
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("cuda.tile", reason="cuda-tile (cuTile Python) is not installed")
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _soundness as S  # noqa: E402
-import corpus_kernels as corpus  # noqa: E402
-import soundness_cases as cases  # noqa: E402
+from compiler import _soundness as S  # noqa: E402
+from compiler import corpus_kernels as corpus  # noqa: E402
+from compiler import soundness_cases as cases  # noqa: E402
 
 import tilelab as tl  # noqa: E402
 from tilelab import config  # noqa: E402

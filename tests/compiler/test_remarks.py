@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import doctest
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # the shared _cubins helper, any import mode
-import _cubins  # noqa: E402
+from support import cubins as _cubins  # noqa: E402
 
 from tilelab.compiler.binary import remarks as remarks_mod  # noqa: E402
 from tilelab.compiler.binary.remarks import Remark, format_remarks, parse_remarks  # noqa: E402

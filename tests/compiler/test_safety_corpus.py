@@ -12,15 +12,13 @@ bug is fixed its case XPASSes and the mark must go.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("cuda.tile", reason="cuda-tile (cuTile Python) is not installed")
 
-sys.path.insert(0, str(Path(__file__).parent))  # corpus_kernels, under any import mode
-import corpus_kernels as corpus  # noqa: E402
+from compiler import corpus_kernels as corpus  # noqa: E402
 
 import tilelab as tl  # noqa: E402
 from tilelab import config  # noqa: E402

@@ -5,13 +5,11 @@ import doctest
 import os
 import re
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # the shared _cubins helper, any import mode
-import _cubins  # noqa: E402
+from support import cubins as _cubins  # noqa: E402
 
 from tilelab.compiler.binary import sass as sass_mod  # noqa: E402
 from tilelab.compiler.binary.cubin import read_cubin  # noqa: E402
@@ -179,8 +177,8 @@ def test_hgmma_is_attributed_to_the_mma_line(sass):
             current = (Path(m.group(1)).name, int(m.group(2)))
         elif re.search(r"\bHGMMA\.", text):
             lines.add(current)
-    assert ("_cubins.py", _cubins.line_of("gemm-mma")) in lines
-    assert all(name == "_cubins.py" and line >= _cubins.line_of("gemm-mma") for name, line in lines)
+    assert (_cubins.SOURCE.name, _cubins.line_of("gemm-mma")) in lines
+    assert all(name == _cubins.SOURCE.name and line >= _cubins.line_of("gemm-mma") for name, line in lines)
 
 
 def test_local_memory_matches_stack_frame(sass):
@@ -196,9 +194,9 @@ def test_local_memory_matches_stack_frame(sass):
 def test_map_location_rewrites_line_info(pip_nvdisasm):
     cubin = _cubins.build("vadd", "sm_90").cubin
     result = disassemble(cubin, map_location=lambda f, line, col:
-                         ("cell.py", line - 10, col) if f.endswith("_cubins.py") else None)
+                         ("cell.py", line - 10, col) if f.endswith(_cubins.SOURCE.name) else None)
     assert '//## File "cell.py", line ' in result.text
-    assert "_cubins.py" not in result.text
+    assert _cubins.SOURCE.name not in result.text
 
 
 def test_count_mnemonics_forms():

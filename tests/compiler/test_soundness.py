@@ -16,7 +16,6 @@ fix XPASSes and the mark must go; non-strict for the runtime work in progress).
 from __future__ import annotations
 
 import builtins
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -24,9 +23,8 @@ import pytest
 
 pytest.importorskip("cuda.tile", reason="cuda-tile (cuTile Python) is not installed")
 
-sys.path.insert(0, str(Path(__file__).parent))
-import _soundness as S  # noqa: E402
-import soundness_cases as cases  # noqa: E402
+from compiler import _soundness as S  # noqa: E402
+from compiler import soundness_cases as cases  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -221,7 +219,7 @@ def test_accepted_kernel_compiles_and_matches_numpy(case_id):
 def test_shadowed_names_do_not_reach_generated_code():
     """The lowered text of a module whose globals are named ct, range, store, _tl_z_t0
     reaches cuTile and range through the reserved names only."""
-    import soundness_shadow as shadow
+    from compiler import soundness_shadow as shadow
 
     z = tl.zeros((64, 64), dtype="float32", device="cpu")
     x = tl.zeros((64, 64), dtype="float32", device="cpu")
@@ -256,7 +254,7 @@ def test_a_partition_rewritten_behind_its_guard_is_described_by_its_new_tensor()
     import numpy as np
 
     import tilelab as tl
-    from soundness_runtime_kernels import copy_kernel
+    from compiler.soundness_runtime_kernels import copy_kernel
 
     x = tl.tensor(np.arange(256, dtype=np.float32), device="cpu")
     p = tl.zeros(256, dtype="float32", device="cpu").partition(64)

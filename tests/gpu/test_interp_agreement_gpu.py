@@ -4,17 +4,13 @@ serialised by a spin lock per tile. The kernels are the interpreter tests' own, 
 unmodified with ``ct.launch`` on torch tensors."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import cuda.tile as ct
 
 torch = pytest.importorskip("torch", reason="the GPU agreement tests launch on torch tensors")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interp"))
-import test_interp_fidelity as F  # noqa: E402
+from interp import test_interp_fidelity as F  # noqa: E402
 
 from tilelab.interp import interpret  # noqa: E402
 

@@ -7,7 +7,6 @@ import gc
 import importlib
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -40,8 +39,7 @@ def remarked(art, what: str) -> bool:
 
 def raw_baselines():
     """benchmarks/raw_matmul_attention.py: the same kernels written raw in cuTile."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    return importlib.import_module("raw_matmul_attention")
+    return importlib.import_module("benchmarks.raw_matmul_attention")
 
 
 @contextlib.contextmanager

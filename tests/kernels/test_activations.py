@@ -16,6 +16,7 @@ import pytest
 
 import tilelab as tl
 from kernel_checks import check
+from support.data import randn
 from tilelab.kernels import Activation
 from tilelab.kernels import reference as ref
 from tilelab.kernels.activation import ACTIVATIONS, activation_code, activation_names
@@ -27,10 +28,6 @@ dv = importlib.import_module("tilelab.kernels._device")
 MatmulConfig = mm.MatmulConfig
 
 ALL = list(Activation)
-
-
-def rand(shape, seed=0, scale=2.0) -> np.ndarray:
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
 
 
 def cpu(a, dtype=None):
@@ -117,7 +114,7 @@ def test_device_erfc_matches_math_erfc_in_relative_error():
 
 def _inputs(act: Activation, shape, seed=0):
     scale = 1.5 if act is Activation.EXP else 3.0          # exp stays finite in fp32
-    return rand(shape, seed, scale)
+    return randn(shape, seed, scale)
 
 
 @pytest.mark.parametrize("act", ALL, ids=lambda a: a.label)

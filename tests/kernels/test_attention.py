@@ -16,6 +16,7 @@ import pytest
 
 import tilelab as tl
 from kernel_checks import check, mma_ops, raw_baselines, remarked, spills
+from support.data import rand_tensor as rand
 from tilelab.kernels.reference_matmul import (attention_ref, decode_attention_ref)
 
 at = importlib.import_module("tilelab.kernels.attention")
@@ -25,11 +26,6 @@ AttentionConfig, DecodeConfig = at.AttentionConfig, at.DecodeConfig
 TOL = {"bfloat16": 1e-2, "float16": 3e-3}
 SMALL = AttentionConfig(bm=16, bn=16)
 SMALL_MMA_SUM = AttentionConfig(bm=16, bn=16, row_sum="mma")
-
-
-def rand(shape, dtype="bfloat16", seed=0) -> tl.Tensor:
-    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    return tl.tensor(x, dtype=dtype, device="cpu")
 
 
 def qkv(b, h, hkv, sq, skv, d, dtype="bfloat16", seed=0):

@@ -17,6 +17,7 @@ import pytest
 
 import tilelab as tl
 from kernel_checks import check, mma_ops, raw_baselines, remarked, spills
+from support.data import rand_tensor as rand
 from tilelab.kernels.reference_matmul import matmul_ref, rel_error
 
 mm = importlib.import_module("tilelab.kernels.matmul")
@@ -28,11 +29,6 @@ TOL = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
 #: fp32 inputs run as tf32 (10-bit mantissa): the inputs' rounding dominates
 TF32_TOL = 1e-3
 SMALL = MatmulConfig(tm=32, tn=32, tk=16, group_m=2)
-
-
-def rand(shape, dtype="bfloat16", seed=0, scale=1.0) -> tl.Tensor:
-    x = np.random.default_rng(seed).standard_normal(shape) * scale
-    return tl.tensor(x.astype(np.float32), dtype=dtype, device="cpu")
 
 
 def names(plan) -> list[str]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib
 
-import numpy as np
 import pytest
 
 import tilelab as tl
 from kernel_checks import check, mma_ops, spills
+from support.data import rand_tensor as rand
 from tilelab.kernels._host import has_workspace, workspace
 from tilelab.kernels.reference_matmul import matmul_ref
 
@@ -26,11 +26,6 @@ ATOMIC = MatmulConfig(tm=16, tn=32, tk=16, schedule="splitk", split_k=3,
                       split_mode="atomic")
 ATOMIC_GEMV = MatmulConfig(tm=1, tn=16, tk=16, schedule="gemv", split_k=4,
                            split_mode="atomic")
-
-
-def rand(shape, dtype="bfloat16", seed=0) -> tl.Tensor:
-    x = np.random.default_rng(seed).standard_normal(shape)
-    return tl.tensor(x.astype(np.float32), dtype=dtype, device="cpu")
 
 
 def _workspaces_clean(m: int, n: int, tiles: int) -> bool:

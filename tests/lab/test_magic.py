@@ -14,6 +14,7 @@ from IPython.utils.capture import capture_output  # noqa: E402
 import tilelab as tl  # noqa: E402
 import tilelab.lab as lab  # noqa: E402
 from tilelab import config  # noqa: E402
+from support.backends import cpu_backend  # noqa: F401 (autouse fixture)
 
 HEAD = "import tilelab as tl\nimport cuda.tile as ct\n"
 
@@ -34,12 +35,6 @@ def shell():
     lab.load_ipython_extension(sh)
     yield sh
     lab.unload_ipython_extension(sh)
-
-
-@pytest.fixture(autouse=True)
-def cpu_backend(monkeypatch):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    monkeypatch.delenv("TILELAB_LAB_VIEW", raising=False)
 
 
 class Tabs(HTMLParser):

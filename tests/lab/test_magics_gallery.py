@@ -1,15 +1,16 @@
 """magics/: every gallery file runs with the real ``ipython`` on the CPU backend.
 
 Each ``magics/NAME.ipy`` shows one feature of ``%%tile``; this runs it as a user would
-(``TILELAB_BACKEND=cpu ipython magics/NAME.ipy``), in a subprocess with its own cache
+(``TILELAB_BACKEND=cpu ipython magics/NAME.ipy``), in a subprocess of this interpreter
+(``python -m IPython``, so the IPython of this environment) with its own cache
 directory, and checks that it exits 0, prints what its header says it shows, and prints
 no traceback.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -68,16 +69,19 @@ def test_every_gallery_file_is_checked_and_says_what_it_shows():
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_gallery_file_runs_in_ipython(name, tmp_path):
-    ipython = shutil.which("ipython") or str(Path(sys.executable).with_name("ipython"))
-    if not os.path.exists(ipython):
-        pytest.skip("the ipython command is not installed")
+    # this interpreter's IPython (python -m IPython), never an ipython command of another
+    # environment that happens to come first on PATH
+    if importlib.util.find_spec("IPython") is None:
+        pytest.skip("IPython is not installed")
     env = dict(os.environ, TILELAB_BACKEND="cpu", TILELAB_CACHE_DIR=str(tmp_path / "cache"),
                IPYTHONDIR=str(tmp_path / "ipython"), MPLBACKEND="Agg")
     for var in ("TILELAB_LAB_VIEW", "TILELAB_THEME"):
         env.pop(var, None)
-    r = subprocess.run([ipython, "--no-banner", "--colors=NoColor", f"magics/{name}.ipy"],
+    r = subprocess.run([sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor",
+                        f"magics/{name}.ipy"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-4000:]

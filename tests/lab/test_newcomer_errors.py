@@ -20,6 +20,7 @@ from IPython.utils.capture import capture_output  # noqa: E402
 import tilelab as tl  # noqa: E402
 import tilelab.lab as lab  # noqa: E402
 from tilelab.errors import TilelabError  # noqa: E402
+from support.backends import cpu_backend  # noqa: F401 (autouse fixture)
 
 HEAD = "import tilelab as tl\nimport cuda.tile as ct\n"
 CELL = r"In\[\d+\]"
@@ -32,12 +33,6 @@ def shell():
     sh.run_cell(HEAD, store_history=True)
     yield sh
     lab.unload_ipython_extension(sh)
-
-
-@pytest.fixture(autouse=True)
-def cpu_backend(monkeypatch):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    monkeypatch.delenv("TILELAB_LAB_VIEW", raising=False)
 
 
 def run(shell, cell: str):

@@ -18,6 +18,7 @@ from tilelab.lab.figures.theme import (DARK, LIGHT, css_var, css_variables,  # n
                                        theme_css)
 from tilelab.lab.views.panels import Panel, figure_html  # noqa: E402
 from tilelab.lab.views.tabs import CSS, TileView  # noqa: E402
+from support.backends import cpu_backend  # noqa: F401 (autouse fixture)
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 HEAD = "import tilelab as tl\nimport cuda.tile as ct\n"
@@ -43,12 +44,6 @@ def shell():
     lab.load_ipython_extension(sh)
     yield sh
     lab.unload_ipython_extension(sh)
-
-
-@pytest.fixture(autouse=True)
-def cpu_backend(monkeypatch):
-    monkeypatch.setenv("TILELAB_BACKEND", "cpu")
-    monkeypatch.delenv("TILELAB_LAB_VIEW", raising=False)
 
 
 def run(shell, cell):
