@@ -90,10 +90,11 @@ def _memory_ceilings(ctx: Context) -> dict[str, Any]:
     return ceilings.run(ctx)
 
 
-def run_decode_script(ctx: Context, module: str = "benchmarks.decode") -> dict[str, Any]:
-    """``run(...)`` of benchmarks/decode.py, given the keywords it takes among those of
-    :func:`_decode_keywords`; a missing script or one that fails to import is reported,
-    not raised; a model whose check failed makes the status 'wrong'.
+def run_decode_script(ctx: Context,
+                      module: str = "benchmarks.decode.throughput") -> dict[str, Any]:
+    """``run(...)`` of benchmarks/decode/throughput.py, given the keywords it takes among
+    those of :func:`_decode_keywords`; a missing script or one that fails to import is
+    reported, not raised; a model whose check failed makes the status 'wrong'.
 
     Example:
         >>> run_decode_script(Context(backend="cpu"), module="benchmarks.no_such_script")
@@ -128,7 +129,7 @@ def run_decode_script(ctx: Context, module: str = "benchmarks.decode") -> dict[s
 
 
 def _decode_keywords(ctx: Context) -> dict[str, Any]:
-    """What the suite offers decode.py's ``run``: on the CPU its dry run (a tiny model);
+    """What the suite offers decode/throughput.py's ``run``: on the CPU its dry run (a tiny model);
     on the GPU the 8B shape without the torch.compile baseline, fewer tokens with
     ``--quick``, and the script's own defaults (4B and 8B, torch.compile) with
     ``--decode-full``. Only the keywords ``run`` takes are passed."""
@@ -149,7 +150,7 @@ def _decode_keywords(ctx: Context) -> dict[str, Any]:
 def _decode(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {"status": "ok", "decode_script": run_decode_script(ctx)}
     if ctx.option("decode_attention"):
-        from . import decode_attention
+        from .decode import attention as decode_attention
 
         out["decode_attention"] = decode_attention.run(ctx)
     for status in ("error", "wrong", "missing"):
@@ -182,7 +183,7 @@ GROUPS: dict[str, Group] = {g.name: g for g in (
           "ceilings (GPU only)",
           cases=_cases_of("memory"), func=_memory_ceilings, weight=4.0),
     Group("decode", "GEMV y = W x over the Qwen3-8B projection weights vs torch.mv; "
-          "benchmarks/decode.py's run() (the Qwen3 decode engine vs transformers; "
+          "benchmarks/decode/throughput.py's run() (the Qwen3 decode engine vs transformers; "
           "--decode-full for the script's own defaults); --decode-attention adds split-KV "
           "decode attention over DecodeConfig variants vs SDPA (GPU only)",
           cases=_cases_of("decode"), func=_decode, weight=1.0, func_s=150.0),

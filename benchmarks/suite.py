@@ -90,8 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--decode-attention", action="store_true",
                     help="decode group: also time split-KV decode attention vs SDPA")
     ap.add_argument("--decode-full", action="store_true",
-                    help="decode group: benchmarks/decode.py's own defaults (4B and 8B, the "
-                         "torch.compile baseline; several minutes more)")
+                    help="decode group: benchmarks/decode/throughput.py's own defaults (4B "
+                         "and 8B, the torch.compile baseline; several minutes more)")
     ap.add_argument("--compile-runs", type=int, default=0,
                     help="compile group: new-process runs per measurement (default 5; 3 quick)")
     ap.add_argument("--isolate", dest="isolate", action="store_true", default=None,

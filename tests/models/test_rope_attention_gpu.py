@@ -1,7 +1,7 @@
 """The decode step with ``StepConfig(fuse_rope_attention=True)`` on the GPU (skipped
 without one): the plain step's tokens and KV cache from the replayed graph (PDL edges
 included), transformers' logits, and the fused kernel's raw cuTile twin agreeing with
-it (benchmarks/decode_rope_attention.py)."""
+it (benchmarks/decode/rope_attention.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -53,7 +53,7 @@ def test_gpu_fused_step_logits_match_transformers(path):
 
 
 def test_gpu_raw_twin_matches_the_safe_kernel():
-    from benchmarks.decode_rope_attention import compare
+    from benchmarks.decode.rope_attention import compare
 
     for row in compare((129, 384), device="gpu", rep=5):
         assert row["raw_max_abs_diff"] == 0.0, row

@@ -115,7 +115,7 @@ class StepConfig:
     plan for (None: the device's; 132, an H200's, on the CPU backend);
     ``gemv_table``: per-projection tiles that win over ``gemv``, as
     ``((kind, n, k), GemvConfig)`` pairs (``kind`` is the launch's cost-table row, e.g.
-    ``"qkv_gemv"``), which a tuning run measures (``benchmarks/decode_tune.py``);
+    ``"qkv_gemv"``), which a tuning run measures (``benchmarks/decode/tune.py``);
     ``fuse_norms``: fold the RMSNorms of each layer into the GEMVs that read them (7
     kernels per layer instead of 9: see the module docstring); ``sample_candidates``:
     the candidate tile of the ``"sample"`` head (a power of two: the most ``top_k`` may

@@ -14,7 +14,7 @@ before it is timed.
 
 Example::
 
-    python benchmarks/decode_rope_attention.py --contexts 129,384 --out r.json
+    python -m benchmarks.decode.rope_attention --contexts 129,384 --out r.json
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ the result says how far each projection is from the vendor GEMV.
 
 Example::
 
-    from benchmarks.decode_tune import tune_gemv, versus_cublas
+    from benchmarks.decode.tune import tune_gemv, versus_cublas
     table, rows = tune_gemv(engine)          # engine: tilelab.models.Qwen3 on the GPU
     versus_cublas(rows)                      # per shape: best tile vs cuBLAS
     engine = Qwen3(weights, step_config=StepConfig(gemv_table=table))

@@ -21,7 +21,7 @@ tokens, this measures, in one run:
 4. a per-kernel breakdown of one step (CUDA events around each launch, L2 flushed;
    bytes from :mod:`tilelab.models.step_cost`, fraction of bandwidth), and each kernel
    kind's cost inside the replayed graph (the step without that kind,
-   :mod:`benchmarks.decode_graph`);
+   :mod:`benchmarks.decode.graph`);
 5. decode attention against torch SDPA at contexts 1K-32K.
 
 Everything goes into one JSON (GPU, driver, versions, date). ``--dry-run`` runs the
@@ -29,10 +29,12 @@ same code on the CPU backend with a tiny config and a few tokens.
 
 Usage::
 
-    python benchmarks/decode.py --models 4b,8b --tokens 256
-    python benchmarks/decode.py --tune-gemv --compare-fusion --no-compile
-    python benchmarks/decode.py --models 4b,8b --no-compile --compare-rope-attention
-    python benchmarks/decode.py --dry-run
+    python -m benchmarks.decode --models 4b,8b --tokens 256
+    python -m benchmarks.decode --tune-gemv --compare-fusion --no-compile
+    python -m benchmarks.decode --models 4b,8b --no-compile --compare-rope-attention
+    python -m benchmarks.decode --dry-run
+
+(``python -m benchmarks.decode`` runs this module's :func:`main`.)
 """
 from __future__ import annotations
 
@@ -41,92 +43,21 @@ import datetime
 import json
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-try:                                  # run as benchmarks.decode (the suite, python -m)
-    from benchmarks import decode_graph, decode_tune
-    from benchmarks.decode_step_attention import attention_vs_sdpa
-    from benchmarks.decode_reference import (shared_prefix, check, hf_compiled_tok_s,
-                                            hf_tok_s)
-except ImportError:                   # run as a script from benchmarks/
-    import decode_graph  # type: ignore[no-redef]
-    import decode_tune  # type: ignore[no-redef]
-    from decode_step_attention import attention_vs_sdpa  # type: ignore[no-redef]
-    from decode_reference import (shared_prefix, check,  # type: ignore
-                                  hf_compiled_tok_s, hf_tok_s)
+from ..common import RESULTS
+from . import graph as decode_graph
+from . import tune as decode_tune
+from .models import SHAPES, build_models, env_info, nominal_bandwidth, say
+from .reference import check, hf_compiled_tok_s, hf_tok_s, shared_prefix
+from .step_attention import attention_vs_sdpa
 
-SHAPES: dict[str, dict[str, Any]] = {
-    "4b": dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728,
-               num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
-               head_dim=128, tie_word_embeddings=True),
-    "8b": dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288,
-               num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
-               head_dim=128, tie_word_embeddings=False),
-    # decoded on one H200 (64 GB of bf16 weights): benchmarks/decode_large.py
-    "32b": dict(vocab_size=151936, hidden_size=5120, intermediate_size=25600,
-                num_hidden_layers=64, num_attention_heads=64, num_key_value_heads=8,
-                head_dim=128, tie_word_embeddings=False),
-    "tiny": dict(vocab_size=300, hidden_size=96, intermediate_size=160,
-                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                 head_dim=16, tie_word_embeddings=False),
-}
-COMMON = dict(rms_norm_eps=1e-6, rope_theta=1000000.0, max_position_embeddings=40960)
 CONTEXTS = (128, 256, 384, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 CHECK_TOKENS = 64
-
-
-# ------------------------------------------------------------------ models
-
-def build_models(name: str, device: str, seed: int = 0,
-                 step_config: Any = None, layers: int | None = None) -> tuple[Any, Any]:
-    """(transformers model, tilelab engine) sharing one set of random bf16 weights;
-    ``step_config``: the engine's decode tiles (a ``StepConfig``; None: its defaults);
-    ``layers``: keep only this many of the shape's layers (a slice of a model too large
-    to hold twice)."""
-    import torch
-    import transformers
-
-    from tilelab.models import Qwen3
-    from tilelab.models.config import Qwen3Config
-    from tilelab.models.device_weights import DeviceWeights
-
-    shape = dict(SHAPES[name], **COMMON)
-    if layers is not None:
-        shape["num_hidden_layers"] = layers
-    if name == "tiny":
-        shape["max_position_embeddings"] = 512
-    torch.manual_seed(seed)
-    hf_cfg = transformers.Qwen3Config(**shape, attn_implementation="sdpa")
-    tdev = "cuda" if device == "gpu" else "cpu"
-    with torch.device(tdev):
-        hf = transformers.Qwen3ForCausalLM(hf_cfg).to(torch.bfloat16).eval()
-    if tdev == "cuda":
-        torch.cuda.synchronize()
-    cfg = Qwen3Config(dtype="bfloat16", **shape)
-    m = hf.model
-
-    def layer(i: int) -> dict[str, Any]:
-        blk = m.layers[i]
-        a, f = blk.self_attn, blk.mlp
-        return {"q_proj": a.q_proj.weight, "k_proj": a.k_proj.weight,
-                "v_proj": a.v_proj.weight, "o_proj": a.o_proj.weight,
-                "q_norm": a.q_norm.weight, "k_norm": a.k_norm.weight,
-                "input_layernorm": blk.input_layernorm.weight,
-                "post_attention_layernorm": blk.post_attention_layernorm.weight,
-                "gate_proj": f.gate_proj.weight, "up_proj": f.up_proj.weight,
-                "down_proj": f.down_proj.weight}
-
-    with torch.no_grad():
-        weights = DeviceWeights.from_arrays(
-            cfg, layer, m.embed_tokens.weight.detach(), m.norm.weight.detach(),
-            None if cfg.tie_word_embeddings else hf.lm_head.weight.detach(),
-            device=device)
-    return hf, Qwen3(weights, max_tokens=1024, step_config=step_config)
 
 
 # ------------------------------------------------------------------ 2. tokens/s
@@ -201,38 +132,6 @@ def kernel_breakdown(engine: Any, context: int, bandwidth: float) -> list[dict[s
 
 # ------------------------------------------------------------------ the run
 
-def env_info(device: str) -> dict[str, Any]:
-    """GPU, driver, versions and date of this run."""
-    from importlib import metadata
-
-    info: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc)
-                            .isoformat(timespec="seconds"), "device": device,
-                            "python": sys.version.split()[0]}
-    for pkg in ("tilelab", "torch", "transformers", "cuda-tile", "nvidia-cuda-tileiras"):
-        try:
-            info[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            info[pkg] = None
-    if device == "gpu":
-        from cuda.bindings import driver
-
-        from tilelab.runtime.device import gpu
-
-        info["gpu"] = gpu().name
-        _, ver = driver.cuDriverGetVersion()
-        info["driver_cuda_version"] = f"{ver // 1000}.{ver % 1000 // 10}"
-    else:
-        info["gpu"] = None
-    return info
-
-
-def _bandwidth(gpu_name: str | None) -> tuple[str, float]:
-    from tilelab.perf.specs import lookup_gpu, spec_for_device
-
-    spec = (spec_for_device(gpu_name) if gpu_name else None) or lookup_gpu("h200")
-    return spec.name, spec.bandwidth
-
-
 def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
               compile_hf: bool, bandwidth: float, deadline: float = math.inf,
               step_config: Any = None, tune: bool = False,
@@ -266,25 +165,25 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     if one_pass_bns:
         engine, res["one_pass_bn"] = _fastest_one_pass(engine, one_pass_bns, prompt, tokens)
     res["check"] = check(hf, engine, prompt, min(CHECK_TOKENS, tokens))
-    _say(f"{name}: check {res['check']}")
+    say(f"{name}: check {res['check']}")
     res["engine_graph"] = engine_tok_s(engine, prompt, tokens, runs, graph=True)
     res["engine_graph"]["pdl"] = engine.begin(prompt).capture().pdl
     res["engine_graph_without_pdl"] = graph_without_pdl(engine, prompt, tokens, runs)
-    _say(f"{name}: graph {res['engine_graph']['tok_s']:.1f} tok/s "
+    say(f"{name}: graph {res['engine_graph']['tok_s']:.1f} tok/s "
          f"({res['engine_graph']['pdl']}), without PDL "
          f"{res['engine_graph_without_pdl']['tok_s']:.1f}")
     # plain launches are host-bound and steady from the first steps: fewer tokens
     res["engine_launches"] = engine_tok_s(engine, prompt, min(tokens, 64), runs,
                                           graph=False)
-    _say(f"{name}: engine {res['engine_graph']['tok_s']:.1f} tok/s (graph), "
+    say(f"{name}: engine {res['engine_graph']['tok_s']:.1f} tok/s (graph), "
          f"{res['engine_launches']['tok_s']:.1f} (launches)")
     res["hf_eager"] = hf_tok_s(hf, prompt, tokens, runs, device)
-    _say(f"{name}: transformers eager {res['hf_eager']['tok_s']:.1f} tok/s")
+    say(f"{name}: transformers eager {res['hf_eager']['tok_s']:.1f} tok/s")
     if compile_hf and deadline - time.perf_counter() < 150:
         res["hf_static_compiled"] = {"error": "skipped: too little of the time budget left"}
     elif compile_hf:
         res["hf_static_compiled"] = hf_compiled_tok_s(hf, prompt, tokens, runs, device)
-        _say(f"{name}: transformers static+compile {res['hf_static_compiled']}")
+        say(f"{name}: transformers static+compile {res['hf_static_compiled']}")
     mean_ctx = prompt_len + tokens // 2
     per_token = decode_bytes_per_token(engine.config, mean_ctx)
     res["bytes_per_token"] = per_token
@@ -296,7 +195,7 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     # inside the replayed graph: each kind's cost as the step without it
     res["graph_ablation"] = decode_graph.ablation(engine, prompt, rep=3 if device == "cpu"
                                                   else 30)
-    _say(f"{name}: in the graph: {decode_graph.summary(res['graph_ablation'])}")
+    say(f"{name}: in the graph: {decode_graph.summary(res['graph_ablation'])}")
     # the kernels' device time against the replayed step's wall time: the gap is what
     # launch latency and the kernels' tails cost inside the graph
     res["kernels_sum_us"] = sum(k["us_per_step"] for k in res["kernels"])
@@ -313,7 +212,7 @@ def run_model(name: str, device: str, prompt_len: int, tokens: int, runs: int,
     if compare_prefetch:
         res["prefetch"] = decode_tune.compare_prefetch(engine, prompt,
                                                        decode_graph.replay_us)
-        _say(f"{name}: step by prefetch depth: " + ", ".join(
+        say(f"{name}: step by prefetch depth: " + ", ".join(
             f"{k} {v:.1f} us" for k, v in res["prefetch"]["median_step_us"].items()))
     del hf, engine
     if device == "gpu":
@@ -337,7 +236,7 @@ def _fastest_table(engine: Any, step_config: Any, name: str, paths: str,
         timed.append({"source": path, "step_us": us})
         if best is None or us < best[0]:
             best = (us, eng, info)
-    _say(f"{name}: step with each GEMV table: " +
+    say(f"{name}: step with each GEMV table: " +
          ", ".join(f"{t['source']} {t['step_us']:.1f} us" for t in timed))
     return best[1], dict(best[2], tables_timed=timed)
 
@@ -370,7 +269,7 @@ def _fastest_one_pass(engine: Any, bns: tuple[int, ...], prompt: list[int],
             best = (sum(us), eng, bn)
     if best is None:
         raise SystemExit(f"decode.py: no one-pass keys per step of {bns} ran: {timed}")
-    _say("step with each one-pass keys per step: " + ", ".join(
+    say("step with each one-pass keys per step: " + ", ".join(
         f"{t['one_pass_bn']}: " + ("/".join(f"{u:.1f}" for u in t["step_us"]) + " us"
                                    if "step_us" in t else t["error"]) for t in timed))
     return best[1], {"chosen": best[2], "timed": timed}
@@ -383,7 +282,7 @@ def _tuned(engine: Any, step_config: Any, device: str) -> tuple[Any, dict[str, A
     if device == "cpu":
         cands, rep = decode_tune.CANDIDATES[::7], 3
     tuned, info = decode_tune.tuned_engine(engine, step_config, candidates=cands, rep=rep)
-    _say(f"gemv tiles ({len(cands)} candidates per projection, "
+    say(f"gemv tiles ({len(cands)} candidates per projection, "
          f"{info['seconds']:.0f} s):\n" + decode_tune.summary(info["candidates"]))
     return tuned, info
 
@@ -413,13 +312,9 @@ def other_form(engine: Any, prompt: list[int], tokens: int, runs: int,
     res["kernels"] = kernel_breakdown(other, len(prompt) + 1, bandwidth)
     res["kernels_sum_us"] = sum(k["us_per_step"] for k in res["kernels"])
     res["graph_step_us"] = 1e6 / res["engine_graph"]["tok_s"]
-    _say(f"other form ({flag}={not getattr(cfg, flag)}): "
+    say(f"other form ({flag}={not getattr(cfg, flag)}): "
          f"{res['engine_graph']['tok_s']:.1f} tok/s")
     return res
-
-
-def _say(line: str) -> None:
-    print(f"[decode] {line}", flush=True)
 
 
 def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: int = 128,
@@ -453,7 +348,7 @@ def run(models: tuple[str, ...] = ("4b", "8b"), *, tokens: int = 256, prompt: in
         models = ("tiny",) if models else ()
         contexts, compile_hf = tuple(c for c in (64, 256)), False
     info = env_info(device)
-    gpu_name, bandwidth = _bandwidth(info.get("gpu"))
+    gpu_name, bandwidth = nominal_bandwidth(info.get("gpu"))
     result: dict[str, Any] = {"benchmark": "decode", "env": info,
                               "step_config": repr(step_config) if step_config else "default",
                               "bandwidth_gpu": gpu_name, "nominal_bandwidth": bandwidth,
@@ -562,7 +457,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: ``--models 4b,8b --tokens N --runs R --dry-run --no-compile --out F``
     (``--gemv BN,BK`` and ``--attn-splits N`` tune the engine's decode step;
     ``--unfused`` and ``--compare-fusion`` choose and compare its two forms)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.decode",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="4b,8b", help="comma-separated: 4b, 8b")
     ap.add_argument("--tokens", type=int, default=256, help="new tokens per run")
     ap.add_argument("--prompt", type=int, default=128, help="prompt length")
@@ -624,7 +520,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             from tilelab.runtime.device import gpu as get_gpu
 
             gpu = get_gpu().name.lower().replace("nvidia ", "")
-        out = str(Path(__file__).resolve().parent / "results" /
+        out = str(RESULTS /
                   f"decode_{gpu.replace(' ', '_')}_{datetime.date.today()}.json")
     result = run(models, tokens=tokens, prompt=prompt, runs=runs, dry_run=a.dry_run,
                  compile_hf=not a.no_compile, budget_s=a.budget, save=out,

@@ -8,7 +8,7 @@ float32, so the JSON shows where one form overtakes the other.
 
 Example::
 
-    from benchmarks.decode_step_attention import attention_vs_sdpa
+    from benchmarks.decode.step_attention import attention_vs_sdpa
     rows = attention_vs_sdpa((256, 4096), "gpu")
 """
 from __future__ import annotations
@@ -18,12 +18,8 @@ from typing import Any
 
 import numpy as np
 
-try:                                  # run as benchmarks.decode (the suite, python -m)
-    from benchmarks import decode_tune
-    from benchmarks.decode_reference import sync_device
-except ImportError:                   # run as a script from benchmarks/
-    import decode_tune  # type: ignore[no-redef]
-    from decode_reference import sync_device  # type: ignore[no-redef]
+from . import tune as decode_tune
+from .reference import sync_device
 
 
 def attention_vs_sdpa(contexts: tuple[int, ...], device: str,

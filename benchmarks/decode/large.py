@@ -1,26 +1,26 @@
 """Qwen3-32B decode on one GPU: a model whose weights fit the device once, not twice.
 
-The 4B and 8B benchmark (:mod:`benchmarks.decode`) builds transformers' model and the
-engine on one set of weights. Qwen3-32B's bf16 weights are 65 GB, so on an H200 the
+The 4B and 8B benchmark (:mod:`benchmarks.decode.throughput`) builds transformers' model
+and the engine on one set of weights. Qwen3-32B's bf16 weights are 65 GB, so on an H200 the
 engine holds them alone: its random weights are drawn on the device layer by layer
 (normal, std 0.02 as transformers initializes them; norms 1), and what needs
 transformers is done apart, one model on the device at a time:
 
 1. correctness on a 2-layer slice of the same config (the full hidden size, heads,
    intermediate size and vocabulary): prefill logits and 64 greedy tokens against
-   transformers on shared weights (:func:`benchmarks.decode_reference.check`);
+   transformers on shared weights (:func:`benchmarks.decode.reference.check`);
 2. the engine on all 64 layers: decode tokens/s of the replayed graph (with and
    without programmatic dependent launch) and of plain launches, the fraction of the
    nominal HBM roofline, the per-kernel breakdown and each kind's cost in the graph;
 3. the cost of reading tokens back to stop and stream
-   (:mod:`benchmarks.decode_readback`);
+   (:mod:`benchmarks.decode.readback`);
 4. transformers eager on the full model, built after the engine is freed (skipped
    when the device cannot hold it).
 
 Usage::
 
-    python -m benchmarks.decode_large --out results.json
-    python -m benchmarks.decode_large --dry-run      # the CPU backend, the tiny shape
+    python -m benchmarks.decode.large --out results.json
+    python -m benchmarks.decode.large --dry-run      # the CPU backend, the tiny shape
 """
 from __future__ import annotations
 
@@ -33,10 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import decode_graph, decode_readback
-from benchmarks.decode import (COMMON, SHAPES, _bandwidth, _say, build_models, env_info,
-                               engine_tok_s, graph_without_pdl, kernel_breakdown)
-from benchmarks.decode_reference import check, hf_tok_s
+from ..common import RESULTS
+from . import graph as decode_graph
+from . import readback as decode_readback
+from .models import COMMON, SHAPES, build_models, env_info, nominal_bandwidth, say
+from .reference import check, hf_tok_s
+from .throughput import engine_tok_s, graph_without_pdl, kernel_breakdown
 
 __all__ = ["random_engine", "run", "main"]
 
@@ -138,7 +140,7 @@ def run(name: str = "32b", *, tokens: int = 256, prompt_len: int = 128, runs: in
     device = "cpu" if dry_run else tl.backend()
     name = "tiny" if dry_run else name
     info = env_info(device)
-    gpu_name, bandwidth = _bandwidth(info.get("gpu"))
+    gpu_name, bandwidth = nominal_bandwidth(info.get("gpu"))
     res: dict[str, Any] = {"benchmark": "decode_large", "env": info, "model": name,
                            "shape": SHAPES[name], "prompt": prompt_len,
                            "new_tokens": tokens, "bandwidth_gpu": gpu_name,
@@ -146,7 +148,7 @@ def run(name: str = "32b", *, tokens: int = 256, prompt_len: int = 128, runs: in
     prompt = np.random.default_rng(0).integers(0, SHAPES[name]["vocab_size"],
                                                prompt_len).tolist()
     res["check"] = _check_slice(name, device, prompt, min(64, tokens))
-    _say(f"{name}: check on {SLICE_LAYERS} layers {res['check']}")
+    say(f"{name}: check on {SLICE_LAYERS} layers {res['check']}")
     _save(res, save)
     t0 = time.perf_counter()
     engine = random_engine(name, device)
@@ -159,7 +161,7 @@ def run(name: str = "32b", *, tokens: int = 256, prompt_len: int = 128, runs: in
     res["bytes_per_token"] = per_token
     for key in ("engine_graph", "engine_graph_without_pdl", "engine_launches"):
         res[key]["fraction_of_hbm_roofline"] = per_token * res[key]["tok_s"] / bandwidth
-    _say(f"{name}: graph {res['engine_graph']['tok_s']:.1f} tok/s "
+    say(f"{name}: graph {res['engine_graph']['tok_s']:.1f} tok/s "
          f"({res['engine_graph']['fraction_of_hbm_roofline']:.1%} of the roof)")
     _save(res, save)
     res["kernels"] = kernel_breakdown(engine, prompt_len + 1, bandwidth)
@@ -173,7 +175,7 @@ def run(name: str = "32b", *, tokens: int = 256, prompt_len: int = 128, runs: in
     if "tok_s" in res["hf_eager"]:
         res["hf_eager"]["fraction_of_hbm_roofline"] = (
             per_token * res["hf_eager"]["tok_s"] / bandwidth)
-    _say(f"{name}: transformers eager {res['hf_eager']}")
+    say(f"{name}: transformers eager {res['hf_eager']}")
     _save(res, save)
     return res
 
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if a.dry_run:
         tokens, prompt, runs = min(tokens, 4), min(prompt, 8), 1
     out = a.out or (None if a.dry_run else str(
-        Path(__file__).resolve().parent / "results" /
+        RESULTS /
         f"decode_{a.model}_{datetime.date.today()}.json"))
     res = run(a.model, tokens=tokens, prompt_len=prompt, runs=runs, dry_run=a.dry_run,
               hf_runs=a.hf_runs, save=out)

@@ -16,7 +16,7 @@ the others compute, not how long they take.
 
 Example::
 
-    from benchmarks.decode_graph import ablation
+    from benchmarks.decode.graph import ablation
     rows = ablation(engine, prompt)      # engine: tilelab.models.Qwen3 on the GPU
     [(r["kind"], r["us_in_graph"]) for r in rows]
 """
@@ -25,6 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from . import tune as decode_tune
+from .models import build_models, env_info
 
 
 def _graph(step: Any, leave_out: str | None) -> Any:
@@ -119,18 +122,13 @@ def run(models: tuple[str, ...], *, splits: tuple[int | None, ...] = (None,),
 
         run(("4b",), splits=(None, 0, 4), table="benchmarks/results/decode_h200.json")
     """
-    try:
-        from benchmarks import decode, decode_tune
-    except ImportError:                      # run as a script from benchmarks/
-        import decode  # type: ignore[no-redef]
-        import decode_tune  # type: ignore[no-redef]
     import tilelab as tl
 
     device = "cpu" if dry_run else tl.backend()
-    out: dict[str, Any] = {"benchmark": "decode_graph", "env": decode.env_info(device),
+    out: dict[str, Any] = {"benchmark": "decode_graph", "env": env_info(device),
                            "table": table, "prompt": prompt_len, "models": []}
     for name in (("tiny",) if dry_run else models):
-        _, engine = decode.build_models(name, device)
+        _, engine = build_models(name, device)
         if table:
             engine, _ = decode_tune.engine_from_table(engine, None, name, table)
         prompt = np.random.default_rng(0).integers(

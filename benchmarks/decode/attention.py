@@ -20,7 +20,7 @@ from typing import Any
 import tilelab as tl
 from tilelab.kernels import DecodeConfig, decode_attention
 
-from .common import Context, time_rounds
+from ..common import Context, time_rounds
 
 __all__ = ["run", "variants", "SHAPES"]
 

@@ -1,5 +1,5 @@
-"""The transformers side of the decode benchmark (benchmarks/decode.py): the
-correctness check of the engine against transformers on the same weights, and
+"""The transformers side of the decode benchmark (:mod:`benchmarks.decode.throughput`):
+the correctness check of the engine against transformers on the same weights, and
 transformers' own decode tokens/s, eager and with a static cache + torch.compile.
 
 Example:
