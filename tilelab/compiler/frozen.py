@@ -34,7 +34,7 @@ from typing import Any
 
 from tilelab.compiler import tile_index as device_module
 from tilelab.compiler.capture import CapturedSource
-from tilelab.compiler.safety.calls import unwrap_ct_function
+from tilelab.compiler.safety.ct_objects import unwrap_ct_function
 from tilelab.compiler.safety.program import follow
 
 __all__ = ["FROZEN_FILES", "ASSERT_NAME", "build_kernel_function", "frozen_text",
@@ -143,7 +143,7 @@ class _Freezer:
     """Makes frozen functions and namespaces for one checked program."""
 
     def __init__(self, program: Any):
-        from tilelab.compiler.safety.calls import ct_names
+        from tilelab.compiler.safety.ct_objects import ct_names
 
         self.ct_ids = ct_names()
         self.program = program

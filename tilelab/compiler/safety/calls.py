@@ -19,6 +19,8 @@ from tilelab.compiler import language
 from tilelab.compiler.safety import bounds
 from tilelab.compiler.safety.accesses import AccessKind, record_access
 from tilelab.compiler.safety.combiners import check_combiner
+from tilelab.compiler.safety.ct_objects import (ct_names, describe_object, is_ct_class,
+                                                is_ct_module, unwrap_ct_function)
 from tilelab.compiler.safety.kinds import OpKind, ParamKind, is_partition, read_only
 from tilelab.compiler.safety.optable import (BUILTIN_CALLS, CT_OPS, DYNAMIC_BUILTINS,
                                              FUNC_ARGUMENT_OPS, RAW_METHODS, READ_METHODS,
@@ -29,38 +31,9 @@ from tilelab.compiler.safety.suggest import missing_attribute_message, missing_n
 from tilelab.compiler.safety.views import check_input_view
 from tilelab.errors import SafetyError
 
-__all__ = ["CallRules", "ct_names", "unwrap_ct_function"]
-
-_CT_NAMES: dict[int, str] | None = None
-
-
-def ct_names() -> dict[int, str]:
-    """id(object) -> public name, for every classified object of cuda.tile."""
-    global _CT_NAMES
-    if _CT_NAMES is None:
-        import cuda.tile as ct
-
-        out = {}
-        for name in CT_OPS:
-            obj = getattr(ct, name, None)
-            if obj is not None and not isinstance(obj, (int, float, str)):
-                out[id(obj)] = name
-        out[id(ct.Array.from_foreign)] = "from_foreign"
-        _CT_NAMES = out
-    return _CT_NAMES
-
+__all__ = ["CallRules"]
 
 _RAW_CLASS_ATTRS = {"from_foreign": OpKind.RAW}
-
-
-def _is_ct_class(obj: Any) -> bool:
-    """A class or enum of cuda.tile (``ct.PaddingMode``): its members are names."""
-    return isinstance(obj, type) and (obj.__module__ or "").startswith("cuda.tile")
-
-
-def _is_ct_module(obj: Any) -> bool:
-    return isinstance(obj, types.ModuleType) and (
-        obj.__name__ == "cuda.tile" or obj.__name__.startswith("cuda.tile."))
 
 
 def is_tilelab_host_object(obj: Any) -> bool:
@@ -105,13 +78,13 @@ class CallRules:
                 return obj
             nxt = self.scope.attribute(obj, attr, names[0], tuple(names[1:i + 1]))
             if nxt is UNRESOLVED:
-                if isinstance(obj, types.ModuleType) or _is_ct_class(obj):  # a typo?
+                if isinstance(obj, types.ModuleType) or is_ct_class(obj):  # a typo?
                     message, hint = missing_attribute_message(obj, ".".join(names[:i]),
                                                               attr)
                     self.fail("global-attribute", e, message, hint=hint)
                 self.fail("global-attribute", e,
                           f"{'.'.join(names[:i + 1])}: {'.'.join(names[:i])} is "
-                          f"{_describe(obj)}, and dotted names in a kernel go through "
+                          f"{describe_object(obj)}, and dotted names in a kernel go through "
                           "modules only")
             obj = nxt
         return obj
@@ -161,7 +134,7 @@ class CallRules:
             if not is_allowed_value(obj) and id(top) in self.annotation_of:
                 self.fail("global-value", top,
                           f"parameter {self.annotation_of[id(top)]!r} is annotated with "
-                          f"{self.text(top)}, which is {_describe(obj)} ({obj!r}): a "
+                          f"{self.text(top)}, which is {describe_object(obj)} ({obj!r}): a "
                           "cuTile annotation of a kernel parameter is made of types a "
                           "kernel can take (int, float, bool, str, dtypes) and cuTile's "
                           "annotations, such as ct.Constant[int]",
@@ -171,7 +144,7 @@ class CallRules:
                                "tl.InOut for arrays")
             if not is_allowed_value(obj):
                 self.fail("global-value", top,
-                          f"{self.text(top)} is {_describe(obj)}; a kernel reads only "
+                          f"{self.text(top)} is {describe_object(obj)}; a kernel reads only "
                           "numbers, strings, tuples, dtypes and cuTile constants from its "
                           "module" + (" (functions are called, never passed around)"
                                       if callable(obj) else ""))
@@ -229,7 +202,7 @@ class CallRules:
         mod = getattr(target, "__module__", None)
         if (isinstance(mod, str) and mod.startswith("cuda.tile")
                 and not getattr(target, "_cutile_function_wrapper", False)) \
-                or _is_ct_module(target):
+                or is_ct_module(target):
             self.fail("call-unknown", call, f"{callee} is not a classified cuTile op: "
                                             "only cuda.tile's public, classified API is "
                                             "allowed in kernels")
@@ -256,7 +229,7 @@ class CallRules:
             self.check_helper_call(call, fn)
             return
         self.fail("call-unknown", call,
-                  f"{callee} is {_describe(target)}, which a kernel cannot call; a kernel "
+                  f"{callee} is {describe_object(target)}, which a kernel cannot call; a kernel "
                   "calls cuTile ops, tl.load_like, the builtins "
                   f"{', '.join(sorted(BUILTIN_CALLS))} and plain Python helper functions")
 
@@ -510,13 +483,6 @@ class CallRules:
         return kinds
 
 
-def unwrap_ct_function(obj: Any) -> Any:
-    """The user function behind ``@ct.function`` (cuTile's device-function wrapper)."""
-    while getattr(obj, "_cutile_function_wrapper", False) and hasattr(obj, "__wrapped__"):
-        obj = obj.__wrapped__
-    return obj
-
-
 def _array_argument(call: ast.Call) -> ast.expr | None:
     """The array argument of a cuTile memory op: what ``ct.load`` / ``ct.gather`` read,
     what ``ct.store`` / ``ct.scatter`` / the atomics write (``array=`` or the first)."""
@@ -526,13 +492,3 @@ def _array_argument(call: ast.Call) -> ast.expr | None:
     if call.args and not isinstance(call.args[0], ast.Starred):
         return call.args[0]
     return None
-
-
-def _describe(obj: Any) -> str:
-    if isinstance(obj, types.ModuleType):
-        return f"module {obj.__name__!r}"
-    if isinstance(obj, types.FunctionType):
-        return f"function {obj.__qualname__!r}"
-    if isinstance(obj, type):
-        return f"class {obj.__qualname__!r}"
-    return f"a {type(obj).__name__} object"

@@ -25,6 +25,8 @@ import ast
 import types
 from typing import Any
 
+from tilelab.compiler.safety.ct_objects import (ct_names, describe_object,
+                                                unwrap_ct_function)
 from tilelab.compiler.safety.optable import (CT_COMBINERS, PY_COMBINERS,
                                              py_combiner_name)
 from tilelab.compiler.safety.scope import UNRESOLVED
@@ -38,8 +40,6 @@ COMBINER_NAMES = tuple(PY_COMBINERS) + tuple(f"ct.{n}" for n in sorted(CT_COMBIN
 def check_combiner(checker: Any, call: ast.Call, op: str, position: int) -> None:
     """Judge the function ``call`` (a ``ct.<op>``) hands to cuTile: its ``func=`` or
     positional argument number ``position``."""
-    from tilelab.compiler.safety.calls import _describe, ct_names, unwrap_ct_function
-
     arg = next((k.value for k in call.keywords if k.arg == "func"), None)
     if arg is None and len(call.args) > position:
         arg = call.args[position]
@@ -70,7 +70,7 @@ def check_combiner(checker: Any, call: ast.Call, op: str, position: int) -> None
         checker.fail("func-argument", arg,
                      f"the function given to ct.{op} must be a plain Python helper (a "
                      "module-level def), a lambda written in the call or one of cuTile's "
-                     f"combiners ({', '.join(COMBINER_NAMES)}), got {_describe(target)}")
+                     f"combiners ({', '.join(COMBINER_NAMES)}), got {describe_object(target)}")
     checker.check_helper_call(None, fn, node=arg)
 
 

@@ -16,7 +16,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from tilelab.compiler.safety.calls import _describe
+from tilelab.compiler.safety.ct_objects import describe_object
 from tilelab.compiler.safety.optable import is_allowed_value
 
 __all__ = ["Defaults", "read_defaults", "DefaultRules"]
@@ -107,7 +107,7 @@ class DefaultRules:
             if not is_allowed_value(value):
                 self.fail("global-value", where.get(name, args[name]),
                           f"parameter {name!r} of {func.name!r} defaults to "
-                          f"{_describe(value)}; a default value is data the kernel "
+                          f"{describe_object(value)}; a default value is data the kernel "
                           "reads: numbers, strings, tuples, dtypes and cuTile constants"
                           + (" (functions are called, never passed around)"
                              if callable(value) else ""),
