@@ -13,7 +13,7 @@ for big 16-bit problems (``128x128``: persistent 128x128 tiles, group 8;
   20 ms, the median of the rounds.
 
 Each variant's product is checked against torch in fp32 first. Needs the GPU and torch
-with CUDA. The rule in :func:`tilelab.kernels.matmul_config.default_config` cites this
+with CUDA. The rule in :func:`tilelab.kernels.matmul.config.default_config` cites this
 script's results.
 
 Example::
@@ -40,7 +40,7 @@ SHAPES = ((8192, 8192, 8192), (10240, 10240, 10240), (12288, 12288, 12288),
 
 def tile_variants() -> dict[str, Any]:
     """The two big-problem tile shapes, by name (see the module docstring)."""
-    from tilelab.kernels.matmul_config import MatmulConfig
+    from tilelab.kernels.matmul.config import MatmulConfig
 
     return {"128x128": MatmulConfig(tm=128, tn=128, tk=64, schedule="persistent"),
             "128x256_ws": MatmulConfig(tm=128, tn=256, tk=64, schedule="persistent",
@@ -79,7 +79,7 @@ def shape_case(m: int, n: int, k: int, rounds: int, flush: Any) -> dict[str, Any
     import torch
 
     from tilelab.kernels import matmul
-    from tilelab.kernels.matmul_config import default_config
+    from tilelab.kernels.matmul.config import default_config
 
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
     b = torch.randn(k, n, device="cuda").to(torch.bfloat16)

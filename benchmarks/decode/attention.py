@@ -18,7 +18,8 @@ import statistics
 from typing import Any
 
 import tilelab as tl
-from tilelab.kernels import DecodeConfig, decode_attention
+from tilelab.kernels import decode_attention
+from tilelab.kernels.tuning import DecodeConfig
 
 from ..common import Context, time_rounds
 

@@ -1,7 +1,7 @@
 """The fused decode attention (q/k norm + RoPE + attention + the KV write) against its
 raw cuTile twin and against the plain pair of kernels it replaces.
 
-``rope_attention_kernel`` (:mod:`tilelab.kernels.decode_rope_attention`) is a safe
+``rope_attention_kernel`` (:mod:`tilelab.kernels.decode.rope_attention`) is a safe
 kernel; :func:`raw_rope_attention` below is the same computation written raw in cuTile
 Python (``ct.bid``, ``ct.store`` at an index, the offset store as an explicit guard),
 the form tilelab lowers the safe kernel to, so timing both measures what safety costs.
@@ -148,9 +148,9 @@ def _launchers(t: dict[str, Any], bn: int, stream: Any = None) -> dict[str, Any]
     tilelab's default; the GPU run passes torch's current stream, where ``ct.launch``
     runs the raw twin, so one pair of events brackets each form)."""
     import tilelab as tl
-    from tilelab.kernels.decode import (decode_attention_kernel,
-                                        qk_norm_rope_cache_kernel)
-    from tilelab.kernels.decode_rope_attention import rope_attention_kernel
+    from tilelab.kernels.decode.step import (decode_attention_kernel,
+                                             qk_norm_rope_cache_kernel)
+    from tilelab.kernels.decode.rope_attention import rope_attention_kernel
 
     w = t["tl"]
     scale = LOG2E / math.sqrt(D)

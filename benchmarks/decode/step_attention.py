@@ -36,8 +36,8 @@ def attention_vs_sdpa(contexts: tuple[int, ...], device: str,
 
     import tilelab as tl
     from tilelab.kernels._host import hinted
-    from tilelab.kernels.decode import (LOG2E, decode_attention_kernel,
-                                        decode_combine_head_kernel, decode_split_kernel)
+    from tilelab.kernels.decode.step import (LOG2E, decode_attention_kernel,
+                                             decode_combine_head_kernel, decode_split_kernel)
     from tilelab.models.decode_step import StepConfig, whole_chunks
 
     default = StepConfig()

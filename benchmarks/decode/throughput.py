@@ -427,7 +427,7 @@ def _step_config(ap: argparse.ArgumentParser, gemv: str | None, splits: int | No
                  fuse_norms: bool = True, rope: bool = False) -> Any:
     if gemv is None and splits is None and fuse_norms and not rope:
         return None
-    from tilelab.kernels.decode_gemv import GemvConfig
+    from tilelab.kernels.decode.gemv import GemvConfig
     from tilelab.models.decode_step import StepConfig
 
     cfg = None

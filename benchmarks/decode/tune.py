@@ -51,7 +51,7 @@ MMA: tuple[tuple[int, int, int | None], ...] = (
 
 
 def _candidates() -> tuple:
-    from tilelab.kernels.decode_gemv import GemvConfig
+    from tilelab.kernels.decode.gemv import GemvConfig
 
     return tuple(GemvConfig(bn=bn, bk=bk, occupancy=occ, prefetch=pre)
                  for pre in (1, 2) for bn, bk, occ in ELEMENTWISE) + \
@@ -69,7 +69,7 @@ def _launcher(step: Any, kind: str, layer: Any, config: Any):
     """A no-wait call of one projection of ``layer`` with ``config``, and its output,
     with the step's buffers as a layer after the first uses them (the fused forms read
     ``h`` plus the last ``down``)."""
-    from tilelab.kernels.decode_gemv import gemv_silu_mul, row_gemv
+    from tilelab.kernels.decode.gemv import gemv_silu_mul, row_gemv
 
     eps = step.model_config.rms_norm_eps
     h_in, h_mid = step.stream(1)
@@ -183,7 +183,7 @@ def config_row(cfg: Any) -> dict[str, Any]:
     """A GemvConfig's fields as a JSON row.
 
     Example:
-        >>> from tilelab.kernels.decode_gemv import GemvConfig
+        >>> from tilelab.kernels.decode.gemv import GemvConfig
         >>> config_row(GemvConfig(bn=64, bk=256, mma=True))["mma"]
         True
     """
@@ -199,7 +199,7 @@ def config_of(row: dict[str, Any]) -> Any:
         >>> config_of({"bn": 8, "bk": 512, "occupancy": 4}).mma
         False
     """
-    from tilelab.kernels.decode_gemv import GemvConfig
+    from tilelab.kernels.decode.gemv import GemvConfig
 
     return GemvConfig(bn=row["bn"], bk=row["bk"], occupancy=row["occupancy"],
                       latency=row.get("latency"), mma=bool(row.get("mma", False)),
@@ -211,7 +211,7 @@ def label(cfg: Any) -> str:
     ``+2`` for two weight tiles loaded before the wait.
 
     Example:
-        >>> from tilelab.kernels.decode_gemv import GemvConfig
+        >>> from tilelab.kernels.decode.gemv import GemvConfig
         >>> label(GemvConfig(bn=64, bk=256, occupancy=None, mma=True))
         'mma 64x256/None/None'
         >>> label(GemvConfig(bn=8, prefetch=2))
@@ -306,7 +306,7 @@ def both_forms(table: tuple) -> tuple:
     before the fusion serves the fused step.
 
     Example:
-        >>> from tilelab.kernels.decode_gemv import GemvConfig
+        >>> from tilelab.kernels.decode.gemv import GemvConfig
         >>> t = ((("norm_qkv_gemv", 8, 16), GemvConfig(bn=4)),)
         >>> [key for key, _ in both_forms(t)]
         [('norm_qkv_gemv', 8, 16), ('qkv_gemv', 8, 16)]
@@ -380,7 +380,7 @@ def with_prefetch(step_config: Any, prefetch: int) -> Any:
     one.
 
     Example:
-        >>> from tilelab.kernels.decode_gemv import GemvConfig
+        >>> from tilelab.kernels.decode.gemv import GemvConfig
         >>> from tilelab.models.decode_step import StepConfig
         >>> c = StepConfig(gemv_table=((("down_gemv", 8, 16), GemvConfig(bn=8)),))
         >>> with_prefetch(c, 2).gemv_table[0][1].prefetch

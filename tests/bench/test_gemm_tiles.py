@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-from tilelab.kernels.matmul_config import default_config
+from tilelab.kernels.matmul.config import default_config
 
 gemm_tiles = importlib.import_module("benchmarks.gemm_tiles")
 

@@ -1,4 +1,4 @@
-"""Launches of the decode engine's kernels (tilelab.kernels.decode, .decode_gemv,
+"""Launches of the decode engine's kernels (tilelab.kernels.decode.step, .decode_gemv,
 .decode_gemv_mma, .sampling) with the
 argument forms the engine passes them, at small shapes, for the Tile IR validator tests.
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-from tilelab.kernels import decode as dk
-from tilelab.kernels import decode_gemv as dg
-from tilelab.kernels import decode_rope_attention as dra
-from tilelab.kernels import sampling as ks
+from tilelab.kernels.decode import gemv as dg
+from tilelab.kernels.decode import rope_attention as dra
+from tilelab.kernels.decode import sampling as ks
+from tilelab.kernels.decode import step as dk
 from tilelab.kernels._host import hinted
 from tilelab.kernels.rope import rope_tables
 from tilelab.runtime.tensor import empty

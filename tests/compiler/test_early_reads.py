@@ -123,8 +123,8 @@ def test_a_graph_starts_a_kernel_early_only_when_its_early_reads_are_not_written
 
 
 def _library_launches(prefetch: int = 1):
-    from tilelab.kernels.decode import lm_head_partial_kernel
-    from tilelab.kernels.decode_gemv import GemvConfig, plan_gemv_silu_mul, plan_row_gemv
+    from tilelab.kernels.decode.step import lm_head_partial_kernel
+    from tilelab.kernels.decode.gemv import GemvConfig, plan_gemv_silu_mul, plan_row_gemv
 
     w = tl.randn(256, 1024, dtype="bf16", device="cpu", seed=0)
     w2 = tl.randn(2, 256, 1024, dtype="bf16", device="cpu", seed=1)

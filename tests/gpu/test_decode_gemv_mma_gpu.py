@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.decode_gemv import GemvConfig, gemv_silu_mul, row_gemv
+from tilelab.kernels.decode.gemv import GemvConfig, gemv_silu_mul, row_gemv
 
 BF16 = ml_dtypes.bfloat16
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.decode_gemv import GemvConfig, gemv_silu_mul, row_gemv
+from tilelab.kernels.decode.gemv import GemvConfig, gemv_silu_mul, row_gemv
 
 from test_decode_gemv_mma_gpu import _f64, _gpu, _poisoned, _rel, _rms, check_fused_qkv
 

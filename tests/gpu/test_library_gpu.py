@@ -11,7 +11,7 @@ import pytest
 
 import tilelab as tl
 from tilelab.kernels import reference as ref
-from tilelab.kernels.reference_matmul import attention_ref
+from tilelab.kernels.reference.matmul import attention_ref
 
 mm = importlib.import_module("tilelab.kernels.matmul")
 rp = importlib.import_module("tilelab.kernels.rope")
@@ -153,7 +153,7 @@ at = importlib.import_module("tilelab.kernels.attention")
 def test_decode_attention_default_with_occupancy_4(bsz, cache, kv_len):
     """Split-KV decode under its default occupancy hint (4), GQA 32/8, ragged kv_len,
     against float64."""
-    from tilelab.kernels.reference_matmul import decode_attention_ref
+    from tilelab.kernels.reference.matmul import decode_attention_ref
 
     assert at.default_decode_config().occupancy == 4
     q = tl.randn(bsz, 32, 128, dtype="bfloat16", device="cuda")

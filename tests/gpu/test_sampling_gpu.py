@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.decode import pick_token_kernel
-from tilelab.kernels.sampling import sample_partial_kernel, sample_pick_kernel
+from tilelab.kernels.decode.step import pick_token_kernel
+from tilelab.kernels.decode.sampling import sample_partial_kernel, sample_pick_kernel
 from tilelab.models.sampling import SamplingParams, history_vector
 from tilelab.models.sample_head import SampleHead
 

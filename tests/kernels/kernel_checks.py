@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from tilelab.kernels.reference_matmul import rel_error, to_f64
+from tilelab.kernels.reference.matmul import rel_error, to_f64
 
 
 def check(got, want, tol) -> None:

@@ -20,11 +20,11 @@ from support.data import randn
 from tilelab.kernels import Activation
 from tilelab.kernels import reference as ref
 from tilelab.kernels.activation import ACTIVATIONS, activation_code, activation_names
-from tilelab.kernels.reference_matmul import bmm_ref, matmul_ref
+from tilelab.kernels.reference.matmul import bmm_ref, matmul_ref
 
 ew = importlib.import_module("tilelab.kernels.elementwise")
 mm = importlib.import_module("tilelab.kernels.matmul")
-dv = importlib.import_module("tilelab.kernels._device")
+dv = importlib.import_module("tilelab.kernels._host.device")
 MatmulConfig = mm.MatmulConfig
 
 ALL = list(Activation)

@@ -1,6 +1,6 @@
 """Flash attention and split-KV decode attention (tilelab.kernels.attention) on the CPU.
 
-Compared with float64 references (tilelab.kernels.reference_matmul) in the Frobenius
+Compared with float64 references (tilelab.kernels.reference.matmul) in the Frobenius
 norm; outputs and scratch start as NaN so unwritten elements fail; the kernels run under
 the race detector; the Hopper configurations compile for sm_90 with tensor-core MMAs.
 """
@@ -17,9 +17,9 @@ import pytest
 import tilelab as tl
 from kernel_checks import check, mma_ops, raw_baselines, remarked, spills
 from support.data import rand_tensor as rand
-from tilelab.kernels.reference_matmul import (attention_ref, decode_attention_ref)
+from tilelab.kernels.reference.matmul import (attention_ref, decode_attention_ref)
 
-at = importlib.import_module("tilelab.kernels.attention")
+at = importlib.import_module("tilelab.kernels.attention.host")
 AttentionConfig, DecodeConfig = at.AttentionConfig, at.DecodeConfig
 
 #: bf16 output rounding plus P rounded to bf16 before the PV product

@@ -272,7 +272,7 @@ def test_a_dropped_torch_tensor_frees_its_wrapper_and_a_new_one_is_wrapped(fake)
 def test_the_launches_of_one_call_share_its_foreign_stream(monkeypatch):
     """A launch reading only library scratch is sent to the stream of the call's foreign
     tensors too, so that the call's launches stay in order."""
-    from tilelab.kernels._plan import call_stream
+    from tilelab.kernels._host.plan import call_stream
     from tilelab.runtime import foreign
 
     x, scratch = tl.ones(256, device="cpu"), tl.empty(256, device="cpu")
@@ -280,7 +280,7 @@ def test_the_launches_of_one_call_share_its_foreign_stream(monkeypatch):
              (vector_add, (scratch.partition(256), scratch, scratch))]
     x.storage.stream = TorchStream(0x7000)
     monkeypatch.setattr(foreign, "BORROWED", [0])
-    monkeypatch.setattr("tilelab.kernels._plan._BORROWED", foreign.BORROWED)
+    monkeypatch.setattr("tilelab.kernels._host.plan._BORROWED", foreign.BORROWED)
     assert call_stream(mixed) is None       # no foreign borrow yet: not even looked at
     foreign.BORROWED[0] = 1
     assert call_stream(mixed).cuda_stream == 0x7000
@@ -320,7 +320,7 @@ def test_a_repeated_call_on_torch_tensors_costs_what_one_on_tilelab_tensors_does
 def test_a_repeated_matmul_on_torch_tensors_checks_them_at_once(fake):
     a, b, c = cuda_like(32, 64), cuda_like(64, 16), cuda_like(32, 16)
     bias, res = cuda_like(16), cuda_like(32, 16)
-    cfg = K.MatmulConfig(tm=16, tn=16, tk=16)
+    cfg = K.tuning.MatmulConfig(tm=16, tn=16, tk=16)
 
     def call():
         return K.matmul(a, b, out=c, bias=bias, residual=res, config=cfg, sync=False)
@@ -388,7 +388,7 @@ def test_a_first_call_on_gpu_tensors_loads_the_native_module(monkeypatch, native
     """The first call wraps its tensors before anything launches (which is what loads
     the native module otherwise): wrapping GPU tensors loads it, so that even the first
     call's record checks them in C."""
-    from tilelab.kernels._wrappers import TorchState, _torch_signature
+    from tilelab.kernels._host.wrappers import TorchState, _torch_signature
     from tilelab.runtime import native
 
     mod = native_module
@@ -416,7 +416,7 @@ def test_a_first_call_on_gpu_tensors_loads_the_native_module(monkeypatch, native
 
 
 def test_the_native_check_leaves_to_python_what_it_cannot_decide(fake):
-    from tilelab.kernels._wrappers import TorchState, _torch_signature
+    from tilelab.kernels._host.wrappers import TorchState, _torch_signature
 
     x = cuda_like(4, 64)
     state = TorchState.of((x,), (_torch_signature(x),))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.decode_gemv import (GemvConfig, gemv_fused_kernel,
+from tilelab.kernels.decode.gemv import (GemvConfig, gemv_fused_kernel,
                                          gemv_fused_silu_mul_kernel, gemv_silu_mul,
                                          plan_gemv_silu_mul, plan_row_gemv, row_gemv)
 

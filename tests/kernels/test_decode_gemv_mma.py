@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels import decode_gemv_mma
-from tilelab.kernels.decode_gemv import (GemvConfig, gemv_silu_mul, plan_gemv_silu_mul,
+from tilelab.kernels.decode import gemv_mma as decode_gemv_mma
+from tilelab.kernels.decode.gemv import (GemvConfig, gemv_silu_mul, plan_gemv_silu_mul,
                                          plan_row_gemv, row_gemv)
 
 BF16 = ml_dtypes.bfloat16

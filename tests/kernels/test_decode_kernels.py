@@ -10,12 +10,12 @@ import pytest
 
 import tilelab as tl
 from tilelab.kernels.attention import decode_combine_kernel
-from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_attention_kernel,
-                                    decode_split_kernel,
-                                    embed_at_kernel, gumbel_noise, kv_fill_kernel,
-                                    lm_head_partial_kernel, pick_token_kernel,
-                                    qk_norm_rope_cache_kernel)
-from tilelab.kernels.decode_gemv import (GemvConfig, default_gemv_config, gemv_silu_mul,
+from tilelab.kernels.decode.step import (LOG2E, advance_kernel, decode_attention_kernel,
+                                         decode_split_kernel,
+                                         embed_at_kernel, gumbel_noise, kv_fill_kernel,
+                                         lm_head_partial_kernel, pick_token_kernel,
+                                         qk_norm_rope_cache_kernel)
+from tilelab.kernels.decode.gemv import (GemvConfig, default_gemv_config, gemv_silu_mul,
                                          plan_row_gemv, row_gemv)
 from tilelab.kernels.rope import rope_tables
 
@@ -255,7 +255,7 @@ def test_the_decode_kernels_are_safe_kernels():
         assert not k.definition.options.unsafe, k.definition.name
 
 
-@pytest.mark.parametrize("name", ["decode", "decode_gemv", "decode_gemv_mma"])
+@pytest.mark.parametrize("name", ["decode.step", "decode.gemv", "decode.gemv_mma"])
 def test_module_examples_run_and_public_names_have_examples(name, monkeypatch):
     import doctest
     import importlib

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.decode import LOG2E, decode_attention_kernel, qk_norm_rope_cache_kernel
-from tilelab.kernels.decode_rope_attention import kv_store_kernel, rope_attention_kernel
+from tilelab.kernels.decode.step import LOG2E, decode_attention_kernel, qk_norm_rope_cache_kernel
+from tilelab.kernels.decode.rope_attention import kv_store_kernel, rope_attention_kernel
 from tilelab.kernels.rope import rope_tables
 
 BF16 = ml_dtypes.bfloat16

@@ -59,7 +59,7 @@ class Case:
 
 
 #: split-K: two launches (partial products into scratch, then their sum)
-SPLIT_K = K.MatmulConfig(tm=16, tn=32, tk=64, schedule="splitk", split_k=4)
+SPLIT_K = K.tuning.MatmulConfig(tm=16, tn=32, tk=64, schedule="splitk", split_k=4)
 
 
 def _cases() -> list[Case]:
@@ -103,11 +103,11 @@ def _cases() -> list[Case]:
              lambda: [_t(2, 20, 16, seed=25), _t(2, 16, 24, seed=26)],
              lambda: _e(2, 20, 24)),
         Case("attention", lambda q, k, v, **kw: K.attention(
-            q, k, v, causal=True, config=K.AttentionConfig(bm=16, bn=16), **kw),
+            q, k, v, causal=True, config=K.tuning.AttentionConfig(bm=16, bn=16), **kw),
              lambda: [_t(1, 2, 24, 32, dtype="float16", seed=s) for s in (27, 28, 29)],
              lambda: _e(1, 2, 24, 32, dtype="float16")),
         Case("decode_attention", lambda q, k, v, **kw: K.decode_attention(
-            q, k, v, kv_len=50, config=K.DecodeConfig(num_splits=3), **kw),
+            q, k, v, kv_len=50, config=K.tuning.DecodeConfig(num_splits=3), **kw),
              lambda: [_t(1, 4, 32, dtype="bfloat16", seed=30),
                       _t(1, 2, 64, 32, dtype="bfloat16", seed=31),
                       _t(1, 2, 64, 32, dtype="bfloat16", seed=32)],
@@ -168,7 +168,7 @@ def test_async_call_allocates_fresh_outputs_without_out(case):
 
 def test_plan_run_sync_false_covers_every_launch():
     a, b = _t(8, 256, seed=1), _t(256, 64, seed=2)
-    plan = K.plan_matmul(a, b, config=SPLIT_K)
+    plan = K.tuning.plan_matmul(a, b, config=SPLIT_K)
     assert len(plan.launches) == 2                          # split-K: partials, reduce
     out, fut = plan.run(sync=False)
     assert out is plan.out and LEDGER.pending_count == 2

@@ -1,6 +1,6 @@
 """GEMM, batched GEMM, split-K and GEMV (tilelab.kernels.matmul) on the CPU interpreter.
 
-Results are compared with float64 references (tilelab.kernels.reference_matmul) in the
+Results are compared with float64 references (tilelab.kernels.reference.matmul) in the
 Frobenius norm. Every tensor the host functions allocate (outputs and split-K scratch)
 starts as NaN, so an element no block writes fails the comparison. The kernels also run
 under the race detector, and the Hopper configurations compile for sm_90 (no GPU needed)
@@ -18,10 +18,10 @@ import pytest
 import tilelab as tl
 from kernel_checks import check, mma_ops, raw_baselines, remarked, spills
 from support.data import rand_tensor as rand
-from tilelab.kernels.reference_matmul import matmul_ref, rel_error
+from tilelab.kernels.reference.matmul import matmul_ref, rel_error
 
-mm = importlib.import_module("tilelab.kernels.matmul")
-refmod = importlib.import_module("tilelab.kernels.reference_matmul")
+mm = importlib.import_module("tilelab.kernels.matmul.host")
+refmod = importlib.import_module("tilelab.kernels.reference.matmul")
 MatmulConfig = mm.MatmulConfig
 
 #: Frobenius-norm relative tolerance by output dtype (one rounding of the result)

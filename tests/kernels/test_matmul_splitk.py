@@ -17,9 +17,9 @@ import tilelab as tl
 from kernel_checks import check, mma_ops, spills
 from support.data import rand_tensor as rand
 from tilelab.kernels._host import has_workspace, workspace
-from tilelab.kernels.reference_matmul import matmul_ref
+from tilelab.kernels.reference.matmul import matmul_ref
 
-mm = importlib.import_module("tilelab.kernels.matmul")
+mm = importlib.import_module("tilelab.kernels.matmul.host")
 MatmulConfig = mm.MatmulConfig
 
 ATOMIC = MatmulConfig(tm=16, tn=32, tk=16, schedule="splitk", split_k=3,

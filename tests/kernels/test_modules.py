@@ -11,8 +11,9 @@ import pytest
 
 import tilelab as tl
 
-SPLIT = ["activation", "_device", "_args", "_tiles", "_plan", "_wrappers", "_calls", "_host",
-         "matmul_config", "matmul_kernels", "attention_config", "attention_kernels"]
+SPLIT = ["activation", "_host.device", "_host.args", "_host.tiles", "_host.plan",
+         "_host.wrappers", "_host.calls", "_host", "matmul.config", "matmul.kernels",
+         "attention.config", "attention.kernels"]
 
 
 @pytest.mark.parametrize("name", SPLIT)
@@ -56,9 +57,9 @@ ELEMENTWISE_NAMES = ["add", "sub", "mul", "div", "maximum", "minimum", "binary",
                      "_binary_call", "_unary_call"]
 
 
-@pytest.mark.parametrize("module,names", [("_host", HOST_NAMES), ("matmul", MATMUL_NAMES),
+@pytest.mark.parametrize("module,names", [("_host", HOST_NAMES), ("matmul.host", MATMUL_NAMES),
                                           ("elementwise", ELEMENTWISE_NAMES),
-                                          ("attention", ATTENTION_NAMES)])
+                                          ("attention.host", ATTENTION_NAMES)])
 def test_names_stay_importable(module, names):
     mod = importlib.import_module(f"tilelab.kernels.{module}")
     missing = [n for n in names if not hasattr(mod, n)]
@@ -69,17 +70,17 @@ def test_host_reexports_are_the_same_objects():
     """Tests switch the native key builder through ``_host._NATIVE``: it must be the one
     list the prepared-call cache reads."""
     host = importlib.import_module("tilelab.kernels._host")
-    calls = importlib.import_module("tilelab.kernels._calls")
+    calls = importlib.import_module("tilelab.kernels._host.calls")
     assert host._NATIVE is calls._NATIVE and host.CallCache is calls.CallCache
-    assert host.ROW_HINTS is importlib.import_module("tilelab.kernels._tiles").ROW_HINTS
+    assert host.ROW_HINTS is importlib.import_module("tilelab.kernels._host.tiles").ROW_HINTS
 
 
 def test_one_copy_of_the_shared_helpers():
     """``pow2_ceil``, ``dtype_name``, the power-of-two check and tensor conversion have one
     definition each, in ``_args``; the kernel modules use it."""
-    args = importlib.import_module("tilelab.kernels._args")
-    for name in ("softmax", "norms", "rope", "reduce", "embedding", "attention",
-                 "matmul_config"):
+    args = importlib.import_module("tilelab.kernels._host.args")
+    for name in ("softmax", "norms", "rope", "reduce", "embedding", "attention.host",
+                 "matmul.config"):
         mod = importlib.import_module(f"tilelab.kernels.{name}")
         for helper in ("pow2_ceil", "is_pow2", "dtype_name", "tensor_arg"):
             if hasattr(mod, helper):

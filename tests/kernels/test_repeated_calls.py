@@ -16,8 +16,9 @@ import pytest
 import tilelab as tl
 import tilelab.kernels as K
 from kernel_checks import native_path, python_calls
-from tilelab.kernels import _host, _wrappers
-from tilelab.kernels._calls import CallCache
+from tilelab.kernels import _host
+from tilelab.kernels._host import wrappers as _wrappers
+from tilelab.kernels._host.calls import CallCache
 from tilelab.kernels.elementwise import _unary_call
 
 torch = pytest.importorskip("torch")
@@ -133,7 +134,7 @@ def test_a_scalar_made_afresh_for_each_call_keeps_one_record():
 
 
 def test_calls_whose_objects_keep_changing_skip_the_lookup_by_identity(monkeypatch):
-    from tilelab.kernels import _calls
+    from tilelab.kernels._host import calls as _calls
 
     one, w = tl.ones(4, device="cpu"), tl.empty(4, device="cpu")
     K.div(one, float("2.0"), out=w)
@@ -179,7 +180,7 @@ def test_an_entry_hit_through_its_record_gets_a_second_chance():
 
 
 def test_values_of_unknown_mutability_are_never_recorded(monkeypatch):
-    from tilelab.kernels import _calls
+    from tilelab.kernels._host import calls as _calls
 
     monkeypatch.setattr(_BINARY, "_cold", 0)
     monkeypatch.setattr(_BINARY, "_strays", 0)

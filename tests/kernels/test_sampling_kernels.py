@@ -1,4 +1,4 @@
-"""The sampling kernels (tilelab.kernels.sampling) against numpy on the CPU backend: the
+"""The sampling kernels (tilelab.kernels.decode.sampling) against numpy on the CPU backend: the
 sampled distribution over many seeds against the exact filtered softmax
 (SamplingParams.probabilities), greedy, reproducibility, the writes they make and do not
 make, the non-finite flag, and the kernels compiled for sm_90 with their Tile IR
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.decode import lm_head_partial_kernel, pick_token_kernel
-from tilelab.kernels.sampling import (GENERATED, PARAMS, SEEN_IN_PROMPT,
-                                      sample_partial_kernel, sample_pick_kernel,
-                                      sample_token)
+from tilelab.kernels.decode.step import lm_head_partial_kernel, pick_token_kernel
+from tilelab.kernels.decode.sampling import (GENERATED, PARAMS, SEEN_IN_PROMPT,
+                                             sample_partial_kernel, sample_pick_kernel,
+                                             sample_token)
 from tilelab.models.sampling import SamplingParams, history_vector
 
 DEV = "cpu"

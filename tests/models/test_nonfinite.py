@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tilelab as tl
-from tilelab.kernels.decode import NONFINITE, lm_head_partial_kernel, pick_token_kernel
+from tilelab.kernels.decode.step import NONFINITE, lm_head_partial_kernel, pick_token_kernel
 from tilelab.models import Qwen3
 from tilelab.models.checkpoint import load_checkpoint
 from tilelab.models.config import Qwen3Config

@@ -155,7 +155,7 @@ def test_the_fused_and_unfused_steps_agree(model):
 def test_split_attention_and_tensor_core_gemvs_agree_with_the_default_step(model):
     """Split-KV attention and the tensor-core GEMVs (bf16 inputs to the MMA) compute
     the default step's logits within bf16 rounding."""
-    from tilelab.kernels.decode_gemv import GemvConfig
+    from tilelab.kernels.decode.gemv import GemvConfig
 
     split = _split(model)
     mma = _variant(model, gemv=GemvConfig(bn=32, bk=16, mma=True))

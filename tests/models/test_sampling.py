@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tilelab.kernels.sampling import GENERATED, SEEN_IN_PROMPT
+from tilelab.kernels.decode.sampling import GENERATED, SEEN_IN_PROMPT
 from tilelab.models import Qwen3
 from tilelab.models.decode_step import StepConfig
 from tilelab.models.errors import CheckpointError, GenerateInputError

@@ -462,7 +462,7 @@ def test_gpu_plans_of_other_shapes_share_the_loaded_code(monkeypatch):
 # ---- the library's call cache and autotune keys ---------------------------------------
 
 def test_call_cache_never_keys_on_a_subclass(victim):
-    from tilelab.kernels import _calls
+    from tilelab.kernels._host import calls as _calls
 
     Evil = victim.hostile(int)
     with pytest.raises(_calls._Uncacheable):
@@ -483,7 +483,7 @@ def test_library_calls_never_key_their_cache_on_a_subclass(victim):
     """The library converts a scalar operand itself (float(y), in host code before any
     launch); its call cache never hashes or compares the object."""
     from tilelab.kernels import add
-    from tilelab.kernels._calls import cache_info
+    from tilelab.kernels._host.calls import cache_info
 
     Evil = victim.hostile(float)
     z = _out()

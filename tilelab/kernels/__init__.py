@@ -4,6 +4,16 @@ Each host function allocates its outputs (or takes ``out=``), picks tiles, launc
 returns tensors; it works on GPU and CPU tensors and on torch/cupy/numpy arrays (borrowed
 without copies). ``tilelab.kernels.examples`` holds the four kernels of the tour.
 
+**Where things are.** The memory-bound ops are one module each (``elementwise``,
+``softmax``, ``norms``, ``rope``, ``embedding``, ``reduce``); the compute-bound ones are
+families with their configurations and kernels beside them (``matmul/``, ``attention/``);
+``decode/`` holds the decode engine's kernels, ``reference/`` the float64 numpy
+references the tests compare with, ``activation`` the fused activations. Choosing configs
+without running (``plan_*``, ``compile_*``, the ``*Config`` classes and search spaces)
+is :mod:`tilelab.kernels.tuning`. ``_host`` is private: what the host functions share
+(argument checks, tiles, plans, the caches of repeated calls) and the device helpers
+their kernels inline.
+
 **Synchronous or not.** By default (``sync=True``) a call returns when its kernels have
 finished, like ``kernel(...)``. With ``sync=False`` it launches without waiting, on
 ``stream=`` (default: the caller's stream, i.e. the current stream of torch or cupy when
@@ -39,30 +49,29 @@ Example:
     >>> fut.wait(); round(float(out.numpy().sum()), 3)
     4.0
 """
-from tilelab.kernels._host import Plan, clear_caches
+from tilelab.kernels._host import clear_caches
 from tilelab.kernels.activation import Activation
+from tilelab.kernels.attention import attention, decode_attention
 from tilelab.kernels.elementwise import (add, sub, mul, div, maximum, minimum, binary, exp,
                                          relu, gelu, silu, sigmoid, unary)
-from tilelab.kernels.softmax import softmax, log_softmax
-from tilelab.kernels.norms import layer_norm, rms_norm, add_layer_norm, add_rms_norm
-from tilelab.kernels.rope import rope, apply_rope, rope_tables
 from tilelab.kernels.embedding import embedding
+from tilelab.kernels.matmul import matmul, bmm, gemv
+from tilelab.kernels.norms import layer_norm, rms_norm, add_layer_norm, add_rms_norm
 from tilelab.kernels.reduce import row_sum, row_mean, row_max, row_min, row_argmax
-from tilelab.kernels.matmul import (MatmulConfig, matmul, bmm, gemv, plan_matmul, plan_bmm,
-                                    compile_matmul, search_space as matmul_search_space)
-from tilelab.kernels.attention import (AttentionConfig, DecodeConfig, attention,
-                                       decode_attention, plan_attention,
-                                       plan_decode_attention, compile_attention,
-                                       compile_decode_attention,
-                                       attention_search_space)
+from tilelab.kernels.rope import rope, apply_rope, rope_tables
+from tilelab.kernels.softmax import softmax, log_softmax
+from tilelab.kernels import tuning  # the planning and tuning names: kernels.tuning
 
 __all__ = [
+    # element-wise
     "add", "sub", "mul", "div", "maximum", "minimum", "binary", "exp", "relu", "gelu", "silu",
-    "sigmoid", "unary", "softmax", "log_softmax", "layer_norm", "rms_norm", "add_layer_norm",
-    "add_rms_norm", "rope", "apply_rope", "rope_tables", "embedding", "row_sum", "row_mean",
-    "row_max", "row_min", "row_argmax", "MatmulConfig", "matmul", "bmm", "gemv",
-    "plan_matmul", "plan_bmm", "compile_matmul", "matmul_search_space", "AttentionConfig",
-    "DecodeConfig", "attention", "decode_attention", "plan_attention",
-    "plan_decode_attention", "compile_attention", "compile_decode_attention",
-    "attention_search_space", "Plan", "clear_caches", "Activation",
+    "sigmoid", "unary",
+    # rows
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm",
+    "rope", "apply_rope", "rope_tables", "embedding", "row_sum", "row_mean", "row_max",
+    "row_min", "row_argmax",
+    # compute-bound
+    "matmul", "bmm", "gemv", "attention", "decode_attention",
+    # shared
+    "Activation", "clear_caches",
 ]

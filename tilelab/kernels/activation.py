@@ -4,7 +4,7 @@
 activation=...)``, :func:`~tilelab.kernels.unary`), the GEMM epilogue
 (``matmul(..., activation=...)``, ``bmm``, ``gemv``) and their float64 references all
 take it, and the kernels receive its integer value as a compile-time constant (the
-device side, :func:`tilelab.kernels._device.activate`, branches on it).
+device side, :func:`tilelab.kernels._host.device.activate`, branches on it).
 
 Every ``activation=`` keyword accepts ``None`` (the identity), an :class:`Activation`
 member, or a name: a member's lower-case name (``"relu"``, ``"gelu_tanh"``,

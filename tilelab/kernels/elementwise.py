@@ -24,7 +24,7 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
-from tilelab.kernels._device import activate
+from tilelab.kernels._host.device import activate
 from tilelab.kernels._host import (TILE_ELEMS, Call, CallCache, TensorResult, check_block,
                                    check_float, check_same_device, float_scalar,
                                    launch_args, output, partition_2d, rows_of, tensor_arg,

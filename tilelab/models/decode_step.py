@@ -41,7 +41,7 @@ top-k, top-p, min-p and the seeded draw, with the settings read from the cache).
 split (one more with the ``"sample"`` head).
 
 With ``StepConfig.fuse_rope_attention`` the one-pass form runs 5 kernels per layer:
-``rope_attn`` (:mod:`tilelab.kernels.decode_rope_attention`) takes the place of
+``rope_attn`` (:mod:`tilelab.kernels.decode.rope_attention`) takes the place of
 ``qk_norm_rope_kv`` and ``attn``. It normalizes and rotates the raw q and k itself and
 folds the new key and value into its attention from registers, so the cache row it
 would write is not used; it stages them in :attr:`DecodeStep.kv_new` and writes the previous
@@ -70,13 +70,13 @@ from typing import Any, Callable
 import tilelab as tl
 from tilelab.kernels import add_rms_norm, rms_norm
 from tilelab.kernels._host import hinted
-from tilelab.kernels.decode import (LOG2E, advance_kernel, decode_attention_kernel,
-                                    decode_combine_head_kernel, decode_split_kernel,
-                                    embed_at_kernel, lm_head_partial_kernel,
-                                    pick_token_kernel, qk_norm_rope_cache_kernel)
-from tilelab.kernels.decode_gemv import (GemvConfig, default_gemv_config, gemv_silu_mul,
+from tilelab.kernels.decode.step import (LOG2E, advance_kernel, decode_attention_kernel,
+                                         decode_combine_head_kernel, decode_split_kernel,
+                                         embed_at_kernel, lm_head_partial_kernel,
+                                         pick_token_kernel, qk_norm_rope_cache_kernel)
+from tilelab.kernels.decode.gemv import (GemvConfig, default_gemv_config, gemv_silu_mul,
                                          row_gemv)
-from tilelab.kernels.decode_rope_attention import kv_store_kernel, rope_attention_kernel
+from tilelab.kernels.decode.rope_attention import kv_store_kernel, rope_attention_kernel
 from tilelab.models.kv_cache import pow2_at_least
 from tilelab.models.plug import plugged
 from tilelab.models.sample_head import SampleHead, check_tiles

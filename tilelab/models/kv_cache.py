@@ -12,7 +12,7 @@ changed there: ``tokens`` (every token of the sequence, int32, ``capacity`` of t
 ``nonfinite`` (int32 per position: 1 where the logits computed at that position held
 NaN or infinity), ``pos`` (the position of the token being processed), ``inv_temp``
 (1 / temperature, float32), ``seed`` (int32), ``sampling`` (the float32 settings
-vector of :mod:`tilelab.kernels.sampling`) and ``history`` (int32 per vocabulary entry:
+vector of :mod:`tilelab.kernels.decode.sampling`) and ``history`` (int32 per vocabulary entry:
 seen in the prompt, generated, or neither; what the penalties read). The RoPE tables
 ``cos``/``sin`` (``(capacity, head_dim / 2)`` float32, base ``rope_theta``) cover
 exactly the cache's positions: they are sized by the cache the engine allocates, not by

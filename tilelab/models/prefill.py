@@ -5,7 +5,7 @@ Every position is processed together with the library's kernels: ``embedding``,
 projection and the SiLU of the gate fused in its epilogue), the q/k norms as
 ``rms_norm`` over head_dim, ``rope`` of q and k in one launch, causal GQA flash
 ``attention`` and ``mul``. The rotated keys and the values of each layer are copied
-into the cache's first positions (:func:`~tilelab.kernels.decode.kv_fill_kernel`) and
+into the cache's first positions (:func:`~tilelab.kernels.decode.step.kv_fill_kernel`) and
 attention reads them from there. The result is the final normed hidden state of every
 position; :func:`prefill_logits` multiplies it with the lm_head. A continued sequence
 prefills only its new tokens (``start``): they go into the cache after the positions it
@@ -25,7 +25,7 @@ import numpy as np
 import tilelab as tl
 from tilelab.kernels import (add_rms_norm, attention, embedding, matmul, mul, rms_norm,
                              rope)
-from tilelab.kernels.decode import kv_fill_kernel
+from tilelab.kernels.decode.step import kv_fill_kernel
 from tilelab.models.kv_cache import pow2_at_least
 
 __all__ = ["prefill", "prefill_logits"]

@@ -2,7 +2,7 @@
 
 Why apart from :mod:`tilelab.models.decode_step`: the step's other heads are one launch
 after the lm_head GEMV (the argmax or Gumbel-max combine), while this one has scratch of
-its own (the candidates and partials of :mod:`tilelab.kernels.sampling`) sized by the
+its own (the candidates and partials of :mod:`tilelab.kernels.decode.sampling`) sized by the
 vocabulary and ``StepConfig.sample_candidates``. The step adds these launches between
 ``lm_head_partial`` and ``advance`` when it is built with ``sample="sample"``; they read
 the settings and the history from the cache (``cache.sampling``, ``cache.history``), so a
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import tilelab as tl
-from tilelab.kernels.sampling import sample_partial_kernel, sample_pick_kernel
+from tilelab.kernels.decode.sampling import sample_partial_kernel, sample_pick_kernel
 from tilelab.models.kv_cache import pow2_at_least
 
 __all__ = ["SampleHead", "sample_block", "check_tiles", "MERGE_ELEMENTS"]

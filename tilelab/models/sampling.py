@@ -4,7 +4,7 @@ checkpoint's defaults (``generation_config.json``).
 Why a module of its own: the settings cross three layers. The user writes a
 :class:`SamplingParams`; the engine turns it into a small float32 vector in device
 memory (:meth:`SamplingParams.device_vector`) that the sampling kernels of the decode
-step read (:mod:`tilelab.kernels.sampling`), so a replayed step graph samples with the
+step read (:mod:`tilelab.kernels.decode.sampling`), so a replayed step graph samples with the
 new settings unchanged; and :meth:`SamplingParams.probabilities` says, in float64
 numpy, exactly which distribution the device samples from (the tests hold the kernels
 to it).
@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.kernels import sampling as ks
+from tilelab.kernels.decode import sampling as ks
 from tilelab.models.errors import CheckpointError, GenerateInputError
 from tilelab.models.tokenizer_config import GENERATION_CONFIG_FILE, read_json_object
 
@@ -208,7 +208,7 @@ class SamplingParams:
     def head(self) -> str:
         """The decode-step head these settings need: ``"argmax"`` (greedy, no penalty),
         ``"gumbel"`` (temperature only: the Gumbel-max fused into the lm_head kernel) or
-        ``"sample"`` (penalties or filters: :mod:`tilelab.kernels.sampling`)."""
+        ``"sample"`` (penalties or filters: :mod:`tilelab.kernels.decode.sampling`)."""
         if self.penalized or self.filtered:
             return "sample"
         return "argmax" if self.is_greedy else "gumbel"
@@ -248,7 +248,7 @@ class SamplingParams:
 
     def device_vector(self) -> np.ndarray:
         """The float32 settings vector the sampling kernels read (the slots of
-        :mod:`tilelab.kernels.sampling`).
+        :mod:`tilelab.kernels.decode.sampling`).
 
         Example:
             >>> SamplingParams(temperature=0.5, top_k=20).device_vector()[:3]
@@ -387,8 +387,8 @@ def resolve_sampling(defaults: SamplingParams | None,
 
 
 def history_vector(vocab: int, prompt: Any, generated: Any = ()) -> np.ndarray:
-    """The int32 per-token history the penalties read: :data:`~tilelab.kernels.sampling.
-    GENERATED` for generated tokens, :data:`~tilelab.kernels.sampling.SEEN_IN_PROMPT`
+    """The int32 per-token history the penalties read: :data:`~tilelab.kernels.decode.sampling.
+    GENERATED` for generated tokens, :data:`~tilelab.kernels.decode.sampling.SEEN_IN_PROMPT`
     for the other tokens of the prompt, 0 elsewhere.
 
     Example:

@@ -579,7 +579,7 @@ fail:
 
 /* call_ids(kwargs, values) -> (*kwargs, *map(id, values)): the key under which the
  * kernel library's call cache files a call by the identities of its arguments
- * (tilelab.kernels._calls.CallCache._seen): the keyword names of dict kwargs in order,
+ * (tilelab.kernels._host.calls.CallCache._seen): the keyword names of dict kwargs in order,
  * then the id of each value, built in one C call; in Python the unpacking and the id()
  * of each value were a twentieth of a cached call's host time. */
 static PyObject *make_ids(PyObject *kwargs, PyObject *values) {
@@ -616,7 +616,7 @@ static PyObject *nl_call_ids(PyObject *self, PyObject *const *a, Py_ssize_t n) {
 
 /* ---- the call cache's hit path ----------------------------------------------------
  *
- * call_hit(seen, kwargs, values) does what tilelab.kernels._calls.CallCache.prepare does
+ * call_hit(seen, kwargs, values) does what tilelab.kernels._host.calls.CallCache.prepare does
  * for a call filed under its arguments' identities (_Seen.ready, then _Entry.ready), in
  * C: the ids, the record, its weakly held tensors alive, its torch tensors' check
  * (TorchState.fast, which must say True), the entry alive and marked used, its launches
@@ -822,7 +822,7 @@ static PyObject *nl_call_hit(PyObject *self, PyObject *const *a, Py_ssize_t n) {
  * pass the guard's check(*xs) and find torch's current stream on each (index, handle) of
  * streams (raw(index), valid while cuda.current_stream is public). None: the Python
  * check must decide (no guard, the guard refused, or the stream getter changed). Why:
- * the same checks as tilelab.kernels._wrappers.TorchState.holds without its Python,
+ * the same checks as tilelab.kernels._host.wrappers.TorchState.holds without its Python,
  * which was most of what a repeated call on torch tensors costs beyond one on tilelab
  * tensors. */
 static PyObject *s_current_stream = NULL;

@@ -16,8 +16,8 @@ import math
 from typing import Any
 
 import tilelab as tl
-from tilelab.kernels._args import pow2_ceil
-from tilelab.kernels._plan import hinted
+from tilelab.kernels._host.args import pow2_ceil
+from tilelab.kernels._host.plan import hinted
 
 __all__ = ["TILE_ELEMS", "MAX_ROW_TILE", "LOOP_TILE_N", "ONE_PASS_MAX_16BIT",
            "LONG_ROW_WIDTH", "ROW_HINTS", "ROW_HINTS_BY_ARCH", "MAX_GRID_Y", "rows_of",

@@ -40,8 +40,8 @@ import math
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._device import weight_tile
-from tilelab.kernels.attention_kernels import _softmax_step, _split_result
+from tilelab.kernels._host.device import weight_tile
+from tilelab.kernels.attention.kernels import _softmax_step, _split_result
 
 __all__ = ["embed_at_kernel", "qk_norm_rope_cache_kernel", "decode_split_kernel",
            "decode_attention_kernel",

@@ -44,10 +44,10 @@ from typing import Any
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._args import check_hint, check_pow2_fields
-from tilelab.kernels._device import silu_mul, weight_tile, zero_padded_load
+from tilelab.kernels._host.args import check_hint, check_pow2_fields
+from tilelab.kernels._host.device import silu_mul, weight_tile, zero_padded_load
 from tilelab.kernels._host import (Plan, TensorResult, as_tensor, hinted, run_launches)
-from tilelab.kernels.decode_gemv_mma import gemv_mma_kernel, gemv_mma_silu_mul_kernel
+from tilelab.kernels.decode.gemv_mma import gemv_mma_kernel, gemv_mma_silu_mul_kernel
 
 __all__ = ["GemvConfig", "default_gemv_config", "row_gemv", "gemv_silu_mul", "plan_row_gemv",
            "plan_gemv_silu_mul", "gemv_kernel", "gemv_silu_mul_kernel", "gemv_fused_kernel",
@@ -63,7 +63,7 @@ class GemvConfig:
     ``bn``: output rows per block (weight rows streamed together); ``bk``: elements of
     K per step (both powers of two); ``latency``: cuTile's load latency hint (1..10,
     None: inferred); ``occupancy``: blocks per SM hint; ``mma``: run the GEMV on the
-    tensor cores (:mod:`tilelab.kernels.decode_gemv_mma`: 16-bit weights only, ``bk``
+    tensor cores (:mod:`tilelab.kernels.decode.gemv_mma`: 16-bit weights only, ``bk``
     at least 16); ``prefetch``: weight tiles (of ``bn`` x ``bk``) each block loads
     before it waits for the previous kernel, 1 or 2 (element-wise kernels). The
     defaults (16 rows of 512, two blocks per SM, element-wise, one tile ahead) are the

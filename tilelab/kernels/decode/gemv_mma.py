@@ -4,7 +4,7 @@ A GEMV has no reuse, so the tensor cores buy no arithmetic here; what they buy i
 compiler's pipeline. cuTile compiles a K loop whose body is an ``ct.mma`` into a
 warp-specialized loop that keeps several weight tiles in flight through the bulk
 tensor copy engine (on the H200: four to six 32 KB stages, 200 KB of shared memory per
-block), where the element-wise GEMV of :mod:`tilelab.kernels.decode_gemv` keeps fewer
+block), where the element-wise GEMV of :mod:`tilelab.kernels.decode.gemv` keeps fewer
 bytes in flight per SM. Each block owns ``bn`` outputs (a tile of the ``tl.Out``
 partition of ``y``) and multiplies its ``(bn, bk)`` weight tile, the MMA's A operand,
 by the ``bk`` slice of ``x`` placed in column 0 of a ``(bk, 16)`` B operand whose other
@@ -21,7 +21,7 @@ own outputs.
 
 Example:
     >>> import numpy as np, tilelab as tl
-    >>> from tilelab.kernels.decode_gemv import GemvConfig, row_gemv
+    >>> from tilelab.kernels.decode.gemv import GemvConfig, row_gemv
     >>> w = tl.tensor(np.ones((64, 32), np.float32), dtype="bfloat16", device="cpu")
     >>> x = tl.tensor(np.arange(32, dtype=np.float32), dtype="bfloat16", device="cpu")
     >>> row_gemv(w, x, config=GemvConfig(bn=64, bk=16, mma=True)).numpy()[:3].tolist()
@@ -32,7 +32,7 @@ from __future__ import annotations
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._device import silu_mul, weight_tile
+from tilelab.kernels._host.device import silu_mul, weight_tile
 
 __all__ = ["gemv_mma_kernel", "gemv_mma_silu_mul_kernel", "MMA_COLS"]
 
@@ -75,7 +75,7 @@ def gemv_mma_kernel(y: tl.Out, w: tl.In, x: tl.In, x2: tl.In, g: tl.In, res: tl.
                     HAS_X2: ct.Constant[int], NORM: ct.Constant[int],
                     HAS_RES: ct.Constant[int], HAS_RES2: ct.Constant[int]):
     """``y = w @ rmsnorm_g(x + x2) + res + res2`` (each part optional, as in
-    :func:`~tilelab.kernels.decode_gemv.gemv_fused_kernel`) on the tensor cores.
+    :func:`~tilelab.kernels.decode.gemv.gemv_fused_kernel`) on the tensor cores.
 
     ``w`` is (N, K) row-major and 16-bit; ``x``, ``x2`` and ``g`` are (1, K) views of
     the vectors (their single row is the MMA's column 0); ``res``, ``res2`` are (N,).

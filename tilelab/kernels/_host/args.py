@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 import tilelab as tl
-from tilelab.kernels._wrappers import as_tensor
+from tilelab.kernels._host.wrappers import as_tensor
 
 __all__ = ["FLOAT_DTYPES", "tensor_arg", "check_float", "check_same_device", "is_pow2",
            "check_pow2_fields", "check_hint", "pow2_ceil", "check_block", "float_scalar", "dtype_name", "output", "planning_sms",

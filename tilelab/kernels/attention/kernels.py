@@ -14,7 +14,7 @@ import math
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._device import zero_padded_load
+from tilelab.kernels._host.device import zero_padded_load
 
 __all__ = ["flash_attention_kernel", "persistent_attention_kernel", "decode_split_kernel",
            "decode_combine_kernel", "LOG2E"]

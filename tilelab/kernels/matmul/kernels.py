@@ -6,7 +6,7 @@ epilogue as named compile-time constants (``TK``, ``TRANS_B``, ``LAT``, ``FAST_A
 ``SWAP``; ``SCALE``, ``HAS_BIAS``, ``ACT``, ``HAS_RES``); host code builds their
 arguments by name with :func:`tilelab.kernels._host.launch_args`. ``ACT`` is an
 :class:`~tilelab.kernels.Activation` value, applied by
-:func:`tilelab.kernels._device.activate`.
+:func:`tilelab.kernels._host.device.activate`.
 
 Example:
     >>> import tilelab as tl
@@ -24,7 +24,7 @@ from __future__ import annotations
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels._device import activate, zero_padded_load
+from tilelab.kernels._host.device import activate, zero_padded_load
 
 __all__ = ["matmul_kernel", "persistent_matmul_kernel", "batched_matmul_kernel",
            "splitk_partial_kernel", "splitk_reduce_kernel", "splitk_atomic_kernel",

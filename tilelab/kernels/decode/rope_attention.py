@@ -1,7 +1,7 @@
 """Decode attention with the q/k RMSNorm, RoPE and KV-cache write folded in.
 
 The plain decode step launches two kernels per layer between its qkv projection and
-its o projection: :func:`~tilelab.kernels.decode.qk_norm_rope_cache_kernel` (q/k
+its o projection: :func:`~tilelab.kernels.decode.step.qk_norm_rope_cache_kernel` (q/k
 per-head norm, RoPE at ``pos``, the new key and value into the cache) and the one-pass
 attention. Both run one block per KV head, so they can be one kernel — except that a
 safe kernel may not read a tensor it writes, and attention reads the very cache rows
@@ -44,8 +44,8 @@ import math
 import cuda.tile as ct
 
 import tilelab as tl
-from tilelab.kernels.attention_kernels import _softmax_step, _split_result
-from tilelab.kernels.decode import _rms_halves, _rope_halves, _scalar_at
+from tilelab.kernels.attention.kernels import _softmax_step, _split_result
+from tilelab.kernels.decode.step import _rms_halves, _rope_halves, _scalar_at
 
 __all__ = ["rope_attention_kernel", "kv_store_kernel"]
 

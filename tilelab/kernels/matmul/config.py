@@ -43,7 +43,7 @@ class MatmulConfig:
     ``split_mode``: how the slices are summed, ``"launch"`` (each slice writes fp32
     partials, a second safe kernel sums them) or ``"atomic"`` (one launch: the slices
     add into a self-cleaning fp32 workspace and the last one of each tile writes it,
-    see :func:`~tilelab.kernels.matmul_kernels.splitk_atomic_kernel`);
+    see :func:`~tilelab.kernels.matmul.kernels.splitk_atomic_kernel`);
     ``latency``: cuTile's load latency hint (1..10) for the A/B loads, None lets the
     compiler infer it (tileiras picks the pipeline depth itself: cuTile exposes no
     ``num_stages``); ``occupancy``, ``num_ctas``, ``num_worker_warps``: cuTile kernel

@@ -22,8 +22,8 @@ The host function :func:`matmul` validates its arguments, picks a :class:`Matmul
   same optional split-K).
 
 The code is in three modules: this one (the host functions and their launches),
-:mod:`tilelab.kernels.matmul_config` (:class:`MatmulConfig`, the tuned defaults and
-the search space) and :mod:`tilelab.kernels.matmul_kernels` (the kernels); their public
+:mod:`tilelab.kernels.matmul.config` (:class:`MatmulConfig`, the tuned defaults and
+the search space) and :mod:`tilelab.kernels.matmul.kernels` (the kernels); their public
 names are importable from here.
 
 Example:
@@ -44,10 +44,10 @@ from tilelab.kernels._host import (CallCache, Plan, TensorResult, dtype_name, ha
                                    hinted, launch_args, planning_sms, register_constant,
                                    tensor_arg, workspace)
 from tilelab.kernels.activation import ACTIVATIONS, ActivationLike, activation_code
-from tilelab.kernels.matmul_config import (FLOAT_INPUTS, FP8, OUT_DTYPES, SCHEDULES,
+from tilelab.kernels.matmul.config import (FLOAT_INPUTS, FP8, OUT_DTYPES, SCHEDULES,
                                            SPLIT_MODES, MatmulConfig, bmm_config,
                                            default_config, search_space)
-from tilelab.kernels.matmul_kernels import (batched_matmul_kernel, gemv_kernel,
+from tilelab.kernels.matmul.kernels import (batched_matmul_kernel, gemv_kernel,
                                             gemv_rows_kernel, matmul_kernel,
                                             persistent_matmul_kernel, splitk_atomic_kernel,
                                             splitk_partial_kernel, splitk_reduce_kernel)

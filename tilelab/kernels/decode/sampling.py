@@ -44,10 +44,10 @@ settings are set; :func:`sample_pick_kernel` marks each token it picks, with an 
 store into its one tile covering the vocabulary (the same promise as the KV-cache write:
 whatever the token, the write stays inside the block's own tile).
 
-The sample is Gumbel-max with the noise of :func:`tilelab.kernels.decode.gumbel_noise`,
+The sample is Gumbel-max with the noise of :func:`tilelab.kernels.decode.step.gumbel_noise`,
 a hash of (seed, position, token index): ``argmax_i (s_i + g_i)`` over the kept tokens is
 a sample of their softmax, the same seed gives the same tokens, and with no filter the
-token is the one :func:`~tilelab.kernels.decode.lm_head_partial_kernel`'s sampling form
+token is the one :func:`~tilelab.kernels.decode.step.lm_head_partial_kernel`'s sampling form
 picks.
 
 Every kernel is safe: outputs are ``tl.Out`` partitions (the token, flag and history
@@ -56,7 +56,7 @@ writes are offset stores into the single block's own tiles), everything else is 
 
 Example:
     >>> import numpy as np, tilelab as tl
-    >>> from tilelab.kernels.sampling import sample_token
+    >>> from tilelab.kernels.decode.sampling import sample_token
     >>> logits = np.array([0.0, 3.0, 1.0, 2.5], np.float32)
     >>> sample_token(logits, count=1)                 # greedy: the top candidate
     1
@@ -70,7 +70,7 @@ import cuda.tile as ct
 import numpy as np
 
 import tilelab as tl
-from tilelab.kernels.decode import NONFINITE, gumbel_noise
+from tilelab.kernels.decode.step import NONFINITE, gumbel_noise
 
 __all__ = ["sample_partial_kernel", "sample_pick_kernel", "sample_token", "PARAMS",
            "P_INV_TEMP", "P_COUNT", "P_TOP_P", "P_MIN_P", "P_REPEAT", "P_PRESENCE",
@@ -179,7 +179,7 @@ def sample_partial_kernel(cval: tl.Out, cidx: tl.Out, pmax: tl.Out, psum: tl.Out
     KC; other slots -inf and no index). ``pmax``/``psum`` (blocks,) float32 partitioned
     (1,): the block's maximum score and ``sum(exp(s - max))``. ``gval``/``gidx``
     (blocks,) float32/int32 partitioned (1,): the best ``s + gumbel(seed, pos, index)``
-    and its first index, or :data:`~tilelab.kernels.decode.NONFINITE` in ``gidx`` when a
+    and its first index, or :data:`~tilelab.kernels.decode.step.NONFINITE` in ``gidx`` when a
     score of the block is NaN or infinite (the flag). ``logits`` (V,) float32,
     ``history`` (V,) int32, ``params`` (:data:`PARAMS`,) float32, ``seed``/``pos`` (1,)
     int32.

@@ -22,7 +22,7 @@ repeated with the very same argument objects) never fires. Two caches fix that:
   again relaunches them: same objects, so the runtime's prepared launch is reused. A
   call repeated with the very same argument objects is found by their identities
   alone, without building that key, and its torch tensors are checked all at once
-  (:class:`~tilelab.kernels._wrappers.TorchState`): the same checks, in a few C calls.
+  (:class:`~tilelab.kernels._host.wrappers.TorchState`): the same checks, in a few C calls.
 
 What may never happen is a cached call computing with stale data or writing into the
 wrong buffer, so an entry is only made when every tensor a launch reads is a view of a
@@ -41,37 +41,39 @@ Example:
     >>> fut.wait(); out.numpy()[:2]
     array([2., 2.], dtype=float32)
 
-Where the code lives: :mod:`tilelab.kernels._plan` (plans, launches, hints, launch
-arguments by name), :mod:`tilelab.kernels._wrappers` (foreign wrappers),
-:mod:`tilelab.kernels._calls` (prepared calls, constants, workspaces),
-:mod:`tilelab.kernels._args` (argument conversion and validation, config hashing) and
-:mod:`tilelab.kernels._tiles` (tiles, row views, schedules, row-kernel hints). Import
-them from here.
+Where the code lives: :mod:`tilelab.kernels._host.plan` (plans, launches, hints, launch
+arguments by name), :mod:`tilelab.kernels._host.wrappers` (foreign wrappers),
+:mod:`tilelab.kernels._host.calls` (prepared calls, constants, workspaces),
+:mod:`tilelab.kernels._host.args` (argument conversion and validation, config hashing) and
+:mod:`tilelab.kernels._host.tiles` (tiles, row views, schedules, row-kernel hints). Import
+them from here. Beside them, :mod:`tilelab.kernels._host.device` holds the device-side
+helpers the library's kernels inline (it is not part of this namespace: kernels import
+it by name).
 """
 from __future__ import annotations
 
-from tilelab.kernels._args import (FLOAT_DTYPES, check_block, check_float,
-                                   check_same_device, dtype_name, float_scalar, is_pow2,
-                                   output, planning_sms, pow2_ceil, tensor_arg)
-from tilelab.kernels._calls import (CallCache, cache_info, clear_caches, has_workspace,
-                                    hash_once, register_constant, state_without_hash,
-                                    workspace)
-from tilelab.kernels._plan import (Call, PairResult, Plan, TensorResult, done_future, hinted,
-                                   launch_args, run_launches)
-from tilelab.kernels._tiles import (LONG_ROW_WIDTH, LOOP_TILE_N, MAX_GRID_Y, MAX_ROW_TILE,
-                                    ONE_PASS_MAX_16BIT, ROW_HINTS, ROW_HINTS_BY_ARCH,
-                                    TILE_ELEMS, grid_schedule, long_row_split,
-                                    partition_2d, row_kernel, row_schedule, row_tiles,
-                                    rows_of, tile_2d)
-from tilelab.kernels._wrappers import WRAPPER_CAPACITY, as_tensor
+from tilelab.kernels._host.args import (FLOAT_DTYPES, check_block, check_float,
+                                        check_same_device, dtype_name, float_scalar, is_pow2,
+                                        output, planning_sms, pow2_ceil, tensor_arg)
+from tilelab.kernels._host.calls import (CallCache, cache_info, clear_caches, has_workspace,
+                                         hash_once, register_constant, state_without_hash,
+                                         workspace)
+from tilelab.kernels._host.plan import (Call, PairResult, Plan, TensorResult, done_future, hinted,
+                                        launch_args, run_launches)
+from tilelab.kernels._host.tiles import (LONG_ROW_WIDTH, LOOP_TILE_N, MAX_GRID_Y, MAX_ROW_TILE,
+                                         ONE_PASS_MAX_16BIT, ROW_HINTS, ROW_HINTS_BY_ARCH,
+                                         TILE_ELEMS, grid_schedule, long_row_split,
+                                         partition_2d, row_kernel, row_schedule, row_tiles,
+                                         rows_of, tile_2d)
+from tilelab.kernels._host.wrappers import WRAPPER_CAPACITY, as_tensor
 
 # internals that tests and tools reach through this module (the same objects: the cache
 # registries, the native-key switch, the key builder)
-from tilelab.kernels._calls import (_CACHES, _CONSTANTS, _NATIVE, _PLAIN,  # noqa: F401
-                                    _WORKSPACE_STORAGES, _WORKSPACES, _Entry, _Tensor,
-                                    _Uncacheable, _part, _resolved)
-from tilelab.kernels._plan import _hinted_copy  # noqa: F401
-from tilelab.kernels._wrappers import _LOCK, _WRAPPERS, _wrap  # noqa: F401
+from tilelab.kernels._host.calls import (_CACHES, _CONSTANTS, _NATIVE, _PLAIN,  # noqa: F401
+                                         _WORKSPACE_STORAGES, _WORKSPACES, _Entry, _Tensor,
+                                         _Uncacheable, _part, _resolved)
+from tilelab.kernels._host.plan import _hinted_copy  # noqa: F401
+from tilelab.kernels._host.wrappers import _LOCK, _WRAPPERS, _wrap  # noqa: F401
 
 __all__ = [
     # running launches

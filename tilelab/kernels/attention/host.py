@@ -13,8 +13,8 @@ per-split partial outputs and log-sum-exps into partitioned fp32 scratch tensors
 block per (batch, KV head, split), all query heads of a GQA group together), phase 2
 merges the splits. Both phases are safe kernels.
 
-The configurations live in :mod:`tilelab.kernels.attention_config` and the kernels in
-:mod:`tilelab.kernels.attention_kernels`; their public names are importable from here.
+The configurations live in :mod:`tilelab.kernels.attention.config` and the kernels in
+:mod:`tilelab.kernels.attention.kernels`; their public names are importable from here.
 
 Example:
     >>> import tilelab as tl
@@ -32,12 +32,12 @@ from typing import Any, Callable
 import tilelab as tl
 from tilelab.kernels._host import (CallCache, Plan, TensorResult, hinted, planning_sms,
                                    pow2_ceil, tensor_arg)
-from tilelab.kernels.attention_config import ROW_SUMS  # noqa: F401  (importable here)
-from tilelab.kernels.attention_config import (AttentionConfig, DecodeConfig,
+from tilelab.kernels.attention.config import ROW_SUMS  # noqa: F401  (importable here)
+from tilelab.kernels.attention.config import (AttentionConfig, DecodeConfig,
                                               attention_search_space,
                                               default_attention_config,
                                               default_decode_config)
-from tilelab.kernels.attention_kernels import (LOG2E, decode_combine_kernel,
+from tilelab.kernels.attention.kernels import (LOG2E, decode_combine_kernel,
                                                decode_split_kernel, flash_attention_kernel,
                                                persistent_attention_kernel)
 

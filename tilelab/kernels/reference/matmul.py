@@ -7,8 +7,7 @@ product in attention, and the final rounding to the output dtype.
 
 Example:
     >>> import numpy as np
-
-from tilelab.kernels.reference import unary
+    >>> from tilelab.kernels.reference.matmul import matmul_ref
     >>> matmul_ref(np.ones((2, 3)), np.ones((3, 4)), bias=np.arange(4.0))[0]
     array([3., 4., 5., 6.])
 """
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.kernels.reference import unary
+from tilelab.kernels.reference.memory_bound import unary
 
 __all__ = ["to_f64", "activation_ref", "matmul_ref", "bmm_ref", "attention_ref",
            "decode_attention_ref", "rel_error"]

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from tilelab.kernels._args import check_hint, check_pow2_fields
+from tilelab.kernels._host.args import check_hint, check_pow2_fields
 from tilelab.kernels._host import hash_once, is_pow2, state_without_hash
 
 __all__ = ["AttentionConfig", "DecodeConfig", "ROW_SUMS", "default_attention_config",

@@ -25,9 +25,9 @@ import numpy as np
 
 import tilelab as tl
 from tilelab.compiler.safety.kinds import ParamKind, writes
-from tilelab.kernels._args import hash_once, state_without_hash  # noqa: F401 (moved)
-from tilelab.kernels._plan import Ready
-from tilelab.kernels._wrappers import _LOCK, _WRAPPERS, TorchState, _is_torch, _wrap, record
+from tilelab.kernels._host.args import hash_once, state_without_hash  # noqa: F401 (moved)
+from tilelab.kernels._host.plan import Ready
+from tilelab.kernels._host.wrappers import _LOCK, _WRAPPERS, TorchState, _is_torch, _wrap, record
 from tilelab.runtime import native as _native
 
 __all__ = ["CallCache", "register_constant", "workspace", "has_workspace", "clear_caches",

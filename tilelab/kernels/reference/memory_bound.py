@@ -4,7 +4,7 @@ Each function has the name and arguments of the kernel's host function, takes an
 ``numpy.asarray`` accepts (numpy arrays, CPU ``tl.Tensor``, bf16 via ml_dtypes) and
 returns float64 results (ids and indices stay integers). They are the ground truth the
 tests compare against: no float32 shortcuts, no fused tricks. (The GEMM/attention
-references live in ``reference_matmul.py``.)
+references live in :mod:`tilelab.kernels.reference.matmul`.)
 
 Example:
     >>> import numpy as np

@@ -1,7 +1,7 @@
 """Device-side helpers shared by the library's kernels (plain cuTile, inlined).
 
 These are plain module-level functions: a safe kernel reaches them through a
-module-global name (``from tilelab.kernels._device import activate``), and the safety
+module-global name (``from tilelab.kernels._host.device import activate``), and the safety
 checker checks each one it reaches, recursively, like the kernel itself. They receive
 tiles and read-only arrays only; none of them writes.
 
