@@ -34,6 +34,7 @@ from typing import Any, Callable
 from tilelab.errors import CompileError, SourceLocation
 from tilelab.interp import _cutile
 from tilelab.interp.context import call_locations, function_source, location_at
+from tilelab.interp.path_types import path_refusal
 from tilelab.interp.static_rules import static_refusal
 
 __all__ = ["front_end_error", "front_end_checked"]
@@ -124,7 +125,8 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
                       ) -> Callable[..., Any]:
     """``run`` (``fn`` rebuilt for the interpreter) made to raise cuTile's front-end
     refusal of ``fn`` (and a broken ``static_eval`` rule, see
-    :mod:`tilelab.interp.static_rules`) at its first call, before any of it runs; when a
+    :mod:`tilelab.interp.static_rules`, or a type that depends on the path taken, see
+    :mod:`tilelab.interp.path_types`) at its first call, before any of it runs; when a
     helper is refused, the message says from where it was called."""
     checked_ok = False
 
@@ -132,8 +134,9 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
     def checked(*args: Any, **kwargs: Any) -> Any:
         nonlocal checked_ok
         if not checked_ok:
-            error = front_end_error(fn, entry) or \
-                static_refusal(fn, _bound(fn, args, kwargs))
+            bound = _bound(fn, args, kwargs)
+            error = front_end_error(fn, entry) or static_refusal(fn, bound) or \
+                path_refusal(fn, bound)
             if error is not None:
                 raise _at_call(error, call_locations(sys._getframe(1)))
             checked_ok = True

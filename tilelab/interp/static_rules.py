@@ -79,12 +79,12 @@ def static_refusal(fn: types.FunctionType, args: Mapping[str, Any]) -> CompileEr
                 nested = _static_helper(inner.func, env)
                 if nested in ("static_eval", "static_assert", "static_iter"):
                     return CompileError(f"{nested}() cannot be used inside {where}.",
-                                        location=at(inner),
+                                        location=at(node),
                                         foreign=classes["TileStaticEvalError"])
                 name = _refused_callee(inner.func, env, local_defs)
                 if name is not None:
                     return CompileError(
-                        f"{name}() cannot be called inside {where}.", location=at(inner),
+                        f"{name}() cannot be called inside {where}.", location=at(node),
                         foreign=classes["TileStaticEvalError"],
                         hint="compile-time expressions compute with Python values; call "
                              "tile operations outside ct.static_eval")

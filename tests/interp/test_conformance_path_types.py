@@ -1,0 +1,104 @@
+"""A type that depends on the path taken (issue #41, cause 2).
+
+cuTile types every path of a kernel: after an ``if`` on a run-time value, a variable
+used later must have one type, and so must a helper's return value. Python runs one
+side only; the interpreter reads the rule from the source before a function first runs
+(:mod:`tilelab.interp.path_types`), for the types the source shows (literals, enum
+members, tiled views with constant tile shapes), branches not taken included.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import cuda.tile as ct
+from tilelab.errors import CompileError
+from tilelab.interp import interpret
+
+
+def _line(fn, text: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if line.strip().startswith(text))
+
+
+def _refusal(kernel, *args) -> CompileError:
+    with pytest.raises(CompileError) as info:
+        interpret(kernel, *args, grid=(1,))
+    assert isinstance(info.value, ct.TileTypeError)
+    return info.value
+
+
+def test_a_helper_returning_an_int_or_a_float():
+    def helper():
+        if ct.bid(0) == 0:
+            return 3
+        else:
+            return 5.0
+
+    def kernel(x):
+        ct.scatter(x, 0, 1)
+        helper()
+
+    x = np.zeros(2, np.float32)
+    error = _refusal(kernel, x)
+    then, other = _line(helper, "return 3"), _line(helper, "return 5.0")
+    assert error.message.startswith(
+        f"Type of return value depends on path taken: Tile[float32,()] (line {other}) vs. "
+        f"Tile[int32,()] (line {then})")
+    assert error.location.line == other
+
+
+def test_enum_members_on_two_paths():
+    def kernel(x):
+        if ct.bid(0) == 0:
+            val = ct.MemoryOrder.RELAXED
+        else:
+            val = ct.MemoryOrder.WEAK
+        ct.scatter(x, 0, 1 if val == ct.MemoryOrder.WEAK else 2)
+
+    error = _refusal(kernel, np.zeros(2, np.int32))
+    assert error.message == (
+        f"Type of `val` depends on path taken: <enum constant MemoryOrder.WEAK> "
+        f"(line {_line(kernel, 'val = ct.MemoryOrder.WEAK')}) vs. <enum constant "
+        f"MemoryOrder.RELAXED> (line {_line(kernel, 'val = ct.MemoryOrder.RELAXED')})")
+
+
+def test_tiled_views_of_two_tile_shapes():
+    def kernel(x, cond: bool, TILE_A: ct.Constant[int], TILE_B: ct.Constant[int]):
+        if cond:
+            tv = x.tiled_view(TILE_A)
+        else:
+            tv = x.tiled_view(TILE_B)
+        tv.store(0, ct.full(TILE_A, 1.0, ct.float32))
+
+    x = np.zeros(128, np.float32)
+    error = _refusal(kernel, x, True, 64, 32)
+    assert "Type of `tv` depends on path taken" in error.message
+    assert error.location.line == _line(kernel, "tv = x.tiled_view(TILE_B)")
+    assert not x.any()
+
+
+def test_what_has_one_type_on_every_path_runs():
+    def kernel(x, cond: bool, TILE: ct.Constant[int], FLAG: ct.Constant[int]):
+        if cond:
+            tv = x.tiled_view(TILE)
+            a = 1
+        else:
+            tv = x.tiled_view(TILE)
+            a = 2
+        if FLAG == 1:   # (a constant condition: cuTile keeps one side)
+            b = 3
+        else:
+            b = 4.0
+        unused = 1 if cond else 2.0   # (never read: cuTile does not object)
+        if ct.bid(0) == 0:
+            c = 1
+        else:
+            c = 2.0   # (never read after the if)
+        tv.store(0, ct.full(TILE, 1.0, ct.float32) * a + b)
+
+    x = np.zeros(64, np.float32)
+    interpret(kernel, x, True, 64, 1, grid=(1,))
+    assert (x == 4.0).all()

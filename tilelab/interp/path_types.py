@@ -1,0 +1,222 @@
+"""A variable whose type depends on the branch taken, read from a function's source.
+
+Why: cuTile types a kernel once for all its paths; at the end of an ``if`` on a run-time
+value, a variable assigned on both sides must have one type, and so must a helper's
+return value ("Type of `a` depends on path taken: Tile[float32,()] (line 7) vs.
+Tile[int32,()] (line 5)"). Python runs one side and never sees the other, so the
+interpreter reads this rule from the source when a function is first called, branches
+not taken included. The types it compares are those the source shows without running
+anything: literals (``3`` is ``Tile[int32,()]``, ``2.0`` ``Tile[float32,()]``), enum
+members (each is a type of its own in cuTile: ``ct.MemoryOrder.WEAK``), and tiled views
+of one array with constant tile shapes (``x.tiled_view(TILE_A)``); a value whose type
+needs the run is not compared (the check refuses only what cuTile surely refuses). An
+``if`` is run-time when its condition calls a cuTile op or reads a run-time argument
+(or a local computed from one); an ``if`` on constants is folded by cuTile and by the
+interpreter alike.
+
+Example:
+    >>> import cuda.tile as ct
+    >>> def helper():
+    ...     if ct.bid(0) == 0:
+    ...         return 3
+    ...     else:
+    ...         return 5.0
+    >>> path_refusal(helper, {}).message
+    'Type of return value depends on path taken: Tile[float32,()] (line 5) vs. Tile[int32,()] (line 3)'
+"""
+from __future__ import annotations
+
+import ast
+import collections
+import enum
+import types
+from typing import Any, Mapping
+
+from tilelab.errors import CompileError
+from tilelab.interp import _cutile
+from tilelab.interp.context import function_source, location_at
+
+__all__ = ["path_refusal"]
+
+_MISSING = object()
+
+
+def path_refusal(fn: types.FunctionType, args: Mapping[str, Any]) -> CompileError | None:
+    """cuTile's refusal of a variable or return value of ``fn`` whose type depends on
+    the path taken, for a call with ``args`` (parameter name -> value), or None."""
+    found = function_source(fn)
+    if found is None:
+        return None
+    func, line0, indent = found
+    env = collections.ChainMap(dict(args), _closure(fn), fn.__globals__)
+    body = list(_own_nodes(func))
+    runtime = _runtime_locals(body, env)
+    for node in body:
+        if not isinstance(node, ast.If) or not _is_runtime(node.test, env, runtime):
+            continue
+        then, other = _assigned(node.body), _assigned(node.orelse)
+        for name in then.keys() & other.keys():
+            if not _used_after(body, name, node):
+                continue
+            error = _mismatch(f"`{name}`", then[name], other[name], env, line0)
+            if error is not None:
+                return _located(error, other[name], fn, line0, indent)
+        then_ret, other_ret = _returns(node.body), _returns(node.orelse)
+        if then_ret and other_ret:
+            error = _mismatch("return value", then_ret[0], other_ret[0], env, line0)
+            if error is not None:
+                return _located(error, other_ret[0], fn, line0, indent)
+    return None
+
+
+def _closure(fn: types.FunctionType) -> dict[str, Any]:
+    out = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return out
+
+
+def _own_nodes(func: ast.AST) -> list[ast.AST]:
+    """The nodes of ``func``'s body, without those of functions defined inside it."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                             ast.ClassDef)):
+            continue
+        out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _resolve(node: ast.expr, env: Mapping[str, Any]) -> Any:
+    if isinstance(node, ast.Name):
+        return env.get(node.id, _MISSING)
+    if isinstance(node, ast.Attribute):
+        owner = _resolve(node.value, env)
+        if owner is not _MISSING and (isinstance(owner, (types.ModuleType, type))):
+            return getattr(owner, node.attr, _MISSING)
+    return _MISSING
+
+
+def _is_runtime(expr: ast.expr, env: Mapping[str, Any], runtime: set[str]) -> bool:
+    """Whether ``expr`` has a run-time value: it calls a cuTile op (other than the few
+    cuTile evaluates at compile time) or reads a run-time argument or local."""
+    from tilelab.interp.tile import Tile
+
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            callee = _resolve(node.func, env)
+            if isinstance(callee, types.FunctionType) and \
+                    (callee.__module__ or "").startswith("cuda.tile") and \
+                    not _cutile.static_eval_safe(callee):
+                return True
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in runtime:
+                return True
+            value = env.get(node.id, _MISSING)
+            if isinstance(value, Tile) and not value._c:
+                return True
+    return False
+
+
+def _runtime_locals(body: list[ast.AST], env: Mapping[str, Any]) -> set[str]:
+    """Local names bound to a run-time value somewhere (a loop variable, an assignment
+    of a run-time expression)."""
+    runtime: set[str] = set()
+    for node in body:
+        if isinstance(node, ast.For):
+            runtime |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
+                node.value is not None and _is_runtime(node.value, env, runtime):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            runtime |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return runtime
+
+
+def _assigned(stmts: list[ast.stmt]) -> dict[str, ast.Assign]:
+    """The last plain assignment of each name among a branch's own statements."""
+    out: dict[str, ast.Assign] = {}
+    for stmt in stmts:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name):
+            out[stmt.targets[0].id] = stmt
+    return out
+
+
+def _returns(stmts: list[ast.stmt]) -> list[ast.Return]:
+    return [s for s in stmts if isinstance(s, ast.Return) and s.value is not None]
+
+
+def _used_after(body: list[ast.AST], name: str, node: ast.If) -> bool:
+    end = node.end_lineno or node.lineno
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               and n.lineno > end for n in body)
+
+
+def _type_of(expr: ast.expr, env: Mapping[str, Any]) -> str | None:
+    """cuTile's type of ``expr`` when the source shows it without running anything."""
+    if isinstance(expr, ast.Constant):
+        value = expr.value
+        if isinstance(value, bool):
+            return "Tile[bool,()]"
+        if isinstance(value, int):
+            return "Tile[int32,()]"
+        if isinstance(value, float):
+            return "Tile[float32,()]"
+        return None
+    if isinstance(expr, ast.Attribute):
+        value = _resolve(expr, env)
+        if isinstance(value, enum.Enum):
+            return f"<enum constant {type(value).__name__}.{value.name}>"
+        return None
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+            expr.func.attr == "tiled_view" and isinstance(expr.func.value, ast.Name):
+        shapes = []
+        for arg in expr.args:
+            value = _constant(arg, env)
+            if value is _MISSING:
+                return None
+            shapes.append(value)
+        if expr.keywords:
+            return None
+        return f"TiledView[{expr.func.value.id}, tile_shape={shapes[0]!r}" + \
+            "".join(f", {s!r}" for s in shapes[1:]) + "]"
+    return None
+
+
+def _constant(arg: ast.expr, env: Mapping[str, Any]) -> Any:
+    if isinstance(arg, ast.Constant):
+        return arg.value
+    if isinstance(arg, ast.Tuple):
+        items = [_constant(e, env) for e in arg.elts]
+        return _MISSING if _MISSING in items else tuple(items)
+    if isinstance(arg, ast.Name):
+        value = env.get(arg.id, _MISSING)
+        if isinstance(value, (int, tuple)) and not isinstance(value, bool):
+            return value
+    return _MISSING
+
+
+def _mismatch(what: str, first: ast.AST, second: ast.AST, env: Mapping[str, Any],
+              line0: int) -> str | None:
+    t1 = _type_of(first.value, env)   # type: ignore[attr-defined]
+    t2 = _type_of(second.value, env)   # type: ignore[attr-defined]
+    if t1 is None or t2 is None or t1 == t2:
+        return None
+    return (f"Type of {what} depends on path taken: {t2} (line {line0 + second.lineno})"
+            f" vs. {t1} (line {line0 + first.lineno})")
+
+
+def _located(message: str, node: ast.AST, fn: types.FunctionType, line0: int,
+             indent: int) -> CompileError:
+    return CompileError(message,
+                        location=location_at(fn.__code__.co_filename, line0 + node.lineno,
+                                             node.col_offset + indent),
+                        foreign=_cutile.exception_classes()["TileTypeError"],
+                        hint="give the variable one type on every path (an explicit "
+                             "astype, or a value of the same kind on both sides)")
