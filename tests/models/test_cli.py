@@ -249,6 +249,7 @@ def test_other_tilelab_errors_exit_with_status_1(capsys, tiny_qwen3, monkeypatch
                    "(hint: use device='cpu')\n")
 
 
+@pytest.mark.subprocess
 def test_building_the_parser_does_not_import_the_engine():
     """The generate and chat arguments come from tilelab.models.cli, which imports only
     argparse and the error types: building the parser loads no kernel and no engine."""
@@ -272,6 +273,7 @@ def run_cli(*args, stdin: str = "", module: str = "tilelab.models", timeout: int
                           env={**__import__("os").environ, "TILELAB_BACKEND": "cpu"})
 
 
+@pytest.mark.subprocess
 def test_python_m_tilelab_models_reads_the_prompt_from_stdin(tiny_qwen3):
     from tilelab.models.checkpoint import load_checkpoint
 
@@ -285,6 +287,7 @@ def test_python_m_tilelab_models_reads_the_prompt_from_stdin(tiny_qwen3):
                  reason="--max-new-tokens", first_run=False)
 
 
+@pytest.mark.subprocess
 def test_generate_stops_at_the_checkpoints_eos_unless_told(chat_checkpoint):
     from tilelab.models import Qwen3
 
@@ -305,6 +308,7 @@ def test_generate_stops_at_the_checkpoints_eos_unless_told(chat_checkpoint):
     assert r.stderr.startswith("12 new tokens, stopped by --max-new-tokens")
 
 
+@pytest.mark.subprocess
 def test_tilelab_chat_is_a_multi_turn_session(chat_checkpoint):
     from tilelab.models import Qwen3
 
@@ -325,6 +329,7 @@ def test_tilelab_chat_is_a_multi_turn_session(chat_checkpoint):
     assert "context 256 tokens" in r.stderr.splitlines()[0]
 
 
+@pytest.mark.subprocess
 def test_tilelab_chat_survives_a_turn_past_the_context(chat_checkpoint):
     r = run_cli("chat", "--model", chat_checkpoint, "--max-new-tokens", 4, "--max-seq-len",
                 40, "--no-warmup", "--no-think",
@@ -335,6 +340,7 @@ def test_tilelab_chat_survives_a_turn_past_the_context(chat_checkpoint):
     assert len(r.stdout.splitlines()) == 1               # the second message was answered
 
 
+@pytest.mark.subprocess
 def test_tilelab_chat_refuses_a_model_without_a_template(tiny_qwen3):
     r = run_cli("chat", "--model", tiny_qwen3, module="tilelab")
     assert r.returncode == 2 and r.stdout == ""
@@ -347,8 +353,10 @@ def test_tilelab_chat_refuses_a_model_without_a_template(tiny_qwen3):
 def test_doctests():
     import doctest
 
+    import tilelab.models.__main__
     import tilelab.models.cli
     import tilelab.models.cli_chat
 
     assert doctest.testmod(tilelab.models.cli).failed == 0
     assert doctest.testmod(tilelab.models.cli_chat).failed == 0
+    assert doctest.testmod(tilelab.models.__main__).failed == 0

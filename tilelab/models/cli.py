@@ -3,8 +3,9 @@
 The arguments are declared here (:func:`add_generate_arguments`,
 :func:`add_chat_arguments`) by functions that import nothing heavy, so that
 :mod:`tilelab.cli` builds its parser without loading the engine;
-``python -m tilelab.models`` runs the same two commands. :func:`run_generate` and
-:func:`run_chat` (:mod:`tilelab.models.cli_chat`) do the work::
+``python -m tilelab.models`` (:mod:`tilelab.models.__main__`) runs the same two commands.
+:func:`run_generate` and :func:`run_chat` (:mod:`tilelab.models.cli_chat`, which builds
+on this module's settings and engine loading) do the work::
 
     tilelab generate --model checkpoints/Qwen3-0.6B --prompt "The capital of France is"
     echo "Explain tiles." | tilelab generate --model ckpt --chat --no-think
@@ -33,7 +34,7 @@ from tilelab.errors import TilelabError
 from .errors import CheckpointError, GenerateInputError
 
 __all__ = ["run_generate", "parse_ids", "add_generate_arguments", "add_chat_arguments",
-           "add_engine_arguments", "build_parser", "main", "DEFAULT_NEW_TOKENS",
+           "add_engine_arguments", "DEFAULT_NEW_TOKENS",
            "DEFAULT_CHAT_CONTEXT", "load_engine", "one_line", "check_settings",
            "generate_command", "sampling_settings"]
 
@@ -118,42 +119,6 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
         'Be brief.'
     """
     add_engine_arguments(p, new_tokens=512)
-
-
-def build_parser(prog: str = "python -m tilelab.models") -> argparse.ArgumentParser:
-    """The parser of ``python -m tilelab.models``: the ``generate`` and ``chat`` commands.
-
-    Example:
-        >>> build_parser().parse_args(["chat", "--model", "m"]).command
-        'chat'
-    """
-    p = argparse.ArgumentParser(prog=prog, description="Run a Qwen3 checkpoint with "
-                                "tilelab's safe kernels.")
-    sub = p.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("generate", help="generate text after a prompt")
-    add_generate_arguments(g)
-    g.set_defaults(func=lambda ns: run_generate(ns))
-    c = sub.add_parser("chat", help="talk with the model (multi-turn, chat template)")
-    add_chat_arguments(c)
-    c.set_defaults(func=lambda ns: _run_chat(ns))
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m tilelab.models``.
-
-    Example:
-        >>> main(["generate", "--model", "/nonexistent", "--ids", "1"])  # doctest: +SKIP
-        2
-    """
-    ns = build_parser().parse_args(argv)
-    return int(ns.func(ns) or 0)
-
-
-def _run_chat(ns: argparse.Namespace) -> int:
-    from .cli_chat import run_chat
-
-    return run_chat(ns)
 
 
 def run_generate(ns: argparse.Namespace, out: TextIO | None = None,
