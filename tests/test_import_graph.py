@@ -27,8 +27,6 @@ KNOWN: dict[frozenset[str], str] = {
                "interp.targets", "interp.tile", "interp.unary"}):
         "#42 item 2: Tile and Array stop importing the op modules (each op module "
         "attaches its methods)",
-    frozenset({"perf.predict_model", "perf.prediction", "perf.roofline"}):
-        "no item yet: roofline and prediction import each other (_peak, predict)",
 }
 
 

@@ -102,7 +102,7 @@ class MeasuredCeilings:
         return asdict(self)
 
     def __str__(self) -> str:
-        from tilelab.perf.roofline import format_bandwidth, format_flops
+        from tilelab.perf.units import format_bandwidth, format_flops
 
         return (f"{self.gpu_name or 'this GPU'}: copy {format_bandwidth(self.copy_bytes_per_s)}, "
                 f"{self.precision} GEMM {format_flops(self.gemm_flops_per_s)} "

@@ -375,7 +375,7 @@ def launch_terms(shape: LaunchShape, gpu: Any) -> LaunchTerms:
         >>> t.unit, t.step_flops, t.waves, t.notes[0].startswith("L2 50 MiB")
         (0, 2097152.0, 1, True)
     """
-    from tilelab.perf.roofline import _peak
+    from tilelab.perf.roofs import peak_rate
     from tilelab.perf.specs import Density, lookup_gpu
 
     spec = lookup_gpu(gpu)
@@ -407,7 +407,7 @@ def launch_terms(shape: LaunchShape, gpu: Any) -> LaunchTerms:
                      "blocks per SM and waves, are not known")
     return LaunchTerms(blocks, sms, bps, waves, blocks - (waves - 1) * slots,
                        blocks / (waves * slots), float(shape.executed_flops),
-                       _peak(spec, shape.precision, Density.DENSE), _unit(shape), step, dram,
+                       peak_rate(spec, shape.precision, Density.DENSE), _unit(shape), step, dram,
                        float(spec.bandwidth), known, why, tuple(notes), grid_known)
 
 
@@ -476,7 +476,7 @@ def tile_efficiency(gemm: GemmShape, precision: str, gpu: Any, *,
         >>> small < 0.01 < 0.5 < big < 1
         True
     """
-    from tilelab.perf.roofline import _peak
+    from tilelab.perf.roofs import peak_rate
     from tilelab.perf.specs import Density, lookup_gpu
 
     spec = lookup_gpu(gpu)
@@ -485,7 +485,7 @@ def tile_efficiency(gemm: GemmShape, precision: str, gpu: Any, *,
     from tilelab.perf.specs import PRECISIONS
 
     eff = k["eff_tensor" if PRECISIONS[precision].tensor else "eff_cuda_mma"].value
-    return float(_tile_law(gemm.step_flops, _peak(spec, precision, Density.DENSE) / sms, eff,
+    return float(_tile_law(gemm.step_flops, peak_rate(spec, precision, Density.DENSE) / sms, eff,
                            k["tile_latency"].value, k["tile_alpha"].value))
 
 

@@ -150,7 +150,7 @@ class Prediction:
             >>> predict(elementwise(1 << 26), "h200").summary()[:60]
             'predicted 180 µs = 3.92 µs launch floor + 176 µs kernel body'
         """
-        from tilelab.perf.roofline import format_seconds
+        from tilelab.perf.units import format_seconds
 
         at = f" at {self.at}" if self.at else ""
         return (f"predicted {format_seconds(self.total_s, 3)} = "
@@ -170,7 +170,7 @@ class Prediction:
             >>> pt.measured, pt.seconds == pt.prediction.total_s, pt.device
             (False, True, 'NVIDIA H200 SXM')
         """
-        from tilelab.perf.roofline import RooflinePoint
+        from tilelab.perf.roofline_point import RooflinePoint
 
         return RooflinePoint(self.name, self.flops, self.bytes, self.precision,
                              self.total_s, False, self.gpu, prediction=self)
@@ -349,14 +349,14 @@ def predict(work: Any, gpu: Any, *, name: str | None = None, precision: str | No
         >>> p.gpu, p.limited_by, p.bound_s < p.kernel_s
         ('NVIDIA B200', 'math', True)
     """
-    from tilelab.perf.roofline import _peak
+    from tilelab.perf.roofs import peak_rate
     from tilelab.perf.specs import Density, lookup_gpu
 
     spec = lookup_gpu(gpu)
     shape = launch_shape(work, precision=precision, dram_bytes=dram_bytes, blocks=blocks,
                          resources=resources, gemm=gemm)
     terms = model_terms(shape, spec, constants=constants)
-    peak = _peak(spec, shape.precision, Density.DENSE)
+    peak = peak_rate(spec, shape.precision, Density.DENSE)
     bound_bytes = float(shape.dram_bytes)
     if shape.gemm is not None:
         bound_bytes = min(bound_bytes, compulsory_gemm_bytes(shape.gemm))

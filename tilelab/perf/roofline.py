@@ -21,16 +21,25 @@ Example:
     ('687.2 TFLOP/s', 0.69)
     >>> format_seconds(project(p, lookup_gpu("b200")).seconds)
     '488.7 µs'
+
+The pieces live in modules of their own, re-exported here: the number formats
+(:mod:`tilelab.perf.units`), a GPU's ceilings (:mod:`tilelab.perf.roofs`) and the point
+(:mod:`tilelab.perf.roofline_point`); this module adds the projection and the plot data.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from tilelab.perf.prediction import predict
-from tilelab.perf.specs import (PRECISIONS, Density, GPUSpec, Source, UnsupportedPrecisionError,
+from tilelab.perf.roofline_point import RooflinePoint
+from tilelab.perf.roofs import (CEILING_FALLBACK, Ceiling, attainable, compute_ceiling,
+                                memory_ceiling, peak_rate, resolve_precision, ridge_point)
+from tilelab.perf.specs import (PRECISIONS, Density, GPUSpec, UnsupportedPrecisionError,
                                 ROOFLINE_GPUS, check_precision, lookup_gpu)
+from tilelab.perf.units import (format_bandwidth, format_bytes, format_flops,
+                                format_intensity, format_seconds)
 
 __all__ = [
     "Ceiling", "compute_ceiling", "memory_ceiling", "ridge_point", "attainable",
@@ -38,374 +47,6 @@ __all__ = [
     "format_flops", "format_bandwidth", "format_seconds", "format_bytes", "format_intensity",
     "CEILING_FALLBACK",
 ]
-
-CEILING_FALLBACK: dict[str, str] = {"fp64_tc": "fp64"}
-"""Where a GPU lacks a precision's units but still runs the work: an FP64 GEMM on a part
-without FP64 tensor cores runs on its FP64 CUDA cores. No other precision falls back."""
-
-
-# --------------------------------------------------------------------------- formatting
-
-_PREFIXES = ("", "k", "M", "G", "T", "P", "E")
-_SMALL = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"), (1e-12, "ps"))
-
-
-def _si(value: float | None, unit: str, digits: int, base: int = 1000,
-        prefixes: Sequence[str] = _PREFIXES) -> str:
-    """``value`` with an SI (or binary) prefix and ``digits`` significant digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if math.isinf(value):
-        return f"{'-' if value < 0 else ''}inf {unit}"
-    if value == 0:
-        return f"0 {unit}"
-    sign, mag = ("-" if value < 0 else ""), abs(value)
-    step = min(max(int(math.floor(math.log(mag, base) + 1e-12)), 0), len(prefixes) - 1)
-    mant = float(f"{mag / base ** step:.{digits}g}")
-    if mant >= base and step < len(prefixes) - 1:
-        step += 1
-        mant = float(f"{mag / base ** step:.{digits}g}")
-    return f"{sign}{mant:g} {prefixes[step]}{unit}"
-
-
-def format_flops(value: float | None, unit: str = "FLOP/s", digits: int = 4) -> str:
-    """A rate with an SI prefix: FLOP/s (pass ``unit='OP/s'`` for INT8).
-
-    Example:
-        >>> format_flops(7.3e14), format_flops(2.25e15), format_flops(None)
-        ('730 TFLOP/s', '2.25 PFLOP/s', 'n/a')
-    """
-    return _si(value, unit, digits)
-
-
-def format_bandwidth(value: float | None, digits: int = 4) -> str:
-    """A bandwidth in decimal B/s units, as vendors quote them.
-
-    Example:
-        >>> format_bandwidth(4.8e12), format_bandwidth(864e9)
-        ('4.8 TB/s', '864 GB/s')
-    """
-    return _si(value, "B/s", digits)
-
-
-def format_bytes(value: float | None, binary: bool = False, digits: int = 4) -> str:
-    """A byte count: decimal (kB, MB, ...) by default, binary (KiB, MiB, ...) on request.
-
-    Example:
-        >>> format_bytes(100663296), format_bytes(141 * 2**30, binary=True)
-        ('100.7 MB', '141 GiB')
-    """
-    if binary:
-        return _si(value, "B", digits, 1024, ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))
-    return _si(value, "B", digits)
-
-
-def format_seconds(value: float | None, digits: int = 4) -> str:
-    """A duration in s, ms, µs, ns or ps.
-
-    Example:
-        >>> format_seconds(1.5e-6), format_seconds(0.0123), format_seconds(2.5)
-        ('1.5 µs', '12.3 ms', '2.5 s')
-    """
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if value <= 0 or value >= 1:
-        return f"{float(f'{value:.{digits}g}'):g} s"
-    for scale, unit in _SMALL:
-        if value >= scale * (1 - 5e-13):
-            mant = float(f"{value / scale:.{digits}g}")
-            if mant >= 1000 and scale < 1:
-                return f"{float(f'{value / (scale * 1000):.{digits}g}'):g} {_unit_above(unit)}"
-            return f"{mant:g} {unit}"
-    return f"{float(f'{value / 1e-12:.{digits}g}'):g} ps"
-
-
-def _unit_above(unit: str) -> str:
-    names = [u for _, u in _SMALL]
-    return names[names.index(unit) - 1]
-
-
-def format_intensity(value: float | None, digits: int = 4) -> str:
-    """An arithmetic intensity in FLOP/B (no prefix: ridge points are 1 to 1000s).
-
-    Example:
-        >>> format_intensity(206.1458), format_intensity(0.0833333)
-        ('206.1 FLOP/B', '0.08333 FLOP/B')
-    """
-    if value is None:
-        return "n/a"
-    return f"{float(f'{value:.{digits}g}'):g} FLOP/B"
-
-
-# --------------------------------------------------------------------------- ceilings
-
-@dataclass(frozen=True)
-class Ceiling:
-    """One horizontal (compute) or slanted (memory) line of a roofline.
-
-    ``value`` is FLOP/s (OP/s for int8) for compute ceilings and B/s for the memory ceiling.
-    ``precision`` is the precision asked for; ``hardware_precision`` the one whose units the
-    number is (they differ only through :data:`CEILING_FALLBACK`).
-
-    Example:
-        >>> c = compute_ceiling(lookup_gpu("rtx5090"), "bf16")
-        >>> c.value / 1e12, c.label
-        (209.5, 'NVIDIA GeForce RTX 5090 · BF16 tensor, FP32 accumulate · 209.5 TFLOP/s dense')
-    """
-
-    kind: str
-    value: float
-    unit: str
-    gpu: str
-    precision: str | None
-    hardware_precision: str | None
-    density: Density
-    measured: bool
-    source: Source
-    label: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON.
-
-        Example:
-            >>> memory_ceiling(lookup_gpu("h200")).to_dict()["value"]
-            4800000000000.0
-        """
-        return {"kind": self.kind, "value": self.value, "unit": self.unit, "gpu": self.gpu,
-                "precision": self.precision, "hardware_precision": self.hardware_precision,
-                "density": self.density.value, "measured": self.measured,
-                "label": self.label, "source": _source_dict(self.source)}
-
-
-def _source_dict(source: Source) -> dict[str, str]:
-    return {"title": source.title, "url": source.url, "note": source.note, "kind": source.kind}
-
-
-def _resolve(spec: GPUSpec, precision: str) -> str:
-    """The precision whose ceiling applies on ``spec`` (see :data:`CEILING_FALLBACK`)."""
-    check_precision(precision)
-    if spec.supports(precision):
-        return precision
-    fallback = CEILING_FALLBACK.get(precision)
-    if fallback is not None and spec.supports(fallback):
-        return fallback
-    raise UnsupportedPrecisionError(
-        f"{spec.name} has no {precision} rate ({PRECISIONS[precision].label})",
-        hint=f"{spec.name} has: {', '.join(spec.precisions)}")
-
-
-def _peak(spec: GPUSpec, precision: str, density: Density) -> float:
-    """Peak of the applicable precision; sparse where it exists, else the dense rate."""
-    entry = spec.peaks[_resolve(spec, precision)]
-    if density is Density.SPARSE and entry.sparse is not None:
-        return entry.sparse
-    return entry.dense
-
-
-def compute_ceiling(spec: "GPUSpec | str", precision: str,
-                    density: "Density | str" = Density.DENSE) -> Ceiling:
-    """The compute ceiling of ``precision`` on ``spec``.
-
-    With ``density='sparse'`` tensor precisions use their 2:4-sparse rate; CUDA-core
-    precisions have only one rate and keep it (the label says 'dense').
-
-    Example:
-        >>> compute_ceiling("h100", "fp8", "sparse").value / 1e12
-        3958.0
-        >>> compute_ceiling("rtx5090", "fp64_tc").hardware_precision   # no FP64 tensor cores
-        'fp64'
-    """
-    spec = lookup_gpu(spec)
-    density = Density.parse(density)
-    used = _resolve(spec, precision)
-    entry = spec.peaks[used]
-    actual = density if (density is Density.SPARSE and entry.sparse is not None) else Density.DENSE
-    value = entry.rate(actual)
-    info = PRECISIONS[used]
-    label = f"{spec.name} · {info.label} · {format_flops(value, info.unit)} {actual.value}"
-    if used != precision:
-        label += f" (no {precision} units; {used} used)"
-    if spec.measured:
-        label += " (measured)"
-    return Ceiling("compute", value, info.unit, spec.name, precision, used, actual,
-                   spec.measured, entry.source, label)
-
-
-def memory_ceiling(spec: "GPUSpec | str") -> Ceiling:
-    """The DRAM bandwidth ceiling of ``spec`` (B/s).
-
-    Example:
-        >>> memory_ceiling("b200").label
-        'NVIDIA B200 · memory 8 TB/s'
-    """
-    spec = lookup_gpu(spec)
-    label = f"{spec.name} · memory {format_bandwidth(spec.bandwidth)}"
-    if spec.measured:
-        label += " (measured)"
-    return Ceiling("memory", spec.bandwidth, "B/s", spec.name, None, None, Density.DENSE,
-                   spec.measured, spec.memory_bandwidth.source, label)
-
-
-def ridge_point(spec: "GPUSpec | str", precision: str,
-                density: "Density | str" = Density.DENSE) -> float:
-    """Intensity (FLOP/B) where the memory slope meets the compute ceiling: peak / bandwidth.
-
-    Below it a kernel is memory-bound, above it compute-bound.
-
-    Example:
-        >>> ridge_point("h200", "bf16")   # 989.5e12 FLOP/s / 4.8e12 B/s
-        206.14583333333334
-    """
-    spec = lookup_gpu(spec)
-    return _peak(spec, precision, Density.parse(density)) / spec.bandwidth
-
-
-def attainable(spec: "GPUSpec | str", intensity: float, precision: str,
-               density: "Density | str" = Density.DENSE) -> float:
-    """The most FLOP/s a kernel of ``intensity`` FLOP/B can reach: min(peak, I x bandwidth).
-
-    Example:
-        >>> attainable("h200", 10.0, "bf16") / 1e12     # memory-bound: 10 x 4.8 TB/s
-        48.0
-        >>> attainable("h200", 1000.0, "bf16") / 1e12   # compute-bound: the peak
-        989.5
-    """
-    if not (intensity >= 0):
-        raise ValueError(f"intensity must be a non-negative number of FLOP/B, got {intensity!r}")
-    spec = lookup_gpu(spec)
-    return min(_peak(spec, precision, Density.parse(density)), intensity * spec.bandwidth)
-
-
-# --------------------------------------------------------------------------- points
-
-@dataclass(frozen=True)
-class RooflinePoint:
-    """One kernel launch on the roofline: counted work, and a time when there is one.
-
-    ``measured`` is True for a time measured on ``device``; False for a prediction (or a CPU
-    run with no GPU time at all, ``seconds=None``). A predicted point carries its
-    :class:`~tilelab.perf.prediction.Prediction` (``prediction``; its ``seconds`` are the
-    predicted total, :meth:`Prediction.point <tilelab.perf.prediction.Prediction.point>`).
-    Coordinates: x = ``intensity`` (FLOP/B), y = ``achieved_flops`` (FLOP/s).
-
-    Example:
-        >>> p = RooflinePoint("add", flops=1e6, bytes=12e6, precision="fp32", seconds=5e-6,
-        ...                   measured=True, device="NVIDIA H200")
-        >>> round(p.intensity, 4), format_bandwidth(p.achieved_bandwidth)
-        (0.0833, '2.4 TB/s')
-    """
-
-    name: str
-    flops: float
-    bytes: float
-    precision: str
-    seconds: float | None = None
-    measured: bool = False
-    device: str | None = None
-    label: str | None = None
-    prediction: Any = field(default=None, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        check_precision(self.precision)
-        if not (self.flops >= 0 and math.isfinite(self.flops)):
-            raise ValueError(f"{self.name}: flops must be a non-negative number")
-        if not (self.bytes > 0 and math.isfinite(self.bytes)):
-            raise ValueError(f"{self.name}: bytes must be positive (a point needs traffic)")
-        if self.seconds is not None and not (self.seconds > 0 and math.isfinite(self.seconds)):
-            raise ValueError(f"{self.name}: seconds must be positive, got {self.seconds!r}")
-        if self.measured and self.seconds is None:
-            raise ValueError(f"{self.name}: a measured point needs its measured seconds")
-
-    @classmethod
-    def from_work(cls, work: Any, *, seconds: float | None = None, device: str | None = None,
-                  measured: bool | None = None, name: str | None = None) -> "RooflinePoint":
-        """A point from a :class:`~tilelab.perf.counting.Work` (or anything with ``flops``,
-        ``bytes`` and ``precision``). ``measured`` defaults to whether ``seconds`` is given.
-
-        Example:
-            >>> from tilelab.perf.counting import softmax
-            >>> RooflinePoint.from_work(softmax(1024, 1024)).measured
-            False
-        """
-        return cls(name or getattr(work, "name", "kernel"), float(work.flops),
-                   float(work.bytes), work.precision, seconds,
-                   seconds is not None if measured is None else measured, device)
-
-    @property
-    def intensity(self) -> float:
-        """Arithmetic intensity in FLOP/B.
-
-        Example:
-            >>> RooflinePoint("k", 100.0, 50.0, "fp32").intensity
-            2.0
-        """
-        return self.flops / self.bytes
-
-    @property
-    def achieved_flops(self) -> float | None:
-        """FLOP/s over ``seconds``, or None without a time.
-
-        Example:
-            >>> RooflinePoint("k", 1e12, 1e9, "bf16", seconds=2e-3).achieved_flops
-            500000000000000.0
-        """
-        return None if self.seconds is None else self.flops / self.seconds
-
-    @property
-    def achieved_bandwidth(self) -> float | None:
-        """B/s over ``seconds`` (counted minimal bytes, so useful bandwidth), or None.
-
-        Example:
-            >>> RooflinePoint("k", 0.0, 4e9, "fp32", seconds=1e-3).achieved_bandwidth
-            4000000000000.0
-        """
-        return None if self.seconds is None else self.bytes / self.seconds
-
-    def bound_on(self, spec: "GPUSpec | str", density: "Density | str" = Density.DENSE) -> str:
-        """'memory' if the point sits left of ``spec``'s ridge for its precision, else 'compute'.
-
-        Example:
-            >>> RooflinePoint("k", 1e9, 1e9, "bf16").bound_on("h200")
-            'memory'
-        """
-        ridge = ridge_point(spec, self.precision, density)
-        return "memory" if self.intensity < ridge else "compute"
-
-    def fraction_of_ceiling(self, spec: "GPUSpec | str",
-                            density: "Density | str" = Density.DENSE) -> float | None:
-        """Achieved FLOP/s over the attainable FLOP/s at this intensity on ``spec`` (the
-        relevant ceiling: memory slope left of the ridge, compute roof right of it). For a
-        point with no FLOPs, achieved over peak bandwidth. None without a time.
-
-        Example:
-            >>> p = RooflinePoint("k", 1e9, 1e9, "bf16", seconds=1e9 / 2.4e12)   # 2.4 TFLOP/s
-            >>> round(p.fraction_of_ceiling("h200"), 3)
-            0.5
-        """
-        if self.seconds is None:
-            return None
-        spec = lookup_gpu(spec)
-        if self.flops == 0:
-            return self.achieved_bandwidth / spec.bandwidth
-        return self.achieved_flops / attainable(spec, self.intensity, self.precision, density)
-
-    def describe(self) -> str:
-        """A one-line label: name, intensity, performance and where it came from.
-
-        Example:
-            >>> RooflinePoint("k", 2e12, 1e9, "bf16", 4e-3, True, "NVIDIA H200").describe()
-            'k: 2000 FLOP/B, 500 TFLOP/s (measured on NVIDIA H200)'
-        """
-        if self.label:
-            return self.label
-        text = f"{self.name}: {format_intensity(self.intensity)}"
-        if self.seconds is not None:
-            text += f", {format_flops(self.achieved_flops, PRECISIONS[self.precision].unit)}"
-        if self.measured:
-            return text + f" (measured on {self.device or 'this device'})"
-        at = getattr(self.prediction, "at", None)
-        where = f"predicted for {self.device}" + (f" at {at}" if at else "")
-        return text + (f" ({where})" if self.device else " (counted)")
 
 
 # --------------------------------------------------------------------------- projections
@@ -519,11 +160,11 @@ def project(point: Any, spec: "GPUSpec | str",
     """
     spec = lookup_gpu(spec)
     density = Density.parse(density)
-    used = _resolve(spec, point.precision)
+    used = resolve_precision(spec, point.precision)
     return Projection(
         point=getattr(point, "name", "kernel"), gpu=spec.name, precision=point.precision,
         hardware_precision=used, density=density, flops=float(point.flops),
-        bytes=float(point.bytes), peak=_peak(spec, point.precision, density),
+        bytes=float(point.bytes), peak=peak_rate(spec, point.precision, density),
         bandwidth=spec.bandwidth, measured_ceilings=spec.measured)
 
 
