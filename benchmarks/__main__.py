@@ -1,6 +1,6 @@
 """``python -m benchmarks``: run the benchmark suite (see benchmarks/README.md)."""
 import sys
 
-from .suite import cli
+from .suite.cli import cli
 
 sys.exit(cli())

@@ -82,7 +82,7 @@ def test_the_compile_benchmark_writes_byte_code_only_in_its_own_folder(tmp_path)
     """The compile group's ``bytecode`` variant lets its processes write ``.pyc`` files:
     into its work folder (``PYTHONPYCACHEPREFIX``), never beside the sources (a test run
     of the group once left ``__pycache__`` folders in the checkout)."""
-    from benchmarks.compile_times import variant_envs
+    from benchmarks.host.compile_times import variant_envs
 
     caller = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX="/elsewhere")
     envs = variant_envs(caller, tmp_path / "work")

@@ -10,15 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import engine, suite, suite_compare, suite_report, suite_run
+from benchmarks.suite import cli as suite
+from benchmarks.suite import compare as suite_compare
+from benchmarks.suite import engine
+from benchmarks.suite import report as suite_report
+from benchmarks.suite import run as suite_run
 from benchmarks.common import gpu_slug
-from benchmarks.suite_cases import OPS, build_cases
-from benchmarks.suite_compare import (compare, describe_change, load_results,
+from benchmarks.suite.cases import OPS, build_cases
+from benchmarks.suite.compare import (compare, describe_change, load_results,
                                       previous_figures)
-from benchmarks.suite_data import make_arrays
-from benchmarks.suite_kernels import Registry
-from benchmarks.suite_report import check_targets, summarize, table
-from benchmarks.suite_run import RunOptions, compile_variant, run_case
+from benchmarks.suite.data import make_arrays
+from benchmarks.suite.kernels import Registry
+from benchmarks.suite.report import check_targets, summarize, table
+from benchmarks.suite.run import RunOptions, compile_variant, run_case
 from support.backends import cpu_backend_private_cache  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -109,7 +113,7 @@ def test_the_printed_table_shows_the_change_and_names_each_regression():
 
 def test_memory_ops_compile_a_pure_function_that_matches_the_reference():
     torch = pytest.importorskip("torch")
-    from benchmarks.suite_data import XP
+    from benchmarks.suite.data import XP
 
     for case in build_cases("tiny", ["memory"]):
         spec = OPS[case.op]
@@ -211,7 +215,7 @@ def test_wall_window_leaves_later_groups_half_their_plan():
 
 
 def test_groups_past_the_wall_clock_limit_are_skipped_not_run(tmp_path, monkeypatch):
-    from benchmarks import groups
+    from benchmarks.suite import groups
 
     monkeypatch.setattr(groups, "run_decode_script",
                         lambda ctx: {"status": "skipped", "reason": "stubbed"})

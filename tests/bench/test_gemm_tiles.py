@@ -1,11 +1,11 @@
-"""benchmarks/gemm_tiles.py names the two tile shapes default_config chooses between."""
+"""benchmarks/device/gemm_tiles.py names the two tile shapes default_config chooses between."""
 from __future__ import annotations
 
 import importlib
 
 from tilelab.kernels.matmul.config import default_config
 
-gemm_tiles = importlib.import_module("benchmarks.gemm_tiles")
+gemm_tiles = importlib.import_module("benchmarks.device.gemm_tiles")
 
 
 def test_variants_are_the_defaults_either_side_of_the_big_rule():

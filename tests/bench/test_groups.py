@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import common, engine, groups, suite
+from benchmarks import common
+from benchmarks.suite import cli as suite
+from benchmarks.suite import engine, groups
 from benchmarks.common import Context, rel_err, rotated, time_rounds, write_json
-from benchmarks.groups import GROUPS, RUN_ORDER, Group, run_decode_script
+from benchmarks.suite.groups import GROUPS, RUN_ORDER, Group, run_decode_script
 from support.backends import cpu_backend_private_cache  # noqa: F401 (autouse fixture)
 
-ROOT = Path(suite.__file__).resolve().parents[1]
+ROOT = Path(suite.__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -88,7 +90,7 @@ def test_decode_script_missing_failing_and_present(tmp_path, monkeypatch):
 
 
 def test_decode_script_keywords_fit_the_backend_and_preset():
-    from benchmarks.groups import _decode_keywords
+    from benchmarks.suite.groups import _decode_keywords
 
     cpu = _decode_keywords(Context(backend="cpu"))
     assert cpu["dry_run"] is True and cpu["tokens"] <= 8
@@ -182,7 +184,7 @@ def test_docstring_examples_run(module):
 
 
 def test_the_torch_group_skips_off_the_gpu_with_its_reason():
-    from benchmarks import torch_calls
+    from benchmarks.host import torch_calls
     from benchmarks.common import Context
 
     out = torch_calls.run(Context(backend="cpu"))
@@ -191,7 +193,7 @@ def test_the_torch_group_skips_off_the_gpu_with_its_reason():
 
 
 def test_per_call_s_counts_every_call_and_syncs_each_round():
-    from benchmarks.torch_calls import per_call_s
+    from benchmarks.host.torch_calls import per_call_s
 
     calls, syncs = [], []
     s = per_call_s(lambda: calls.append(1), lambda: syncs.append(1), calls=10, rounds=3)
@@ -202,7 +204,7 @@ def test_per_call_s_counts_every_call_and_syncs_each_round():
 
 
 def test_the_torch_groups_breakdown_splits_the_call_into_its_layers():
-    from benchmarks.torch_calls import _breakdown
+    from benchmarks.host.torch_calls import _breakdown
 
     us = {"driver_launch": 2.5, "launch_async_tilelab_tensors": 4.0,
           "launch_async_torch_tensors": 4.0, "tilelab_tensors": 6.0,
@@ -217,7 +219,7 @@ def test_the_torch_groups_layers_are_the_calls_own_launches():
     needs the GPU's native module); each runs and writes the call's output."""
     torch = pytest.importorskip("torch")
     import tilelab as tl
-    from benchmarks.torch_calls import _layers
+    from benchmarks.host.torch_calls import _layers
     from tilelab.kernels import _host, add
     from tilelab.kernels.elementwise import _BINARY
     from tilelab.runtime.launch.driver import DRIVER

@@ -1,4 +1,4 @@
-"""benchmarks/predict_fit.py: the cases it measures, the model input it builds from a
+"""benchmarks/device/predict_fit.py: the cases it measures, the model input it builds from a
 counted launch, and its CPU dry run end to end (JSON, fit, the lines to paste)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks import predict_fit as pf
+from benchmarks.device import predict_fit as pf
 from benchmarks.common import RESULTS
 from tilelab.perf.predict_model import CONSTANTS
 from tilelab.perf.predict_fit import load_fit

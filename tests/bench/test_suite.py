@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import suite
-from benchmarks.suite_cases import build_cases
-from benchmarks.suite_data import make_arrays
-from benchmarks.suite_kernels import Registry
-from benchmarks.suite_report import check_targets, summarize
-from benchmarks.suite_run import RunOptions, run_case
+from benchmarks.suite import cli as suite
+from benchmarks.suite.cases import build_cases
+from benchmarks.suite.data import make_arrays
+from benchmarks.suite.kernels import Registry
+from benchmarks.suite.report import check_targets, summarize
+from benchmarks.suite.run import RunOptions, run_case
 from support.backends import cpu_backend_private_cache  # noqa: F401 (autouse fixture)
 
-BENCH = Path(suite.__file__).resolve().parent
+BENCH = Path(suite.__file__).resolve().parents[1]
 #: the groups with checked-and-timed cases (runtime and compile have their own tests)
 CASE_GROUPS = "memory,decode,gemm,attention"
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.fixture(autouse=True)
 def decode_script_stubbed(monkeypatch):
     # the decode group's script has its own tests; here the case engine is under test
-    from benchmarks import groups
+    from benchmarks.suite import groups
 
     monkeypatch.setattr(groups, "run_decode_script",
                         lambda ctx: {"status": "skipped", "reason": "stubbed in the tests"})
@@ -113,7 +113,7 @@ def test_without_torch_there_are_no_baselines(tmp_path):
 
 def test_a_copy_that_does_not_copy_is_reported_wrong():
     """The copy ceiling is checked like any variant, against its own source."""
-    from benchmarks.suite_run import Variant, _check
+    from benchmarks.suite.run import Variant, _check
 
     case = build_cases("tiny", ["memory"])[0]
     arrays = make_arrays("cpu", False)
@@ -217,7 +217,7 @@ def test_gemm_pairs_drop_the_hints_raw_kernels_cannot_take():
     other cuTile hints (latency, occupancy) are dropped from the safe side of the pair.
     The big-problem default keeps its 8 worker warps on both sides (128x256 tiles spill
     without them)."""
-    from benchmarks.suite_tuning import _mirror_gemm
+    from benchmarks.suite.tuning import _mirror_gemm
     from tilelab.kernels.matmul import MatmulConfig
 
     best = {"config": MatmulConfig(tm=128, tn=256, tk=64, num_worker_warps=8, latency=4)}
@@ -234,7 +234,7 @@ def test_gemm_pairs_drop_the_hints_raw_kernels_cannot_take():
 def test_gemm_pairs_keep_swapped_tiles():
     """A swapped-tile winner (swap_ab) pairs with the raw swapped kernel; the persistent
     raw twin has no swapped form, so that pair runs unswapped tiles on both sides."""
-    from benchmarks.suite_tuning import _mirror_gemm
+    from benchmarks.suite.tuning import _mirror_gemm
     from tilelab.kernels.matmul import MatmulConfig
 
     best = {"config": MatmulConfig(tm=16, tn=64, tk=256, latency=4, swap_ab=True)}
@@ -252,7 +252,7 @@ def test_decode_pairs_mirror_the_weight_rows_default():
     """Decode's gemv(w, x) reads the (N, K) weight through its transposed view: an
     untuned decode case mirrors the rows GEMV default (M = 1 GEMMs on a row-major B of
     the same width now take swapped tiles, which the raw GEMV cannot run)."""
-    from benchmarks.suite_tuning import _mirror_gemm
+    from benchmarks.suite.tuning import _mirror_gemm
     from tilelab.kernels.matmul import default_config
 
     for case in build_cases("full", ["decode"]):
@@ -266,7 +266,7 @@ def test_attention_pairs_keep_the_schedule_and_hints():
     """Attention pairs run the same tiles, schedule (persistent or not) and cuTile hints
     on both sides; only the load-latency hints, which the raw kernel lacks, are dropped.
     The untuned default at 8192 keys is the persistent warp-specialized kernel."""
-    from benchmarks.suite_tuning import _mirror_attention
+    from benchmarks.suite.tuning import _mirror_attention
     from tilelab.kernels.attention import AttentionConfig
 
     case = next(c for c in build_cases("full", ["attention"]) if c.params["S"] == 8192)
@@ -356,7 +356,7 @@ def test_raw_host_function_is_found_and_paired(tmp_path, monkeypatch):
     case = next(c for c in build_cases("tiny", ["memory"]) if c.op == "softmax")
     res = run_case(case, make_arrays("cpu", False), reg, RunOptions(rep=2, target_s=0.01))
     assert res["status"] == "ok", res
-    assert res["variants"]["raw"]["impl"] == "benchmarks/fakeraw.py:raw_softmax"
+    assert res["variants"]["raw"]["impl"] == "fakeraw.py:raw_softmax"
     assert res["figures"]["safe_vs_raw"] > 0 and res["figures"]["safe_vs_raw_like_for_like"]
 
 
@@ -367,7 +367,7 @@ def test_tour_stand_in_is_compared_like_for_like_with_raw_kernels(tmp_path, monk
     res = run_case(case, make_arrays("cpu", False), reg, RunOptions(rep=2, target_s=0.01))
     v = res["variants"]
     assert res["status"] == "ok" and v["tilelab"]["impl"].startswith("tour:")
-    assert v["raw"]["impl"].startswith("benchmarks/raw_kernels.py")
+    assert v["raw"]["impl"].startswith("benchmarks/baselines/raw_kernels.py")
     # the tuned tour config walks tiles grouped; raw_gemm walks them row-major, so the
     # safe kernel is also timed row-major and that time is the one compared
     assert v["tilelab"]["config"]["group"] == 8 and v["tilelab_as_raw"]["config"]["group"] == 0
@@ -381,7 +381,7 @@ def test_timing_launches_library_calls_without_waiting_and_releases_them():
     correctness check before it is a plain synchronous call."""
     import tilelab as tl
     from tilelab.runtime.ledger import LEDGER
-    from benchmarks.suite_run import Variant, _time
+    from benchmarks.suite.run import Variant, _time
 
     tl.synchronize()                                        # start from a clear ledger
     arrays = make_arrays("cpu", False)
@@ -407,8 +407,8 @@ def test_timing_launches_library_calls_without_waiting_and_releases_them():
 def test_rounds_rotate_which_variant_is_timed_first(monkeypatch):
     """Round r starts at variant r (torch, tilelab, raw; tilelab, raw, torch; raw, torch,
     tilelab): with the clocks sagging through a run, a fixed order favoured the first."""
-    from benchmarks import suite_run
-    from benchmarks.suite_run import Variant, _time_all
+    from benchmarks.suite import run as suite_run
+    from benchmarks.suite.run import Variant, _time_all
     from tilelab.perf.bench import BenchResult
 
     order: list[str] = []

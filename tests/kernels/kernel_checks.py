@@ -38,8 +38,8 @@ def remarked(art, what: str) -> bool:
 
 
 def raw_baselines():
-    """benchmarks/raw_matmul_attention.py: the same kernels written raw in cuTile."""
-    return importlib.import_module("benchmarks.raw_matmul_attention")
+    """benchmarks/baselines/raw_matmul_attention.py: the same kernels written raw in cuTile."""
+    return importlib.import_module("benchmarks.baselines.raw_matmul_attention")
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""benchmarks/notebooks_gpu.py runs a course notebook without IPython.
+"""benchmarks/lab/notebooks.py runs a course notebook without IPython.
 
 The runner is started in a child process in which ``import IPython`` (and ipykernel,
 nbformat, nbclient, ipywidgets) fails, as on the GPU machine; it runs notebook 01 on the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.notebooks_gpu import SCHEMA, notebook_paths, prepare_cell
+from benchmarks.lab.notebooks import SCHEMA, notebook_paths, prepare_cell
 from tilelab.lab.cell.run import options_from_line, run_cell
 from tilelab.lab.report.options import OptionError
 
@@ -27,7 +27,7 @@ BLOCKED = ("IPython", "ipykernel", "nbformat", "nbclient", "ipywidgets")
 #: runs the module as ``python -m`` would, after making the blocked imports fail
 WRAPPER = (f"import runpy, sys\nfor name in {BLOCKED!r}:\n    sys.modules[name] = None\n"
            "sys.argv[0] = 'notebooks_gpu'\n"
-           "runpy.run_module('benchmarks.notebooks_gpu', run_name='__main__', "
+           "runpy.run_module('benchmarks.lab.notebooks', run_name='__main__', "
            "alter_sys=True)\n")
 
 

@@ -157,7 +157,7 @@ def test_held_constants_keep_their_values_and_say_why():
 
 
 def _case(name, shape, seconds, schedule=None, **params):
-    """A case as benchmarks/predict_fit.py writes it (the GEMM order as a schedule name)."""
+    """A case as benchmarks/device/predict_fit.py writes it (the GEMM order as a schedule name)."""
     d = {k: getattr(shape, k) for k in ("blocks", "useful_flops", "executed_flops",
                                         "dram_bytes", "precision", "threads", "registers",
                                         "shared_bytes")}

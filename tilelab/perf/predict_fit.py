@@ -6,7 +6,7 @@ launches whose shapes the CPU interpreter counted and whose times a GPU measured
 the block latency, the share of SMs that saturates DRAM) that minimise the squared log ratio of
 predicted to measured time (a relative error: a 2 µs launch and a 2 ms GEMM weigh the
 same), and reports every row's prediction and error before and after the fit.
-:func:`rows_from_result` rebuilds the rows from a ``benchmarks/predict_fit.py`` result
+:func:`rows_from_result` rebuilds the rows from a ``benchmarks/device/predict_fit.py`` result
 file, so a fit can be redone without a GPU.
 
 How: each row's constant-free terms (:func:`~tilelab.perf.predict_model.launch_terms`) are
@@ -401,7 +401,7 @@ def shape_from_dict(d: Mapping[str, Any], params: Mapping[str, Any] | None = Non
     """The :class:`~tilelab.perf.predict_model.LaunchShape` of a result file's case ``shape``
     dict. The GEMM's tile order is rebuilt from its schedule's name (``row-major``;
     ``grouped`` and ``persistent``: grouped order with the dict's ``group_m``, else 8,
-    as ``benchmarks/predict_fit.py`` launches them); its K-step is the dict's
+    as ``benchmarks/device/predict_fit.py`` launches them); its K-step is the dict's
     ``tile_k``, else the case parameter ``k_tile``.
 
     Example:
@@ -433,7 +433,7 @@ def shape_from_dict(d: Mapping[str, Any], params: Mapping[str, Any] | None = Non
 
 
 def rows_from_result(result: "str | Path | dict[str, Any]") -> list[FitRow]:
-    """The fit rows of a ``benchmarks/predict_fit.py`` result (a path or its data): each
+    """The fit rows of a ``benchmarks/device/predict_fit.py`` result (a path or its data): each
     case that ran (``status: ok``) with its measured time, its model input rebuilt by
     :func:`shape_from_dict` and the GPU the file's model used.
 
@@ -450,7 +450,7 @@ def rows_from_result(result: "str | Path | dict[str, Any]") -> list[FitRow]:
     cases = data.get("cases")
     if not isinstance(cases, list):
         raise FitError(f"{result if not isinstance(result, dict) else 'the dict'} has no "
-                       "cases", hint="pass a benchmarks/predict_fit.py result file")
+                       "cases", hint="pass a benchmarks/device/predict_fit.py result file")
     gpu = (data.get("model") or {}).get("gpu") or "h200"
     return [FitRow(c["name"], shape_from_dict(c["shape"], c.get("params")),
                    float(c["measured_s"]), gpu)
@@ -474,7 +474,7 @@ def load_fit(result: "str | Path | dict[str, Any]") -> dict[str, Constant]:
     data = data.get("fit", data)
     if not isinstance(data.get("constants"), dict):
         raise FitError(f"{result if not isinstance(result, dict) else 'the dict'} has no "
-                       "fitted constants", hint="pass a benchmarks/predict_fit.py result "
+                       "fitted constants", hint="pass a benchmarks/device/predict_fit.py result "
                        "file or FitResult.to_dict()")
     out = {}
     for key, c in data["constants"].items():

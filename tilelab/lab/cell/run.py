@@ -22,7 +22,7 @@ its line numbers and tilelab's source capture are untouched.
 (make its kernels, run it with its launches recorded under the chosen backend, collect
 the report); the magic and :func:`run_cell` both run a cell through it. :func:`run_cell`
 runs a ``%%tile`` cell without IPython (scripts, the notebook runner
-``benchmarks/notebooks_gpu.py``) on a plain namespace, returning the
+``benchmarks/lab/notebooks.py``) on a plain namespace, returning the
 :class:`~tilelab.lab.report.cell_report.CellReport` the magic's tabs are built from.
 
 Example:

@@ -28,7 +28,7 @@ from .plan import LaunchPlan, make_plan
 from .prepared import PreparedLaunch
 
 # names that code outside the package imports from here under their former names
-# (tests/kernels/test_host_calls.py, benchmarks/runtime.py)
+# (tests/kernels/test_host_calls.py, benchmarks/host/runtime.py)
 from .prepared import _pack_params, all_tilelab_args as _native  # noqa: F401
 
 __all__ = ["DRIVER", "DriverPath", "FirstLaunch", "LaunchPlan", "Launcher", "PreparedLaunch",

@@ -1,5 +1,5 @@
 """The suite's groups, in one explicit table: each names its cases (checked and timed
-by the case engine, :mod:`benchmarks.suite_run`) and/or a function that measures
+by the case engine, :mod:`benchmarks.suite.run`) and/or a function that measures
 something else and returns a JSON-ready dict with a ``status``.
 
 Why a table: a group is run because it is listed here, with what it measures, not
@@ -20,8 +20,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .common import Context
-from .suite_cases import Case, build_cases
+from ..common import Context
+from .cases import Case, build_cases
 
 __all__ = ["Group", "GROUPS", "RUN_ORDER", "case_groups", "run_decode_script"]
 
@@ -59,25 +59,25 @@ def _cases_of(group: str) -> Callable[[str], list[Case]]:
 
 
 def _runtime(ctx: Context) -> dict[str, Any]:
-    from . import runtime
+    from ..host import runtime
 
     return runtime.run(ctx)
 
 
 def _compile(ctx: Context) -> dict[str, Any]:
-    from . import compile_times
+    from ..host import compile_times
 
     return compile_times.run(ctx)
 
 
 def _lab(ctx: Context) -> dict[str, Any]:
-    from . import lab_render
+    from ..lab import render as lab_render
 
     return lab_render.run(ctx)
 
 
 def _torch(ctx: Context) -> dict[str, Any]:
-    from . import torch_calls
+    from ..host import torch_calls
 
     return torch_calls.run(ctx)
 
@@ -85,7 +85,7 @@ def _torch(ctx: Context) -> dict[str, Any]:
 def _memory_ceilings(ctx: Context) -> dict[str, Any]:
     if not ctx.option("ceilings"):
         return {"status": "skipped", "reason": "the device ceilings run with --ceilings"}
-    from . import ceilings
+    from ..device import ceilings
 
     return ceilings.run(ctx)
 
@@ -150,7 +150,7 @@ def _decode_keywords(ctx: Context) -> dict[str, Any]:
 def _decode(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {"status": "ok", "decode_script": run_decode_script(ctx)}
     if ctx.option("decode_attention"):
-        from .decode import attention as decode_attention
+        from ..decode import attention as decode_attention
 
         out["decode_attention"] = decode_attention.run(ctx)
     for status in ("error", "wrong", "missing"):

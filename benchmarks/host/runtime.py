@@ -18,7 +18,7 @@
 
 Every result is checked (a NaN-poisoned output compared with torch) before it is timed.
 GPU only (torch CUDA timing): on the CPU backend the group reports itself skipped;
-``python -m benchmarks.runtime [--n N] [OUT.json]`` runs the scalar-values figures alone
+``python -m benchmarks.host.runtime [--n N] [OUT.json]`` runs the scalar-values figures alone
 on the current backend, the CPU included.
 
 Example:
@@ -40,7 +40,7 @@ import numpy as np
 import tilelab as tl
 from tilelab.kernels.examples import gemm, vector_add
 
-from .common import Context
+from ..common import Context
 
 __all__ = ["run"]
 
@@ -73,7 +73,7 @@ def bench_ceilings(torch, res: dict) -> None:
 
 
 def bench_elementwise(torch, res: dict, n: int, tiles: list[int]) -> None:
-    from .raw_kernels import raw_add
+    from ..baselines.raw_kernels import raw_add
     import cuda.tile as ct
 
     out = {}
@@ -264,7 +264,7 @@ def _torch_graphs(torch, out: dict) -> None:
     graph (what the chain costs without tilelab)."""
     import cuda.tile as ct
 
-    from .raw_kernels import raw_add
+    from ..baselines.raw_kernels import raw_add
 
     tx, ty = (torch.randn(1024, device="cuda") for _ in range(2))
     tz = torch.empty_like(tx)
@@ -365,7 +365,7 @@ def _launch_interleaved(s, config, k, words, zp, x, y, nat, n: int = 500,
 def bench_gemm(torch, res: dict, m: int, rounds: int = 3) -> None:
     """Safe GEMM (row-major and grouped) vs the same kernel through raw ct.launch vs
     cuBLAS, measured in interleaved rounds (median of the rounds' medians)."""
-    from .raw_kernels import raw_gemm
+    from ..baselines.raw_kernels import raw_gemm
     import cuda.tile as ct
 
     a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
@@ -521,16 +521,16 @@ def run(ctx: Context) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m benchmarks.runtime [--n N] [OUT.json]``: the scalar-values figures on
+    """``python -m benchmarks.host.runtime [--n N] [OUT.json]``: the scalar-values figures on
     the current backend (TILELAB_BACKEND=cpu for the CPU interpreter), printed and
     optionally written as JSON with the environment."""
     import argparse
     import json
     from pathlib import Path
 
-    from .common import env_info, write_json
+    from ..common import env_info, write_json
 
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.runtime")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.host.runtime")
     ap.add_argument("--n", type=int, default=10_000, help="launches per loop")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("out", nargs="?", help="write the figures here (JSON)")

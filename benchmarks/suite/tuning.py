@@ -6,8 +6,8 @@ keyword arguments (``config=MatmulConfig(...)``, ``block_m=``, ...) and pick a d
 when given none. The suite wraps each in ``tl.autotune`` over a small space whose first
 entry is that default (so the correctness gate compares every other config with what the
 library would do anyway), and knows how to give the raw kernels of
-``benchmarks/raw_matmul_attention.py`` the same tiles and schedule as the tuned safe
-kernel (safe vs raw must differ in safety only).
+``benchmarks/baselines/raw_matmul_attention.py`` the same tiles and schedule as the tuned
+safe kernel (safe vs raw must differ in safety only).
 
 Everything here is defensive: if the library's API moved (no ``MatmulConfig``, a renamed
 keyword), the function runs untuned and without a raw twin, and the report says why.

@@ -24,9 +24,9 @@ get their ``GemmShape`` (tile reuse through L2) from the launch's own partition.
 
 Run (repository root)::
 
-    python -m benchmarks.predict_fit --out benchmarks/results/predict_fit_h200_DATE.json
-    python -m benchmarks.predict_fit --backend cpu --out /tmp/predict_fit.json   # dry run
-    python -m benchmarks.predict_fit --refit benchmarks/results/predict_fit_h200_DATE.json
+    python -m benchmarks.device.predict_fit --out benchmarks/results/predict_fit_h200_DATE.json
+    python -m benchmarks.device.predict_fit --backend cpu --out /tmp/predict_fit.json   # dry run
+    python -m benchmarks.device.predict_fit --refit benchmarks/results/predict_fit_h200_DATE.json
 
 ``--refit`` runs nothing: it rebuilds each stored case's model input from the JSON
 (``tilelab.perf.predict_fit.rows_from_result``) and fits the current model to the stored
@@ -479,14 +479,14 @@ def report(data: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m benchmarks.predict_fit --out X.json [--backend cpu]``, or
+    """Command line: ``python -m benchmarks.device.predict_fit --out X.json [--backend cpu]``, or
     ``--refit RESULT.json [--out Y.json]`` to refit a stored run without a GPU.
 
     Example:
         >>> main(["--backend", "cpu", "--out", "/tmp/pf.json"])   # doctest: +SKIP
         0
     """
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.predict_fit",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.device.predict_fit",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None,
                     help="result JSON (default benchmarks/results/predict_fit_<gpu>_<date>.json)")

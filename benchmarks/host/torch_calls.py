@@ -33,7 +33,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-from .common import Context, rel_err
+from ..common import Context, rel_err
 
 __all__ = ["run", "per_call_s", "interleaved", "loop_calls", "sync_both", "summary"]
 
@@ -302,7 +302,7 @@ def main() -> None:
 
     import tilelab as tl
 
-    from .common import env_info, write_json
+    from ..common import env_info, write_json
 
     backend = tl.backend()
     res = dict(run(Context(backend=backend)), env=env_info(backend))

@@ -5,7 +5,7 @@ Why a child per group on the GPU: a sticky CUDA error or a hang in one group can
 the others down; a child that dies or overruns is killed and its finished cases kept.
 
 Example:
-    >>> from benchmarks.suite_cases import build_cases
+    >>> from benchmarks.suite.cases import build_cases
     >>> _skipped(build_cases("tiny", ["memory"])[0], "why")["status"]
     'skipped'
 """
@@ -23,9 +23,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .common import REPO, Context, write_json
+from ..common import REPO, Context, write_json
 from .groups import GROUPS, case_groups
-from .suite_cases import Case
+from .cases import Case
 
 __all__ = ["context_of", "run_in_process", "run_isolated", "run_function", "deadline",
            "child_main", "build_group_cases", "plan", "wall_window", "WALL_S", "FINISH_S"]
@@ -96,10 +96,10 @@ def run_in_process(ns: argparse.Namespace, backend: str, cases: list[Case],
                    stop_at: float, sink: Any) -> tuple[list[dict], Any]:
     """Run ``cases`` here until ``stop_at`` (time.monotonic); ``sink(results, registry)``
     is called after every case. Returns (results, registry)."""
-    from .common import env_info, nominal_for
-    from .suite_data import make_arrays
-    from .suite_kernels import Registry
-    from .suite_run import RunOptions, run_case
+    from ..common import env_info, nominal_for
+    from .data import make_arrays
+    from .kernels import Registry
+    from .run import RunOptions, run_case
 
     registry = Registry(ns.overrides, tour=not ns.no_tour, tune=not ns.no_tune,
                         kernel_package=ns.kernel_package)
@@ -222,7 +222,7 @@ def deadline(groups: list[str], group: str, start: float, total: float) -> float
 def plan(ns: argparse.Namespace, backend: str, cases: dict[str, list[Case]],
          previous: dict[str, dict]) -> dict[str, Any]:
     """The expected seconds of each group of the run: its cases' times in the previous
-    results (``previous``: :func:`benchmarks.suite_compare.previous_figures`;
+    results (``previous``: :func:`benchmarks.suite.compare.previous_figures`;
     :data:`DEFAULT_CASE_S` for a case never timed), the torch.compile baselines of the
     memory cases, the group function's ``func_s`` and what its options add, and a child
     process's start when isolated. On the CPU backend the functions' GPU figures do not
@@ -280,7 +280,7 @@ def wall_window(groups: list[str], group: str, now: float, end: float,
 
 def child_main(ns: argparse.Namespace, backend: str, preset: str) -> int:
     """``--child``: run one group here and write its results to ``--out``."""
-    from .common import env_info
+    from ..common import env_info
 
     out = Path(ns.out)
     (name,) = ns.groups

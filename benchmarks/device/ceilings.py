@@ -30,7 +30,7 @@ import cuda.tile as ct
 
 import tilelab as tl
 
-from .common import Context, time_rounds
+from ..common import Context, time_rounds
 
 __all__ = ["run", "mix_ceiling", "fill_kernel"]
 

@@ -8,9 +8,9 @@ anything is timed; a wrong or failing variant gets its reason and no time. Timin
 every timed call), all variants in the same process on the same inputs.
 
 Example:
-    >>> from suite_cases import build_cases
-    >>> from suite_data import make_arrays
-    >>> from suite_kernels import Registry
+    >>> from benchmarks.suite.cases import build_cases
+    >>> from benchmarks.suite.data import make_arrays
+    >>> from benchmarks.suite.kernels import Registry
     >>> case = build_cases("tiny", ["memory"])[0]
     >>> r = run_case(case, make_arrays("cpu", False), Registry(), RunOptions(rep=2))
     >>> r["status"], r["variants"]["tilelab"]["status"]       # doctest: +SKIP
@@ -30,10 +30,10 @@ import tilelab as tl
 from tilelab.perf.autotune import config_json
 from tilelab.perf.bench import BenchResult
 
-from .common import Nominal, rel_err, rotated
-from .suite_cases import Case
-from .suite_data import Arrays
-from .suite_kernels import Impl, Registry, async_host_call, host_call_args
+from ..common import Nominal, rel_err, rotated
+from .cases import Case
+from .data import Arrays
+from .kernels import Impl, Registry, async_host_call, host_call_args
 
 __all__ = ["RunOptions", "Nominal", "Variant", "run_case", "compile_variant"]
 
@@ -158,7 +158,7 @@ def _copy_variant(case: Case, arrays: Arrays) -> Variant:
     """The memory ceiling timed with a memory-bound case: torch copying half the case's
     minimal bytes into the other half (one read and one write of every byte). Reads
     and writes alone run faster, but mixed one to one they go no faster than a copy
-    (``benchmarks/ceilings.py``), so a kernel that reads and writes the same bytes is
+    (``benchmarks/device/ceilings.py``), so a kernel that reads and writes the same bytes is
     bounded by this."""
     t = arrays.torch
     n = max(1, case.work.bytes // 4)               # bf16 elements: 2n bytes each way
@@ -178,8 +178,8 @@ def compile_variant(case: Case, arrays: Arrays, tinp: dict, enabled: bool = True
     torch.compile or triton, the variant is reported ``skipped`` with the reason.
 
     Example:
-        >>> from benchmarks.suite_cases import build_cases
-        >>> from benchmarks.suite_data import make_arrays
+        >>> from benchmarks.suite.cases import build_cases
+        >>> from benchmarks.suite.data import make_arrays
         >>> a = make_arrays("cpu")
         >>> case = build_cases("tiny", ["memory"])[2]
         >>> compile_variant(case, a, {}).skip                 # doctest: +ELLIPSIS

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import Context
+from ..common import Context
 
 __all__ = ["run", "variant_envs", "CLI_TARGET_S", "ARCHS"]
 

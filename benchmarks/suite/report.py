@@ -264,14 +264,14 @@ def _row(c: dict, vs_old: str) -> str:
 def table(cases: list[dict], summary: dict, targets: dict,
           comparison: dict | None = None) -> str:
     """The plain-text table printed last: one row per case (with its change against the
-    previous result, from :func:`benchmarks.suite_compare.compare`), then the group
+    previous result, from :func:`benchmarks.suite.compare.compare`), then the group
     figures, the regressions and the targets.
 
     Example:
         >>> print(table([], {}, {}).splitlines()[0])      # doctest: +NORMALIZE_WHITESPACE
         case status torch tilelab tl host raw tl/torch tl/comp safe/raw vs old achieved
     """
-    from .suite_compare import describe_change
+    from .compare import describe_change
 
     per = (comparison or {}).get("per_case", {})
     head = f"{'case':<44} {'status':<8} {'torch':>10} {'tilelab':>10} {'tl host':>10} " \

@@ -1,4 +1,4 @@
-"""The tilelab benchmark suite: every group of :data:`benchmarks.groups.GROUPS`
+"""The tilelab benchmark suite: every group of :data:`benchmarks.suite.groups.GROUPS`
 (runtime, compile, memory, decode, gemm, attention), each case checked against a
 reference and timed next to its baseline (torch: cuBLAS, SDPA; the raw cuTile twin) in
 the same run, within a time budget, into one JSON file.
@@ -25,12 +25,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .common import RESULTS, env_info, gpu_slug, nominal_for, write_json
+from ..common import RESULTS, env_info, gpu_slug, nominal_for, write_json
 from .engine import (FINISH_S, MIN_GROUP_S, WALL_S, build_group_cases, child_main,
                      context_of, deadline, plan, run_function, run_in_process, run_isolated,
                      wall_window)
 from .groups import GROUPS, RUN_ORDER, case_groups
-from .suite_compare import compare, load_results, previous_figures
+from .compare import compare, load_results, previous_figures
 
 __all__ = ["main", "cli", "parse_args", "replot", "SCHEMA"]
 
@@ -149,7 +149,7 @@ def replot(result: Path, png: Path) -> dict:
         >>> replot(r, Path("r3w.png"))["path"]                  # doctest: +SKIP
         'r3w.png'
     """
-    from .suite_report import roofline_png
+    from .report import roofline_png
 
     data = Path(result).read_bytes()
     doc = json.loads(gzip.decompress(data) if Path(result).suffix == ".gz" else data)
@@ -285,7 +285,7 @@ def _group_here(ns, backend, preset, name, cases, doc, stop_at, t0, window, flus
 
 
 def _parent(ns: argparse.Namespace, backend: str, preset: str) -> int:
-    from .suite_report import DEFAULT_TARGETS, check_targets, roofline_png, summarize, table
+    from .report import DEFAULT_TARGETS, check_targets, roofline_png, summarize, table
 
     t0 = time.monotonic()
     isolate = ns.isolate if ns.isolate is not None else backend == "gpu"
@@ -354,7 +354,7 @@ def _plan_line(p: dict) -> str:
 
 def _kernels_report(ns: argparse.Namespace) -> dict:
     try:
-        from .suite_kernels import Registry
+        from .kernels import Registry
 
         return Registry(ns.overrides, tour=not ns.no_tour, tune=not ns.no_tune,
                         kernel_package=ns.kernel_package).report()

@@ -19,7 +19,7 @@ Every cell is registered in ``linecache`` under ``<NN_name In[i]>`` (``i`` is it
 in the notebook), so kernels defined in it can be read and checked. The JSON
 (``tilelab-notebooks/1``) is written after each notebook.
 
-    python -m benchmarks.notebooks_gpu --out X.json [--only 01,07] [--backend cpu|gpu]
+    python -m benchmarks.lab.notebooks --out X.json [--only 01,07] [--backend cpu|gpu]
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .common import REPO, RESULTS, env_info, gpu_slug, nominal_for, write_json
+from ..common import REPO, RESULTS, env_info, gpu_slug, nominal_for, write_json
 
 __all__ = ["SCHEMA", "CellTimeout", "PreparedCell", "prepare_cell", "point_record",
            "run_cell_record", "run_notebook", "notebook_paths", "summarize", "print_table",
@@ -370,7 +370,7 @@ def notebook_paths(only: str | None = None, folder: Path = NOTEBOOKS) -> list[Pa
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.notebooks_gpu",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.lab.notebooks",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None, help="result JSON (default: "
                     "benchmarks/results/notebooks_<gpu>_<date>.json)")

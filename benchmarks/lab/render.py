@@ -22,7 +22,7 @@ import io
 import textwrap
 from typing import Any
 
-from .common import Context
+from ..common import Context
 
 __all__ = ["run", "CELLS", "TARGET_S"]
 

@@ -18,7 +18,7 @@ script's results.
 
 Example::
 
-    python -m benchmarks.gemm_tiles --out benchmarks/results/gemm_tiles_h100_DATE.json
+    python -m benchmarks.device.gemm_tiles --out benchmarks/results/gemm_tiles_h100_DATE.json
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .common import env_info, rel_err, write_json
-from .torch_calls import interleaved, loop_calls, sync_both
+from ..common import env_info, rel_err, write_json
+from ..host.torch_calls import interleaved, loop_calls, sync_both
 
 #: big squares and Qwen3-8B projections at M = 8192 and 16384 (bf16)
 SHAPES = ((8192, 8192, 8192), (10240, 10240, 10240), (12288, 12288, 12288),

@@ -1,23 +1,23 @@
 """Finding the implementations to benchmark, defensively.
 
 Why defensive: the library's kernels (``tilelab/kernels/*.py``) and the raw cuTile
-baselines (``benchmarks/raw_*.py``) are written concurrently with this suite. So each op
+baselines (``benchmarks/baselines/``) are written concurrently with this suite. So each op
 is looked up by a list of likely names (:data:`ALIASES`) in every module of
 ``tilelab.kernels``; a module that fails to import is reported, not fatal; an op with no
 host function makes its cases report ``"status": "missing"``. ``--kernel
 op=module:function`` wins over the search.
 
 Only *host functions* count: plain functions (or ``tl.autotune`` wrappers) taking arrays
-in the order of :mod:`suite_cases`' conventions, with no other required positional
+in the order of :mod:`~benchmarks.suite.cases`' conventions, with no other required positional
 argument. ``@tl.kernel``/``@ct.kernel`` objects need partitions and grids only their
-authors know. Library functions with tile keywords are tuned by :mod:`suite_tuning`.
+authors know. Library functions with tile keywords are tuned by :mod:`~benchmarks.suite.tuning`.
 Where no library function exists, the tour kernels of ``tilelab.kernels.examples``
 (GEMM, softmax, vector add) stand in through adapters tuned here.
 
-Raw versions: host functions of ``benchmarks/raw_*.py`` found by the same names (with
+Raw versions: host functions of the ``benchmarks/baselines/`` modules found by the same names (with
 ``raw_``/``run_``/``launch_`` prefixes), the ``*_launch`` helpers of
-``raw_matmul_attention.py`` (twins of the library GEMM and attention) and the kernels of
-``raw_kernels.py`` (twins of the tour kernels). A raw twin is only paired with the safe
+``baselines/raw_matmul_attention.py`` (twins of the library GEMM and attention) and the
+kernels of ``baselines/raw_kernels.py`` (twins of the tour kernels). A raw twin is only paired with the safe
 implementation it mirrors (same *family*).
 
 Example:
@@ -39,13 +39,13 @@ from typing import Any, Callable
 import tilelab as tl
 from tilelab.perf.autotune import Autotuned, autotune
 
-from .suite_cases import OPS
-from .suite_tuning import raw_library_adapter, tune_impl
+from .cases import OPS
+from .tuning import raw_library_adapter, tune_impl
 
 __all__ = ["Impl", "Registry", "ALIASES", "call_host", "host_call_args", "is_host_function",
            "async_host_call"]
 
-RAW_MODULES = ("benchmarks.raw_kernels", "benchmarks.raw_matmul_attention")
+RAW_MODULES = ("benchmarks.baselines.raw_kernels", "benchmarks.baselines.raw_matmul_attention")
 
 #: names an op's host function may have (also tried with _host/_forward/_fwd suffixes)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -276,7 +276,7 @@ def _launch_raw(kernel: Any, grid: tuple, args: tuple) -> None:
 
 
 def _raw_tour(op: str, module: Any) -> Callable | None:
-    """Host adapters for the ct kernels of benchmarks/raw_kernels.py (tour twins)."""
+    """Host adapters for the ct kernels of benchmarks/baselines/raw_kernels.py (tour twins)."""
     if op == "add" and hasattr(module, "raw_add"):
         k = module.raw_add
 
@@ -297,9 +297,10 @@ def _raw_tour(op: str, module: Any) -> Callable | None:
 
 # --------------------------------------------------------------------------- registry
 
-def _short(module: str) -> str:
-    """'raw_kernels' for 'benchmarks.raw_kernels': the file name a result names."""
-    return module.rpartition(".")[2]
+def _file(module: str) -> str:
+    """'benchmarks/baselines/raw_kernels.py' for 'benchmarks.baselines.raw_kernels': the
+    file a result names (its path from the repository root)."""
+    return module.replace(".", "/") + ".py"
 
 
 class Registry:
@@ -422,7 +423,7 @@ class Registry:
                         if obj is not None and is_host_function(obj) and \
                                 getattr(obj, "__module__", "") == mod.__name__ and \
                                 _takes(obj, n_args):
-                            return Impl(f"benchmarks/{_short(mod_name)}.py:{name}", obj, "raw")
+                            return Impl(f"{_file(mod_name)}:{name}", obj, "raw")
         for mod_name, mod in self.raw_modules():
             if family == "tour":
                 fn = _raw_tour(op, mod)
@@ -431,7 +432,7 @@ class Registry:
             else:
                 fn = None
             if fn is not None:
-                return Impl(f"benchmarks/{_short(mod_name)}.py ({fn.__name__} adapter)", fn, "raw",
+                return Impl(f"{_file(mod_name)} ({fn.__name__} adapter)", fn, "raw",
                             family=family, builtin=True)
         return None
 
