@@ -35,6 +35,7 @@ from tilelab.interp.dtypes import (BOOL, DTYPES, FLOAT32, FLOAT64, INT32, INT64,
 from tilelab.interp.dtypes import foreign as foreign_dtype
 from tilelab.interp.cutile_errors import as_cutile
 from tilelab.interp.foreign import numpy_view
+from tilelab.interp.grid_rules import check_grid
 from tilelab.interp.rebuild import rebuilt
 from tilelab.interp.rounding import convert
 from tilelab.interp.targets import resolve_arch
@@ -401,6 +402,7 @@ def _interpret(kernel: Any, args: tuple, grid: int | Sequence[int], order: str,
     pyfunc, name = _resolve(kernel)
     # ct.launch pads the grid with ones, an empty one too: () is (1, 1, 1)
     grid3 = normalize_grid((1,) if isinstance(grid, tuple) and not grid else grid)
+    check_grid(grid3)   # ct.launch's 24-bit limit per axis
     if order not in _ORDERS:
         raise LaunchError(f"order must be one of {_ORDERS}, got {order!r}")
     target = resolve_arch(arch)
