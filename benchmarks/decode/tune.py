@@ -42,7 +42,7 @@ import numpy as np
 ELEMENTWISE: tuple[tuple[int, int, int | None], ...] = (
     (4, 512, 4), (8, 512, 2), (8, 512, 4), (16, 512, 2), (16, 1024, 2), (32, 512, 2),
     (8, 1024, 3))
-#: tensor-core tiles (decode_gemv_mma): 64 and 128 rows (warpgroup MMAs, one block of
+#: tensor-core tiles (kernels.decode.gemv_mma): 64 and 128 rows (warpgroup MMAs, one block of
 #: about 200 KB of pipeline per SM, or two with the occupancy hint) and 32 rows
 #: (mma.sync, about 80 KB), K steps of 128-512
 MMA: tuple[tuple[int, int, int | None], ...] = (

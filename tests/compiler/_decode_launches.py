@@ -1,5 +1,5 @@
-"""Launches of the decode engine's kernels (tilelab.kernels.decode.step, .decode_gemv,
-.decode_gemv_mma, .sampling) with the
+"""Launches of the decode engine's kernels (tilelab.kernels.decode: step, gemv,
+gemv_mma, rope_attention, sampling) with the
 argument forms the engine passes them, at small shapes, for the Tile IR validator tests.
 
 The shapes follow :class:`tilelab.models.decode_step.DecodeStep` (one layer of a small

@@ -77,7 +77,7 @@ def test_host_reexports_are_the_same_objects():
 
 def test_one_copy_of_the_shared_helpers():
     """``pow2_ceil``, ``dtype_name``, the power-of-two check and tensor conversion have one
-    definition each, in ``_args``; the kernel modules use it."""
+    definition each, in ``_host.args``; the kernel modules use it."""
     args = importlib.import_module("tilelab.kernels._host.args")
     for name in ("softmax", "norms", "rope", "reduce", "embedding", "attention.host",
                  "matmul.config"):
