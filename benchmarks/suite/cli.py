@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--kernel", action="append", default=[], metavar="OP=MODULE:FUNCTION",
                     help="benchmark this host function for OP (repeatable)")
     ap.add_argument("--kernel-package", default="tilelab.kernels",
-                    help="package whose modules hold the host functions")
+                    help="package holding the host functions the op table names")
     ap.add_argument("--no-torch", action="store_true",
                     help="no torch baselines (the CPU backend only)")
     ap.add_argument("--no-tour", action="store_true",

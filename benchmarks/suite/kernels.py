@@ -1,24 +1,29 @@
-"""Finding the implementations to benchmark, defensively.
+"""Finding the implementations to benchmark: one table says where each op's come from.
 
-Why defensive: the library's kernels (``tilelab/kernels/*.py``) and the raw cuTile
-baselines (``benchmarks/baselines/``) are written concurrently with this suite. So each op
-is looked up by a list of likely names (:data:`ALIASES`) in every module of
-``tilelab.kernels``; a module that fails to import is reported, not fatal; an op with no
-host function makes its cases report ``"status": "missing"``. ``--kernel
-op=module:function`` wins over the search.
+:data:`SOURCES` has one line per op of :data:`~benchmarks.suite.cases.OPS`: the name of
+the library's host function, the tour kernel that stands in where the library lacks it,
+and the raw cuTile twins of :mod:`benchmarks.baselines`. Adding an op to the suite is a
+line there (and its :class:`~benchmarks.suite.cases.Op`); nothing is found by guessing
+names. ``--kernel op=module:function`` wins over the table.
+
+Why the lookups are still defensive: the library's kernels (``tilelab/kernels/``) change
+while the suite runs against them. The library function is looked up in the kernel
+package (its attribute, else the first of its modules that defines it); a module that
+fails to import is reported, not fatal; an op with no host function makes its cases
+report ``"status": "missing"``.
 
 Only *host functions* count: plain functions (or ``tl.autotune`` wrappers) taking arrays
-in the order of :mod:`~benchmarks.suite.cases`' conventions, with no other required positional
-argument. ``@tl.kernel``/``@ct.kernel`` objects need partitions and grids only their
-authors know. Library functions with tile keywords are tuned by :mod:`~benchmarks.suite.tuning`.
-Where no library function exists, the tour kernels of ``tilelab.kernels.examples``
-(GEMM, softmax, vector add) stand in through adapters tuned here.
+in the order of :mod:`~benchmarks.suite.cases`' conventions, with no other required
+positional argument. ``@tl.kernel``/``@ct.kernel`` objects need partitions and grids only
+their authors know. Library functions with tile keywords are tuned by
+:mod:`~benchmarks.suite.tuning`. The tour stand-ins run through adapters tuned here.
 
-Raw versions: host functions of the ``benchmarks/baselines/`` modules found by the same names (with
-``raw_``/``run_``/``launch_`` prefixes), the ``*_launch`` helpers of
-``baselines/raw_matmul_attention.py`` (twins of the library GEMM and attention) and the
-kernels of ``baselines/raw_kernels.py`` (twins of the tour kernels). A raw twin is only paired with the safe
-implementation it mirrors (same *family*).
+Raw versions, from the baselines modules: a host function named ``raw_<op>`` (the
+suite's calling convention) if a module defines one; else the twin the table names: the
+launch helper of ``baselines/raw_matmul_attention.py`` that mirrors the library function
+(``raw_library``), or the kernel of ``baselines/raw_kernels.py`` that mirrors the tour
+kernel (``raw_tour``). A raw twin is only paired with the safe implementation it mirrors
+(same *family*).
 
 Example:
     >>> reg = Registry()
@@ -42,25 +47,43 @@ from tilelab.perf.autotune import Autotuned, autotune
 from .cases import OPS
 from .tuning import raw_library_adapter, tune_impl
 
-__all__ = ["Impl", "Registry", "ALIASES", "call_host", "host_call_args", "is_host_function",
+__all__ = ["Impl", "Registry", "Sources", "SOURCES", "call_host", "host_call_args", "is_host_function",
            "async_host_call"]
 
 RAW_MODULES = ("benchmarks.baselines.raw_kernels", "benchmarks.baselines.raw_matmul_attention")
 
-#: names an op's host function may have (also tried with _host/_forward/_fwd suffixes)
-ALIASES: dict[str, tuple[str, ...]] = {
-    "gemm": ("matmul", "gemm", "mm"),
-    "gemv": ("gemv", "matvec", "mv"),
-    "attention": ("flash_attention", "attention", "flash_attn", "attention_forward",
-                  "flash_attention_forward", "sdpa", "scaled_dot_product_attention"),
-    "add": ("add", "elementwise_add", "vadd", "vector_add"),
-    "softmax": ("softmax", "row_softmax"),
-    "rmsnorm": ("rms_norm", "rmsnorm"),
-    "rope": ("apply_rope", "rope", "apply_rotary", "apply_rotary_emb", "rotary",
-             "rotary_embedding"),
+@dataclass(frozen=True)
+class Sources:
+    """Where the suite takes one op's implementations from (a line of :data:`SOURCES`).
+
+    ``library``: the name of the host function in the kernel package (``tilelab.kernels``
+    or ``--kernel-package``); ``tour``: the kernel of ``tilelab.kernels.examples`` that
+    stands in when the package has no such function (None: nothing does);
+    ``raw_library``: the launch helper of a baselines module that twins the library
+    function; ``raw_tour``: the ``ct`` kernel of a baselines module that twins the tour
+    kernel.
+
+    Example:
+        >>> SOURCES["gemm"].library, SOURCES["gemm"].tour, SOURCES["rope"].raw_library
+        ('matmul', 'gemm', None)
+    """
+
+    library: str
+    tour: str | None = None
+    raw_library: str | None = None
+    raw_tour: str | None = None
+
+
+#: op -> where its implementations come from, one line per op of ``cases.OPS``
+SOURCES: dict[str, Sources] = {
+    "gemm": Sources("matmul", tour="gemm", raw_library="matmul_launch", raw_tour="raw_gemm"),
+    "gemv": Sources("gemv", raw_library="gemv_rows_launch"),
+    "attention": Sources("attention", raw_library="flash_attention_launch"),
+    "add": Sources("add", tour="vector_add", raw_tour="raw_add"),
+    "softmax": Sources("softmax", tour="softmax"),
+    "rmsnorm": Sources("rms_norm"),
+    "rope": Sources("apply_rope"),
 }
-_SUFFIXES = ("", "_host", "_forward", "_fwd")
-_RAW_PREFIXES = ("raw_", "run_", "launch_", "")
 
 
 @dataclass
@@ -257,7 +280,8 @@ def _tour_add() -> Impl:
                 lambda best, case: ({"tile": best["tile"]}, dict(best)), "tour")
 
 
-_TOUR = {"gemm": _tour_gemm, "softmax": _tour_softmax, "add": _tour_add}
+#: tour kernel (``Sources.tour``) -> its stand-in
+_TOUR = {"gemm": _tour_gemm, "softmax": _tour_softmax, "vector_add": _tour_add}
 
 
 # --------------------------------------------------------------------------- raw adapters
@@ -276,17 +300,18 @@ def _launch_raw(kernel: Any, grid: tuple, args: tuple) -> None:
 
 
 def _raw_tour(op: str, module: Any) -> Callable | None:
-    """Host adapters for the ct kernels of benchmarks/baselines/raw_kernels.py (tour twins)."""
-    if op == "add" and hasattr(module, "raw_add"):
-        k = module.raw_add
-
+    """A host adapter (suite convention) for the ``ct`` kernel that twins ``op``'s tour
+    kernel (``SOURCES[op].raw_tour``), or None when ``module`` lacks it."""
+    name = SOURCES[op].raw_tour
+    if name is None or not hasattr(module, name):
+        return None
+    k = getattr(module, name)
+    if op == "add":
         def raw_add(x, y, *, out, tile=1024):
             _launch_raw(k, (math.ceil(x.shape[0] / tile), 1, 1), (out, x, y, tile))
             return out
         return raw_add
-    if op == "gemm" and hasattr(module, "raw_gemm"):
-        k = module.raw_gemm
-
+    if op == "gemm":
         def raw_gemm(a, b, *, out, tm=128, tn=128, tk=64):
             grid = (math.ceil(b.shape[1] / tn), math.ceil(a.shape[0] / tm), 1)
             _launch_raw(k, grid, (out, a, b, tm, tn, tk))
@@ -382,22 +407,17 @@ class Registry:
         n_args = len(OPS[op].args) if op in OPS else 1
         if op in self.overrides:
             return tune_impl(op, self._explicit(op, self.overrides[op]), n_args, self.tune)
+        src = SOURCES[op]
         root = self.kernel_package.split(".")[0]   # not numpy's add re-exported, say
-        mods = sorted(self.kernel_modules(),     # modules named after the op first
-                      key=lambda m: not any(a in m[0].rsplit(".", 1)[-1]
-                                            for a in ALIASES[op] + (op,)))
-        for mod_name, mod in mods:
-            for alias in ALIASES[op]:
-                for suffix in _SUFFIXES:
-                    obj = getattr(mod, alias + suffix, None)
-                    if obj is not None and is_host_function(obj) and _takes(obj, n_args) \
-                            and str(getattr(obj, "__module__", "")).startswith(root):
-                        impl = Impl(f"{obj.__module__}:{alias + suffix}", obj, "safe",
-                                    family="library")
-                        return tune_impl(op, impl, n_args, self.tune)
-        if self.tour and op in _TOUR:
+        for _mod_name, mod in self.kernel_modules():     # the package first
+            obj = getattr(mod, src.library, None)
+            if obj is not None and is_host_function(obj) and _takes(obj, n_args) \
+                    and str(getattr(obj, "__module__", "")).startswith(root):
+                impl = Impl(f"{obj.__module__}:{src.library}", obj, "safe", family="library")
+                return tune_impl(op, impl, n_args, self.tune)
+        if self.tour and src.tour in _TOUR:
             try:
-                return _TOUR[op]()
+                return _TOUR[src.tour]()
             except Exception as e:
                 self.import_errors[f"tour:{op}"] = f"{type(e).__name__}: {e}"
         return None
@@ -414,20 +434,16 @@ class Registry:
 
     def _find_raw(self, op: str, family: str) -> Impl | None:
         n_args = len(OPS[op].args) if op in OPS else 1
+        src, name = SOURCES[op], f"raw_{op}"
         for mod_name, mod in self.raw_modules():
-            for alias in ALIASES[op]:
-                for prefix in _RAW_PREFIXES:
-                    for suffix in _SUFFIXES:
-                        name = prefix + alias + suffix
-                        obj = getattr(mod, name, None)
-                        if obj is not None and is_host_function(obj) and \
-                                getattr(obj, "__module__", "") == mod.__name__ and \
-                                _takes(obj, n_args):
-                            return Impl(f"{_file(mod_name)}:{name}", obj, "raw")
+            obj = getattr(mod, name, None)
+            if obj is not None and is_host_function(obj) and \
+                    getattr(obj, "__module__", "") == mod.__name__ and _takes(obj, n_args):
+                return Impl(f"{_file(mod_name)}:{name}", obj, "raw")
         for mod_name, mod in self.raw_modules():
             if family == "tour":
                 fn = _raw_tour(op, mod)
-            elif family == "library":
+            elif family == "library" and src.raw_library and hasattr(mod, src.raw_library):
                 fn = raw_library_adapter(op, mod)
             else:
                 fn = None
@@ -439,7 +455,7 @@ class Registry:
     def report(self) -> dict:
         """JSON-able: where each op's implementations came from, and import failures."""
         ops = {}
-        for op in ALIASES:
+        for op in SOURCES:
             s = self.safe(op)
             r = self.raw(op, s.family) if s else None
             ops[op] = {"tilelab": s.name if s else None, "tuned": bool(s and s.tuned),
