@@ -176,3 +176,12 @@ def test_both_backends_refuse_with_cutiles_class():
     for e in (cpu.value, gpu.value):
         assert isinstance(e, CompileError) and e.location is not None
     assert gpu.value.message.startswith("cuTile rejected kernel 'int8_plus_uint8': ")
+
+
+def test_a_grid_past_24_bits_is_refused_as_cutiles_launch_refuses_it():
+    x = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=r"Grid\[0\] exceeds 24-bit limit: max=16777215, "
+                                         r"got=16777216\. Use multiple kernel launches for "
+                                         r"larger workloads\.") as info:
+        interpret(copy, x, x, grid=(1 << 24,))
+    assert isinstance(info.value, LaunchError)
