@@ -20,7 +20,7 @@ import tilelab as tl
 from tilelab.errors import AliasError, BorrowError, CompileError, LaunchError
 from tilelab.runtime import launch as L
 from tilelab.runtime.ledger import LEDGER, SPECIAL_MODES, LaunchRecord, checks_enabled
-from tilelab.runtime.tensor import elements_overlap
+from tilelab.runtime.layout import elements_overlap
 
 CPU = "cpu"
 HERE = __file__

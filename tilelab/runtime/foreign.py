@@ -113,7 +113,7 @@ def borrow(x: Any) -> Any:
     stream = current_stream(x) if where not in (None, "cpu") else None
     if stream is None:
         return tensor(x, device=where)
-    from tilelab.runtime.tensor import borrow_dlpack
+    from tilelab.runtime.tensor_type import borrow_dlpack
 
     t = borrow_dlpack(x, stream=-1)   # the launches run on x's own stream: no wait
     t.storage.stream = stream

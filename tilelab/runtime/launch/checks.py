@@ -80,7 +80,7 @@ def refuse_layout(name: str, param: Any, t: Any, flags: int, writable: bool) -> 
 
     Example:
         >>> import numpy as np, tilelab as tl
-        >>> from tilelab.runtime.tensor import NEGATIVE_STRIDES
+        >>> from tilelab.runtime.layout import NEGATIVE_STRIDES
         >>> t = tl.tensor(np.arange(4.0, dtype=np.float32)[::-1])
         >>> class P: name, kind = "x", "In"
         >>> refuse_layout("k", P, t, NEGATIVE_STRIDES, False)
@@ -88,7 +88,7 @@ def refuse_layout(name: str, param: Any, t: Any, flags: int, writable: bool) -> 
         ...
         tilelab.errors.LaunchError: k(): 'x' (tl.In) has negative strides ...
     """
-    from tilelab.runtime.tensor import NEGATIVE_STRIDES, OVERLAPPING
+    from tilelab.runtime.layout import NEGATIVE_STRIDES, OVERLAPPING
 
     kind = param.kind
     what = f"{name}(): {param.name!r} (tl.{kind})"
