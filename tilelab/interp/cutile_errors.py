@@ -80,15 +80,12 @@ def as_cutile(error: TilelabError) -> TilelabError:
 
 
 def _by_message(message: str) -> type | None:
-    classes = _cutile.exception_classes()
-    best: tuple[int, type] | None = None
-    for pattern, literal, cls in _templates():
-        if best is not None and literal <= best[0]:
-            break   # (sorted longest first)
+    """The class of the cuTile raise site whose message ``message`` matches (the one with
+    the longest literal text), else of a :data:`_WORDED_HERE` entry; None if none."""
+    for pattern, _literal, cls in _templates():   # (longest literal first)
         if pattern.search(message):
-            best = (literal, cls)
-    if best is not None:
-        return best[1]
+            return cls
+    classes = _cutile.exception_classes()
     for pattern_text, name in _WORDED_HERE:
         if re.search(pattern_text, message):
             return classes[name]
