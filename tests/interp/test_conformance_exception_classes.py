@@ -95,8 +95,11 @@ def test_an_undefined_name_is_a_name_error_a_compile_error_and_a_tile_syntax_err
 
 
 def test_a_bad_argument_is_a_type_error_as_in_cutiles_launch():
-    with pytest.raises(TypeError, match="kernel 'copy' takes 2 arguments"):
+    with pytest.raises(TypeError, match=r"^Kernel expects 2 arguments but 1 was given: "
+                                        r"kernel 'copy' takes 2 arguments \(x, y\), got 1"):
         interpret(copy, np.zeros(4), grid=(1,))
+    with pytest.raises(TypeError, match="^Kernel expects 1 argument but 2 were given"):
+        interpret(subscript, np.zeros(4), np.zeros(4), grid=(1,))
     e = _raised(copy, np.zeros(4, np.float32), "s")
     assert isinstance(e, LaunchError) and isinstance(e, TypeError)
     assert "argument 'y' = 's' is not a run-time value" in e.message

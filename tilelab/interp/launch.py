@@ -474,7 +474,10 @@ def _parameters(kernel: Any, pyfunc: types.FunctionType, name: str, nargs: int
             raise LaunchError(f"kernel '{name}' parameter '{p.name}' must be positional")
     if nargs != len(params):
         listed = ", ".join(p.name for p in params)
-        raise LaunchError(f"kernel '{name}' takes {len(params)} arguments ({listed}), got "
+        n = len(params)
+        said = (f"Kernel expects {n} argument{'' if n == 1 else 's'} but {nargs} "
+                f"{'was' if nargs == 1 else 'were'} given")   # (cuTile's launch's words)
+        raise LaunchError(f"{said}: kernel '{name}' takes {n} arguments ({listed}), got "
                           f"{nargs}", foreign=TypeError)
     return params, nodes
 
