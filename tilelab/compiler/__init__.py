@@ -37,10 +37,10 @@ The stages, in the order a kernel goes through them, each with its modules:
     inputs' fingerprints.
 
 Every error, remark and verdict of stages 4 to 9 points at the user's source through
-:mod:`.locations`. The trusted base among these modules is small and named in
-docs/safety.md ("The trusted base"): the lowering (:mod:`.lower`, :mod:`.frozen`,
-:mod:`.tile_index`) and the Tile IR validator (:mod:`.tileir`); :mod:`.binary` only
-describes what was built.
+:mod:`.locations` (and the lowered text's :mod:`.source_map`). The trusted base among
+these modules is small and named in docs/safety.md ("The trusted base"): the lowering
+(:mod:`.lower`, :mod:`.frozen`, :mod:`.tile_index`) and the Tile IR validator
+(:mod:`.tileir`); :mod:`.binary` only describes what was built.
 
 This package imports nothing: ``import tilelab`` loads it, and each stage is imported
 where it is first needed.

@@ -28,13 +28,12 @@ The lowering is hygienic: generated code reaches cuTile, the device index helper
 
 Tile shapes become ``ct.Constant`` parameters appended to the signature (the kernel's
 own parameters lose their defaults, which a launch never uses); the schedule decides
-the index expression. A :class:`SourceMap` maps positions in the lowered text
-back to the user's file or cell.
+the index expression. A :class:`~tilelab.compiler.source_map.SourceMap` maps positions
+in the lowered text back to the user's file or cell.
 """
 from __future__ import annotations
 
 import ast
-import bisect
 import hashlib
 import linecache
 import os
@@ -42,9 +41,9 @@ from dataclasses import dataclass, field
 
 from tilelab.compiler.safety import KernelAnalysis, Site
 from tilelab.compiler.safety.bounds import load_keywords, store_keywords
-from tilelab.errors import SourceLocation
+from tilelab.compiler.source_map import SourceMap
 
-__all__ = ["LoweringPlan", "LoweredKernel", "SourceMap", "lower_kernel"]
+__all__ = ["LoweringPlan", "LoweredKernel", "lower_kernel"]
 
 #: statements a ``prologue(); `` prefix cannot precede on their line
 _COMPOUND = tuple(getattr(ast, n) for n in (
@@ -79,42 +78,6 @@ class _Piece:
     text: str
     orig: int          # original offset of the first character (verbatim) or anchor
     verbatim: bool
-
-
-@dataclass(frozen=True)
-class SourceMap:
-    """Maps (line, byte column) in the lowered text to the user's source location."""
-
-    filename: str
-    first_line: int
-    orig_text: str
-    out_text: str
-    out_starts: tuple[int, ...]
-    pieces: tuple[tuple[int, int, int, bool], ...]  # (out_start, out_end, orig, verbatim)
-
-    def orig_offset(self, line: int, col: int | None = None) -> int | None:
-        """Offset in the original block of lowered (1-based line, 0-based byte col)."""
-        out_lines = self.out_text.splitlines(True)
-        if line < 1 or line > len(out_lines) or line < self.first_line:
-            return None
-        lt = out_lines[line - 1]
-        col_chars = len(lt.encode()[:col or 0].decode(errors="ignore")) if col else 0
-        off = self.out_starts[line - 1] + col_chars
-        i = bisect.bisect_right([p[0] for p in self.pieces], off) - 1
-        if i < 0:
-            return None
-        start, _end, orig, verbatim = self.pieces[i]
-        return orig + (off - start) if verbatim else orig
-
-    def to_user(self, line: int, col: int | None = None) -> SourceLocation:
-        """User location of lowered (1-based line, 0-based UTF-8 byte column)."""
-        o = self.orig_offset(line, col)
-        if o is None:
-            return SourceLocation(self.filename, max(line, 1), 1)
-        before = self.orig_text[:o]
-        oline = self.first_line + before.count("\n")
-        ocol = len(before) - (before.rfind("\n") + 1)
-        return SourceLocation(self.filename, oline, ocol + 1)
 
 
 @dataclass
@@ -532,21 +495,12 @@ class _Lowerer:
         prefix = "".join(prefix_lines)
         body = "".join(p.text for p in pieces)
         text = prefix + body
-        # source map over the block (offsets relative to the body)
-        spans, pos = [], 0
-        for p in pieces:
-            spans.append((pos, pos + len(p.text), p.orig, p.verbatim))
-            pos += len(p.text)
-        out_starts, acc = [], 0
-        for ln in text.splitlines(True):
-            out_starts.append(acc - len(prefix))
-            acc += len(ln)
         digest = hashlib.sha256(text.encode()).hexdigest()[:10]
         base = os.path.basename(self.src.filename) or self.src.filename
         filename = f"<tilelab-lowered {func.name} {base}:{func.lineno} {digest}>"
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-        smap = SourceMap(self.src.filename, first, self.orig, text, tuple(out_starts),
-                         tuple(spans))
+        smap = SourceMap.build(self.src.filename, first, self.orig, text, len(prefix),
+                               pieces)
         return LoweredKernel(func.name, filename, text, first, self.ct, self.dev,
                              dict(self.tile_params), self.group_param, tuple(extra), smap,
                              tuple(self.store_spans),
