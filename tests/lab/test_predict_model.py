@@ -227,5 +227,10 @@ def test_a_square_gemm_is_recognised_and_a_square_elementwise_launch_is_not():
 
 
 def test_doctests():
+    import tilelab.perf.predict_shapes
+
     result = doctest.testmod(predict_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 10
+    shapes = doctest.testmod(tilelab.perf.predict_shapes,
+                             optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert shapes.failed == 0 and shapes.attempted > 10
