@@ -36,6 +36,7 @@ def rows_of(out):
         return {r["kernel"]: r for r in csv.DictReader(f)}
 
 
+@pytest.mark.toolchain
 def test_cpu_demo_succeeds_quickly_and_keeps_the_compile_table(cpu_demo):
     code, out, text, seconds = cpu_demo
     assert code == 0, text

@@ -37,6 +37,7 @@ def heavy_in(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
 
 
+@pytest.mark.subprocess
 def test_import_tilelab_loads_only_the_errors_and_the_language():
     code = "import sys, tilelab; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
            "('tilelab', 'numpy', 'cuda', 'torch', 'ml_dtypes')))"
@@ -54,6 +55,7 @@ def test_every_public_name_resolves_with_its_docstring(name):
     assert name in dir(tilelab)
 
 
+@pytest.mark.subprocess
 def test_star_import_and_submodules_and_unknown_names():
     ns: dict = {}
     exec("from tilelab import *", ns)
@@ -69,6 +71,7 @@ def test_star_import_and_submodules_and_unknown_names():
         tilelab.no_such_name  # noqa: B018
 
 
+@pytest.mark.subprocess
 def test_warm_compile_imports_no_compiler_chain(kernel_file):
     args = ("compile", f"{kernel_file}::add", "--arch", "sm_90", "--emit", "tileir,resources")
     full, full_mods = run_probe(*args)
@@ -79,6 +82,7 @@ def test_warm_compile_imports_no_compiler_chain(kernel_file):
     assert warm.split("===== tileir =====")[1] == full.split("===== tileir =====")[1]
 
 
+@pytest.mark.subprocess
 def test_warm_compile_asking_for_remarks_takes_the_full_path(kernel_file):
     """Remarks are located through the lowered kernel's source map: no shortcut."""
     args = ("compile", f"{kernel_file}::add", "--emit", "remarks")
@@ -87,6 +91,7 @@ def test_warm_compile_asking_for_remarks_takes_the_full_path(kernel_file):
     assert "===== remarks =====" in out and "cuda.tile" in mods
 
 
+@pytest.mark.subprocess
 def test_a_lazy_name_in_a_kernel_gets_the_host_object_message(tmp_path):
     """The safety check looks names up in the package's namespace: a public name not
     used yet (``tl.zeros`` in a fresh process) is still recognized as tilelab's host API."""

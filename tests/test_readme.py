@@ -101,6 +101,7 @@ def test_readme_links_stay_inside_the_repository():
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_readme_python_blocks_run_in_order_on_the_cpu_backend(tmp_path):
     blocks = python_blocks(README.read_text())
     env = dict(os.environ, TILELAB_BACKEND="cpu", MPLBACKEND="Agg",

@@ -265,6 +265,7 @@ def test_docstring_examples_run(module, name):
     assert res.attempted > 0 and res.failed == 0
 
 
+@pytest.mark.subprocess
 def test_an_overrunning_child_is_killed_with_what_it_started(tmp_path):
     import os
     import sys

@@ -133,6 +133,7 @@ def test_compile_group_times_the_warm_cli_against_python_start():
     assert "compile" in cli["command"] and "::add" in cli["command"]
 
 
+@pytest.mark.subprocess
 def test_the_entry_point_runs_as_a_module(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "benchmarks", "--list", "--only", "memory"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -240,6 +241,7 @@ def test_the_torch_groups_layers_are_the_calls_own_launches():
     _host.clear_caches()
 
 
+@pytest.mark.toolchain
 def test_the_lab_group_times_warm_cells_against_its_target():
     """The lab group through the engine: both cells ran cold then warm in a real IPython
     shell, and each reports its warm median against the 0.5 s target."""

@@ -58,6 +58,7 @@ def test_a_square_gemm_gets_its_tile_reuse_shape():
     assert row["rel_err"] <= case.tolerance and row["measured_s"] > 0
 
 
+@pytest.mark.toolchain
 def test_resources_of_the_compiled_kernel_reach_the_model():
     case = pf.cases("cpu")[0]
     row, shape = pf.run_case(case, "cpu", timing=QUICK, resources=True, seed=0)

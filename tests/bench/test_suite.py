@@ -188,6 +188,7 @@ def test_budget_skips_cases_but_still_writes_json(tmp_path):
     assert doc["summary"]["status_counts"] == {"skipped": len(doc["cases"])}
 
 
+@pytest.mark.subprocess
 def test_isolated_groups_run_in_child_processes(tmp_path):
     doc = run_suite(tmp_path, "--only", "memory", "--isolate")
     assert doc["run"]["isolated"] is True

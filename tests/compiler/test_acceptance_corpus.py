@@ -143,6 +143,7 @@ def test_accepted(name):
 
 
 @pytest.mark.parametrize("name", _entries("compile"))
+@pytest.mark.toolchain
 def test_compiles_for_sm90(name):
     entry = ENTRIES[name]
     kernel = _kernel(name)

@@ -28,6 +28,7 @@ def entries(root: Path) -> list[Path]:
     return [p for p in (root / "v1").glob("*/*") if not p.name.startswith(".")]
 
 
+@pytest.mark.toolchain
 def test_second_compile_hits_and_matches(cache_dir):
     a = vector_add.compile(*ARGS, arch="sm_90")
     b = vector_add.compile(*ARGS, arch="sm_90")
@@ -37,6 +38,7 @@ def test_second_compile_hits_and_matches(cache_dir):
     assert len(entries(cache_dir)) == 1
 
 
+@pytest.mark.toolchain
 def test_key_covers_arch_options_and_specialization(cache_dir):
     vector_add.compile(*ARGS, arch="sm_90")
     assert not vector_add.compile(*ARGS, arch="sm_80").cache_hit
@@ -47,6 +49,7 @@ def test_key_covers_arch_options_and_specialization(cache_dir):
     assert len(entries(cache_dir)) == 4
 
 
+@pytest.mark.toolchain
 def test_key_covers_the_device_index_helpers(cache_dir, monkeypatch):
     """Lowered kernels call tilelab.compiler.tile_index's index helpers: editing them (an
     editable checkout keeps its version number) must not reuse old cubins."""
@@ -72,6 +75,7 @@ def test_the_helpers_digest_covers_their_file_name(monkeypatch):
     assert digest() != before
 
 
+@pytest.mark.toolchain
 def test_corrupt_entry_is_rebuilt_not_loaded(cache_dir):
     a = vector_add.compile(*ARGS, arch="sm_90")
     [entry] = entries(cache_dir)
@@ -85,6 +89,7 @@ def test_corrupt_entry_is_rebuilt_not_loaded(cache_dir):
     assert c.cache_hit and c.cubin == a.cubin
 
 
+@pytest.mark.toolchain
 def test_truncated_metadata_is_ignored(cache_dir):
     vector_add.compile(*ARGS, arch="sm_90")
     [entry] = entries(cache_dir)
@@ -103,6 +108,7 @@ def test_cache_is_bounded_lru(tmp_path):
     assert c.load(f"{0:064x}") is None          # the oldest went
 
 
+@pytest.mark.toolchain
 def test_disabled_by_env(monkeypatch, cache_dir):
     monkeypatch.setenv("TILELAB_CACHE", "0")
     vector_add.compile(*ARGS, arch="sm_90")
@@ -129,6 +135,7 @@ def _compile_in_child(env) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.subprocess
 def test_new_process_hits_the_cache(cache_dir):
     env = dict(os.environ)
     first = _compile_in_child(env)
@@ -137,6 +144,7 @@ def test_new_process_hits_the_cache(cache_dir):
     assert first["sha"] == second["sha"]
 
 
+@pytest.mark.subprocess
 def test_concurrent_processes_write_one_valid_entry(cache_dir):
     env = dict(os.environ)
     with ProcessPoolExecutor(max_workers=4) as ex:
@@ -147,6 +155,7 @@ def test_concurrent_processes_write_one_valid_entry(cache_dir):
     assert _compile_in_child(env)["hit"]
 
 
+@pytest.mark.subprocess
 def test_cli_cache_info_and_clear(cache_dir):
     vector_add.compile(*ARGS, arch="sm_90")
     env = dict(os.environ)
@@ -172,6 +181,7 @@ def _edit_meta(entry: Path, **changes) -> dict:
 @pytest.mark.parametrize("field, value", [("symbol", "other_kernel_symbol"),
                                           ("toolchain", "tileiras 99.9 (forged)"),
                                           ("kernel", "someone_else"), ("arch", "sm_80")])
+@pytest.mark.toolchain
 def test_an_edited_meta_field_is_not_loaded(cache_dir, field, value):
     a = vector_add.compile(*ARGS, arch="sm_90")
     [entry] = entries(cache_dir)
@@ -183,6 +193,7 @@ def test_an_edited_meta_field_is_not_loaded(cache_dir, field, value):
     assert value not in json.dumps(json.loads((entries(cache_dir)[0] / "meta.json").read_text()))
 
 
+@pytest.mark.toolchain
 def test_an_entry_without_the_meta_checksum_is_rebuilt(cache_dir):
     from tilelab.compiler.cache import META_DIGEST
 
@@ -198,6 +209,7 @@ def test_an_entry_without_the_meta_checksum_is_rebuilt(cache_dir):
     assert vector_add.compile(*ARGS, arch="sm_90").cache_hit
 
 
+@pytest.mark.toolchain
 def test_a_hit_says_which_toolchain_built_it(cache_dir):
     a = vector_add.compile(*ARGS, arch="sm_90")
     b = vector_add.compile(*ARGS, arch="sm_90")
@@ -223,6 +235,7 @@ def _compile_twice(root: Path, recwarn) -> list:
     return [w for w in recwarn.list if "tilelab cache" in str(w.message)]
 
 
+@pytest.mark.toolchain
 def test_a_cache_path_that_is_a_file_warns_once_and_compiles(tmp_path, fresh_warnings,
                                                              recwarn):
     root = tmp_path / "not-a-dir"
@@ -347,6 +360,7 @@ def test_shortcuts_are_bounded_and_cleared(shortcut, monkeypatch):
     assert not folder.exists() and cache.recall("b") is None
 
 
+@pytest.mark.subprocess
 def test_fingerprints_by_content_outside_the_interpreter_by_stat_inside(tmp_path):
     from tilelab.compiler.input_fingerprints import fingerprint, fingerprints, unchanged
 

@@ -101,6 +101,7 @@ def plant_unsafe_cubin(root: Path) -> tuple[Path, bytes, bytes]:
 
 
 @pytest.mark.parametrize("mac_field", ["sha256", "own-key"])
+@pytest.mark.toolchain
 def test_a_planted_cubin_with_recomputed_checksums_is_not_served(cache_dir, exports,
                                                                  mac_field):
     entry, safe_cubin, evil_cubin = plant_unsafe_cubin(cache_dir)
@@ -117,6 +118,7 @@ def test_a_planted_cubin_with_recomputed_checksums_is_not_served(cache_dir, expo
     assert count == 1 and "MAC does not verify" in last
 
 
+@pytest.mark.toolchain
 def test_with_the_victims_key_the_same_forgery_is_served(cache_dir):
     """The boundary of the promise: whoever holds the key (the user's own account) can
     sign anything. This is the forgery above, signed with the real key."""
@@ -130,6 +132,7 @@ def test_with_the_victims_key_the_same_forgery_is_served(cache_dir):
     assert served.cache_hit and served.cubin == evil_cubin
 
 
+@pytest.mark.toolchain
 def test_a_signed_entry_moved_under_another_kernels_key_is_not_served(cache_dir, exports):
     """The unsafe kernel's own entry, validly signed, copied whole into the safe kernel's
     place: its MAC covers its key, so it does not pass for another kernel."""
@@ -144,6 +147,7 @@ def test_a_signed_entry_moved_under_another_kernels_key_is_not_served(cache_dir,
     assert not again.cache_hit and again.cubin == safe.cubin and exports == ["vector_add"]
 
 
+@pytest.mark.toolchain
 def test_a_cache_signed_with_another_key_misses_and_recompiles(cache_dir, tmp_path,
                                                                exports):
     """A cache copied to another user (or restored under a new key): every entry is a
@@ -159,6 +163,7 @@ def test_a_cache_signed_with_another_key_misses_and_recompiles(cache_dir, tmp_pa
     assert exports == ["vector_add"] * 3
 
 
+@pytest.mark.toolchain
 def test_normal_hits_still_hit(cache_dir, exports):
     arts = [vector_add.compile(*ARGS, arch="sm_90") for _ in range(3)]
     assert [a.cache_hit for a in arts] == [False, True, True]
@@ -166,6 +171,7 @@ def test_normal_hits_still_hit(cache_dir, exports):
     assert len({a.cubin for a in arts}) == 1
 
 
+@pytest.mark.toolchain
 def test_an_unsigned_entry_of_an_older_tilelab_is_rebuilt_quietly(cache_dir, recwarn):
     first = vector_add.compile(*ARGS, arch="sm_90")
     entry = entry_of(cache_dir, first.key)
@@ -201,6 +207,7 @@ def test_a_forged_shortcut_is_not_followed(tmp_path):
     assert cache.recall("cmd") is None and not path.exists()
 
 
+@pytest.mark.subprocess
 def test_cache_info_reports_the_key_and_the_refused_entries(cache_dir):
     entry, _, _ = plant_unsafe_cubin(cache_dir)
     forge(entry, "own-key")
@@ -296,6 +303,7 @@ def test_a_key_that_is_a_link_or_the_wrong_size_is_refused(tmp_path):
         load_key(short)
 
 
+@pytest.mark.toolchain
 def test_a_key_inside_the_cache_is_refused(tmp_path):
     with config.override(cache_dir=str(tmp_path / "cache"),
                          cache_key=str(tmp_path / "cache" / "cache.key")):
@@ -303,6 +311,7 @@ def test_a_key_inside_the_cache_is_refused(tmp_path):
             vector_add.compile(*ARGS, arch="sm_90")
 
 
+@pytest.mark.toolchain
 def test_compiling_with_a_key_others_can_read_is_a_config_error(cache_dir):
     vector_add.compile(*ARGS, arch="sm_90")
     key = Path(os.environ["TILELAB_CACHE_KEY"])
@@ -311,6 +320,7 @@ def test_compiling_with_a_key_others_can_read_is_a_config_error(cache_dir):
         vector_add.compile(*ARGS, arch="sm_90")
 
 
+@pytest.mark.toolchain
 def test_a_key_that_cannot_be_made_compiles_without_caching(tmp_path, monkeypatch,
                                                             recwarn):
     from tilelab.compiler import cache as cache_mod
@@ -338,6 +348,7 @@ def fresh_warnings(monkeypatch):
     monkeypatch.setattr(cache_mod, "_WARNED", set())
 
 
+@pytest.mark.toolchain
 def test_a_cache_dir_others_can_write_is_not_used(cache_dir, fresh_warnings, recwarn,
                                                   exports):
     cache_dir.mkdir()
@@ -355,6 +366,7 @@ def test_a_cache_dir_others_can_write_is_not_used(cache_dir, fresh_warnings, rec
     assert vector_add.compile(*ARGS, arch="sm_90").cache_hit
 
 
+@pytest.mark.toolchain
 def test_a_cache_dir_of_another_user_is_not_used(cache_dir, fresh_warnings, monkeypatch):
     vector_add.compile(*ARGS, arch="sm_90")
     monkeypatch.setattr(os, "geteuid", lambda: os.stat(cache_dir).st_uid + 1)
@@ -362,6 +374,7 @@ def test_a_cache_dir_of_another_user_is_not_used(cache_dir, fresh_warnings, monk
         assert not vector_add.compile(*ARGS, arch="sm_90").cache_hit
 
 
+@pytest.mark.subprocess
 def test_a_new_cache_dir_is_private_and_info_says_when_one_is_not(cache_dir):
     vector_add.compile(*ARGS, arch="sm_90")
     assert cache_dir.stat().st_mode & 0o777 == 0o700

@@ -30,6 +30,7 @@ def cell_kernel(z: tl.Out, x: tl.In):
 '''
 
 
+@pytest.mark.toolchain
 def test_kernel_defined_in_a_cell_compiles(shell):
     res = run(shell, CELL.format(op="+"))
     assert res.success, res.error_in_exec
@@ -40,6 +41,7 @@ def test_kernel_defined_in_a_cell_compiles(shell):
     assert "addf" in art.tileir
 
 
+@pytest.mark.toolchain
 def test_rerun_with_edits_is_captured_anew(shell):
     run(shell, CELL.format(op="+"))
     first = shell.user_ns["cell_kernel"]

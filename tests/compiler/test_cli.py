@@ -16,6 +16,7 @@ def tilelab(*args):
                           text=True, timeout=300)
 
 
+@pytest.mark.subprocess
 def test_compile_emits_requested_artifacts(kernel_file):
     r = tilelab("compile", f"{kernel_file}::add", "--arch", "sm_90",
                 "--emit", "tileir,ptx,resources,lowered,timings")
@@ -28,6 +29,7 @@ def test_compile_emits_requested_artifacts(kernel_file):
     assert "===== lowered =====" in out and "ct.store(z, index=" in out
 
 
+@pytest.mark.subprocess
 def test_compile_with_args_expression(kernel_file):
     r = tilelab("compile", f"{kernel_file}::add", "--arch", "sm_120", "--emit", "tileir",
                 "--args", "X.partition(512), X, X")
@@ -35,17 +37,20 @@ def test_compile_with_args_expression(kernel_file):
     assert "for sm_120" in r.stdout
 
 
+@pytest.mark.subprocess
 def test_compile_unknown_kernel_lists_kernels(kernel_file):
     r = tilelab("compile", f"{kernel_file}::nope")
     assert r.returncode != 0 and "no @tl.kernel named 'nope'" in r.stderr
     assert "kernels there: add" in r.stderr
 
 
+@pytest.mark.subprocess
 def test_compile_bad_emit(kernel_file):
     r = tilelab("compile", f"{kernel_file}::add", "--emit", "tileir,bogus")
     assert r.returncode != 0 and "unknown --emit ['bogus']" in r.stderr
 
 
+@pytest.mark.subprocess
 def test_compile_error_is_reported_not_raised(tmp_path):
     f = tmp_path / "bad.py"
     f.write_text(textwrap.dedent('''
@@ -66,6 +71,7 @@ def test_compile_error_is_reported_not_raised(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.subprocess
 def test_compile_needs_example_args(tmp_path):
     f = tmp_path / "noargs.py"
     f.write_text("import tilelab as tl\n@tl.kernel\ndef k(z: tl.Out):\n    pass\n")
@@ -117,6 +123,7 @@ def tuned_file(tmp_path):
     return f
 
 
+@pytest.mark.subprocess
 def test_warm_compile_takes_the_shortcut_with_the_same_output(kernel_file):
     args = (f"{kernel_file}::add", "--arch", "sm_90", "--emit", "tileir,resources,lowered")
     full, how = compile_probe(*args)
@@ -127,6 +134,7 @@ def test_warm_compile_takes_the_shortcut_with_the_same_output(kernel_file):
     assert full.splitlines()[0].split(" (disk")[0] == warm.splitlines()[0].split(" (disk")[0]
 
 
+@pytest.mark.subprocess
 def test_a_changed_input_of_the_file_is_never_answered_by_the_shortcut(tuned_file, tmp_path):
     """Bytes changed in the data file, the imported module or the environment: the file
     is loaded again (the same kernel then comes from the cache proper)."""
@@ -143,6 +151,7 @@ def test_a_changed_input_of_the_file_is_never_answered_by_the_shortcut(tuned_fil
     assert compile_probe(target, env=env)[1] == "full"
 
 
+@pytest.mark.subprocess
 def test_a_changed_data_file_compiles_the_new_kernel(tuned_file, tmp_path):
     target = f"{tuned_file}::add"
     compile_probe(target)
@@ -151,6 +160,7 @@ def test_a_changed_data_file_compiles_the_new_kernel(tuned_file, tmp_path):
     assert how == "full" and "_I512 " in out and "tile=(512)" in out
 
 
+@pytest.mark.subprocess
 def test_a_changed_source_or_option_is_a_miss(kernel_file):
     target = f"{kernel_file}::add"
     compile_probe(target)
@@ -195,6 +205,7 @@ def test_no_shortcut_without_the_cache():
         assert _shortcut_cache(build_parser().parse_args(["compile", "k.py::add"])) is None
 
 
+@pytest.mark.subprocess
 def test_a_kernel_the_checker_refuses_is_one_located_error(tmp_path):
     """The checker refuses the kernel while the file is loaded: the command prints the
     error at its line and column with the hint, and no traceback."""
@@ -218,6 +229,7 @@ def test_a_kernel_the_checker_refuses_is_one_located_error(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.subprocess
 def test_a_cache_key_others_can_read_is_one_error(kernel_file, tmp_path):
     key = tmp_path / "conf" / "cache.key"
     env = dict(os.environ, TILELAB_CACHE_KEY=str(key), TILELAB_CACHE_DIR=str(tmp_path / "c"))
@@ -236,6 +248,7 @@ _SITE_PROBE = ("import os, site\n"
                "site.PREFIXES.append(os.environ['EXTRA_SITE_PREFIX'])\n" + _PROBE)
 
 
+@pytest.mark.subprocess
 def test_an_installed_module_edited_in_place_is_seen(tmp_path):
     """A kernel file under site-packages (fingerprinted by its metadata, not hashed)
     edited in place to the same size with its modification time put back: the warm

@@ -31,6 +31,7 @@ def marked_line(marker: str) -> int:
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", list(TOUR))
+@pytest.mark.toolchain
 def test_tour_kernels_compile_for_each_arch(name, arch):
     kernel, args = TOUR[name]
     art = kernel.compile(*args, arch=arch)
@@ -46,6 +47,7 @@ def test_tour_kernels_compile_for_each_arch(name, arch):
     assert f"ct.store({kernel.definition.analysis.partitions[0]}," in art.lowered_source
 
 
+@pytest.mark.toolchain
 def test_gemm_uses_tensor_cores_on_sm90():
     art = gemm.compile(*TOUR["gemm"][1], arch="sm_90", force=True)
     passes = {r.pass_name for r in art.remarks}
@@ -82,6 +84,7 @@ def test_lowering_keeps_line_numbers():
     assert f"t = ({t0},)" in lk.text
 
 
+@pytest.mark.toolchain
 def test_indented_kernel_compiles():
     x = tl.spec(4096, "float32")
     art = K.Holder.indented.compile(x.partition(256), x, arch="sm_90")
@@ -140,6 +143,7 @@ def test_arch_spellings():
     assert art.arch == "sm_90"
 
 
+@pytest.mark.toolchain
 def test_scalar_and_inout_compile():
     x = tl.spec(4096, "float32")
     art = K.scale.compile(x.partition(512), 2.5, arch="sm_90")
@@ -184,6 +188,7 @@ def test_mismatched_tile_grids_list_each_partition():
     assert "s: (128,) in tiles (16,) -> grid (8,)" in msg
 
 
+@pytest.mark.toolchain
 def test_lower_rank_partition_with_matching_grid_compiles():
     x = tl.spec((256, 64), "float32")
     s = tl.spec((256,), "float32")
@@ -207,6 +212,7 @@ def test_persistent_kernel_needs_persistent_schedule():
                      arch="sm_90")
 
 
+@pytest.mark.toolchain
 def test_check_bounds_false_requires_whole_tiles():
     x = tl.spec(1000, "float32")
     with pytest.raises(tl.LaunchError, match="check_bounds=False.*partial tile"):
@@ -269,6 +275,7 @@ def test_tileiras_killed_by_a_signal_says_so(monkeypatch):
     assert "very large tiles" in e.hint and "toolchain: tileiras 13.4" in e.hint
 
 
+@pytest.mark.toolchain
 def test_safe_compile_records_the_tile_ir_check():
     art = vector_add.compile(*TOUR["vector_add"][1], arch="sm_90", force=True)
     assert 0 < art.timings["validate"] < art.timings["tileiras"]

@@ -18,6 +18,8 @@ from tilelab.compiler.binary.cubin import (  # noqa: E402
     read_cubin,
 )
 
+pytestmark = pytest.mark.toolchain   # every test reads a cubin tileiras built, most run ptxas or nvdisasm
+
 EXPECTED_ARCH = {"sm_80": "sm_80", "sm_90": "sm_90a", "sm_100": "sm_100a", "sm_120": "sm_120a"}
 
 

@@ -59,6 +59,7 @@ def test_the_wait_goes_where_the_kernel_writes_it():
     assert lk.pdl is True
 
 
+@pytest.mark.toolchain
 def test_the_tile_ir_shows_the_early_read_and_nothing_else():
     art, early = _early(add_early, (_vec().partition(128), _vec(), _vec()))
     assert early == frozenset({"w"})
@@ -67,17 +68,20 @@ def test_the_tile_ir_shows_the_early_read_and_nothing_else():
     assert 0 <= ptx.find("ld.global") < ptx.find("griddepcontrol.wait")
 
 
+@pytest.mark.toolchain
 def test_a_write_before_the_wait_makes_a_kernel_ineligible():
     h = _vec()
     _, early = _early(raw_write_early, (h, _vec()))
     assert early is None
 
 
+@pytest.mark.toolchain
 def test_a_gather_before_the_wait_makes_a_kernel_ineligible():
     _, early = _early(gather_early, (_vec(128).partition(128), _vec()))
     assert early is None
 
 
+@pytest.mark.toolchain
 def test_the_launch_plan_records_the_early_reads():
     d = add_early.definition
     args = (_vec().partition(128), _vec(), _vec())
@@ -147,6 +151,7 @@ def _library_launches(prefetch: int = 1):
 
 @pytest.mark.parametrize("i, prefetch", [(i, 1) for i in range(5)] +
                          [(i, 2) for i in range(4)])     # (the lm_head has no depth)
+@pytest.mark.toolchain
 def test_the_decode_gemvs_read_only_their_weights_before_the_wait(i, prefetch):
     """One or two weight tiles ahead (GemvConfig.prefetch): the constant branch
     folds away, and all that precedes the wait is still bounds-checked weight loads."""
@@ -172,6 +177,7 @@ def trigger_first(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z))
 
 
+@pytest.mark.toolchain
 def test_the_compiled_code_tells_whether_a_kernel_triggers_after_its_wait():
     args = (_vec().partition(128), _vec())
     assert add_early.compile(_vec().partition(128), _vec(), _vec(),

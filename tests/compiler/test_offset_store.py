@@ -179,6 +179,7 @@ def test_persistent_kernels_store_sub_tiles_of_the_minted_tile(k):
     np.testing.assert_array_equal(z.numpy(), want)
 
 
+@pytest.mark.toolchain
 def test_a_store_written_over_several_lines_keeps_its_lines():
     z = tl.zeros(8, dtype="float32", device="cpu")
     put_multiline(z.partition(8), scalar(1))
@@ -202,6 +203,7 @@ def kv_specs():
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.toolchain
 def test_kv_write_compiles_and_its_tile_ir_passes_the_validator(arch):
     art = kv_write.compile(*kv_specs(), arch=arch, cache=False)
     assert isinstance(art.cubin, (bytes, bytearray)) and art.cubin

@@ -73,6 +73,7 @@ def _args():
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
+@pytest.mark.toolchain
 def test_every_arch_compiles_the_prologue_and_the_validator_accepts_it(arch):
     art = scale2.compile(*_args(), arch=arch)
     assert "gdc_wait_tko" in art.tileir and "gdc_launch_dependents_tko" in art.tileir
@@ -80,6 +81,7 @@ def test_every_arch_compiles_the_prologue_and_the_validator_accepts_it(arch):
     assert _pdl_capable(art) is (arch != "sm_80")
 
 
+@pytest.mark.toolchain
 def test_on_sm90_the_wait_comes_before_the_first_global_load():
     art = scale2.compile(*_args(), arch="sm_90")
     if art.sass is None:
@@ -93,6 +95,7 @@ def test_on_sm90_the_wait_comes_before_the_first_global_load():
     assert loads and wait < min(loads), ops
 
 
+@pytest.mark.toolchain
 def test_a_kernel_without_the_prologue_is_never_launched_early():
     art = scale2_loop.compile(*_args(), arch="sm_90")
     assert "gdc_wait_tko" not in art.tileir
@@ -132,6 +135,7 @@ def wait_in_one_branch(z: tl.Out, x: tl.In, c: int):
         z.store(tl.load_like(x, z))
 
 
+@pytest.mark.toolchain
 def test_a_kernel_waiting_in_one_branch_only_is_never_launched_early():
     art = wait_in_one_branch.compile(*_args(), 1, arch="sm_90")
     assert "gdc_wait_tko" in art.tileir

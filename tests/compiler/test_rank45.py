@@ -234,6 +234,7 @@ def test_lowered_source_unravels_the_block_id():
 
 @pytest.mark.parametrize("schedule", [tl.row_major, tl.grouped(4), tl.persistent(8, 2)],
                          ids=str)
+@pytest.mark.toolchain
 def test_head_permutation_compiles_to_a_cubin(schedule):
     x = tl.spec((2, 32, 1024, 128), "bf16")
     out = tl.spec((2, 1024, 32, 128), "bf16").partition((1, 64, 1, 128), schedule=schedule)

@@ -12,6 +12,8 @@ from support import cubins as _cubins  # noqa: E402
 from tilelab.compiler.binary import remarks as remarks_mod  # noqa: E402
 from tilelab.compiler.binary.remarks import Remark, format_remarks, parse_remarks  # noqa: E402
 
+pytestmark = pytest.mark.toolchain   # remark files tileiras wrote
+
 SRC = _cubins.SOURCE.name
 TENSOR_CORE = {"sm_80": ("Tensor-core SM80", "[16, 8, 16]"),
                "sm_90": ("Tensor-core SM90", "[64, 128, 16]"),

@@ -96,6 +96,7 @@ def test_corpus_size_and_markers():
 
 
 @pytest.mark.parametrize("case_id", [_param(c) for c in corpus.ACCEPT.values()])
+@pytest.mark.toolchain
 def test_accepted_kernel_compiles(case_id):
     case = corpus.ACCEPT[case_id]
     kernel = case.build()
@@ -230,6 +231,7 @@ def test_helper_rebound_after_definition_is_rechecked(monkeypatch):
     assert ei.value.rule == "write-input"
 
 
+@pytest.mark.toolchain
 def test_helper_rebound_misses_the_cache(monkeypatch):
     kernel = tl.kernel(corpus.rebind_victim)
     first = kernel.compile(*_rebind_args(), arch="sm_90")

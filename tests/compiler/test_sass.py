@@ -17,6 +17,8 @@ from tilelab.compiler.binary.sass import (  # noqa: E402
     INSTALL_HINT, Disassembler, SassResult, count_mnemonics, disassemble, find_disassembler,
 )
 
+pytestmark = pytest.mark.toolchain   # nvdisasm on cubins tileiras built
+
 
 @pytest.fixture(scope="session")
 def pip_nvdisasm() -> Disassembler:

@@ -34,6 +34,7 @@ def test_sidecars_go_only_into_existing_entries(tmp_path):
     assert read_sidecar(entry, "bad.json") is None and read_sidecar(entry, "no.json") is None
 
 
+@pytest.mark.toolchain
 def test_a_cache_hit_reads_the_ptxas_numbers_kept_by_the_first_compile(cache_dir,
                                                                        monkeypatch):
     first = vector_add.compile(*ARGS, arch="sm_90", force=True)
@@ -51,6 +52,7 @@ def test_a_cache_hit_reads_the_ptxas_numbers_kept_by_the_first_compile(cache_dir
     assert str(hit.resources) == shown
 
 
+@pytest.mark.toolchain
 def test_an_uncached_compile_keeps_nothing():
     with config.override(cache="0"):
         art = vector_add.compile(*ARGS, arch="sm_90")

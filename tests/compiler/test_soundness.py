@@ -85,6 +85,7 @@ def test_corpus_size_and_markers():
     assert set(S.MARKERS) <= known, set(S.MARKERS) - known
 
 
+@pytest.mark.toolchain
 def test_tileir_reader_sees_writes():
     """The Tile IR reader the neutralized and accepted tests rely on is not vacuous: it
     reports a raw store, an atomic and the parameter each tile store writes."""
@@ -172,6 +173,7 @@ def test_change_is_refused_on_the_cpu_too(case_id):
 
 @pytest.mark.parametrize("case_id", [pytest.param(c.id, id=c.id, marks=_xfail(c.xfail))
                                      for c in cases.NEUTRALIZED.values()])
+@pytest.mark.toolchain
 def test_change_runs_the_checked_code(case_id):
     case = cases.NEUTRALIZED[case_id]
     res = case.run(cases.Steps())
@@ -200,6 +202,7 @@ def _accepted_params():
 
 
 @pytest.mark.parametrize("case_id", _accepted_params())
+@pytest.mark.toolchain
 def test_accepted_kernel_compiles_and_matches_numpy(case_id):
     case = cases.ACCEPTED[case_id]
     if case.needs:

@@ -135,6 +135,7 @@ SAME_SHAPED = """\
     """
 
 
+@pytest.mark.toolchain
 def test_same_shaped_helpers_and_kernels_in_two_modules_run_their_own_text(tmp_path):
     a = _module(tmp_path, SAME_SHAPED.format(k=2, ctype="int"))
     b = _module(tmp_path, SAME_SHAPED.format(k=5, ctype="float"))
@@ -172,6 +173,7 @@ def r3_cell_kernel(z: tl.Out, x: tl.In):
 '''
 
 
+@pytest.mark.toolchain
 def test_a_cell_rerun_with_only_a_helper_default_changed_runs_the_new_default(tmp_path):
     pytest.importorskip("IPython")
     from IPython.core.interactiveshell import InteractiveShell
@@ -223,6 +225,7 @@ DEFAULTS = """\
     """
 
 
+@pytest.mark.toolchain
 def test_a_default_edited_after_a_launch_is_checked_and_runs(tmp_path):
     m = _module(tmp_path, DEFAULTS)
     np.testing.assert_array_equal(_run(m.scaled), X * 2)
@@ -266,6 +269,7 @@ def test_a_writing_helper_as_a_default_is_refused_at_the_next_launch(tmp_path):
     np.testing.assert_array_equal(_run(m.scaled), X * 2)
 
 
+@pytest.mark.toolchain
 def test_a_non_constant_kwdefault_is_refused_at_the_next_compile(tmp_path):
     m = _module(tmp_path, DEFAULTS)
     assert _compile(m.kw_scaled).cubin
@@ -290,6 +294,7 @@ def test_more_defaults_than_parameters_are_refused(tmp_path):
                      "parameters",), m.__file__, "k_default")
 
 
+@pytest.mark.toolchain
 def test_kernel_defaults_stay_with_their_parameters(tmp_path):
     """A kernel's own defaults are never used (a launch passes every argument): the
     lowering drops them, so the tile-shape constants it appends do not take them."""
@@ -388,6 +393,7 @@ ALIAS_CASES = {
 
 
 @pytest.mark.parametrize("future", [False, True], ids=["annotations", "future-annotations"])
+@pytest.mark.toolchain
 def test_annotation_aliases_annotate_kernels_and_helpers(tmp_path, future):
     consts = _module(tmp_path, CONSTS)
     m = _module(tmp_path, ALIASES.format(
@@ -430,6 +436,7 @@ HELPER_DEFAULTS = """\
     """
 
 
+@pytest.mark.toolchain
 def test_helper_defaults_naming_module_constants_run_and_compile(tmp_path):
     m = _module(tmp_path, HELPER_DEFAULTS)
     # x has 60 elements: the last tile's padding must be PAD_ZERO's zeros
@@ -596,6 +603,7 @@ def test_the_device_prologue_called_as_a_helper_is_refused_in_its_own_file(tmp_p
     assert err.location.line == want, str(err)
 
 
+@pytest.mark.toolchain
 def test_unsafe_kernels_and_the_marker_may_order_kernels(tmp_path):
     m = _module(tmp_path, GRID)
     k = tl.kernel(unsafe=True)(m.k_unsafe)

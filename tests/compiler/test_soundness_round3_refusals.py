@@ -160,6 +160,7 @@ HINTS = """\
     """
 
 
+@pytest.mark.toolchain
 def test_store_and_load_hints_are_accepted_compile_and_run(tmp_path):
     m = _module(tmp_path, HINTS)
     k = tl.kernel(m.hinted)
@@ -179,6 +180,7 @@ def test_store_and_load_hints_are_accepted_compile_and_run(tmp_path):
     np.testing.assert_array_equal(acc.numpy(), 1 + X)
 
 
+@pytest.mark.toolchain
 def test_hints_on_persistent_and_sub_tile_stores(tmp_path):
     m = _module(tmp_path, HINTS)
     k = tl.kernel(m.persistent)
@@ -197,6 +199,7 @@ def test_hints_on_persistent_and_sub_tile_stores(tmp_path):
 
 
 @pytest.mark.parametrize("kernel", ["neg_max", "neg_max_unchecked"])
+@pytest.mark.toolchain
 def test_load_like_padding_mode_pads_ragged_tiles(tmp_path, kernel):
     """NEG_INF padding decides the row maxima of all-negative rows past the edge: a
     zero-padded load would give 0 there."""
@@ -333,6 +336,7 @@ TILE_KEYWORD = """\
     """
 
 
+@pytest.mark.toolchain
 def test_store_takes_the_tile_by_keyword(tmp_path):
     m = _module(tmp_path, TILE_KEYWORD)
     for name, schedule, want in (("keyword", tl.row_major, X * 2),
@@ -416,6 +420,7 @@ _PAD[:, :20] = MI
     ("reduce_maximum", (6, 1), lambda: _PAD.max(axis=1, keepdims=True)),
     ("reduce_xor", (6, 1), lambda: np.bitwise_xor.reduce(MI, axis=1, keepdims=True)),
 ])
+@pytest.mark.toolchain
 def test_cutile_combiners_and_lambdas_are_accepted(tmp_path, name, shape, ref):
     m = _module(tmp_path, COMBINERS)
     k = tl.kernel(getattr(m, name))
@@ -556,6 +561,7 @@ ASSERTS = """\
     """
 
 
+@pytest.mark.toolchain
 def test_assert_runs_as_cutile_assert_in_kernels_and_helpers(tmp_path):
     m = _module(tmp_path, ASSERTS)
     k = tl.kernel(m.asserting)
@@ -619,6 +625,7 @@ VIEWS = """\
     """
 
 
+@pytest.mark.toolchain
 def test_tiled_views_of_inputs_are_read_bounds_checked(tmp_path):
     m = _module(tmp_path, VIEWS)
     k = tl.kernel(m.view_read)

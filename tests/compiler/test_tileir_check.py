@@ -385,6 +385,7 @@ def test_arguments_follow_the_calling_convention():
         check_tileir(text, lk, swapped)
 
 
+@pytest.mark.toolchain
 def test_unsafe_kernels_are_not_validated(tmp_path):
     @tl.kernel(unsafe=True)
     def scatter_raw(z: tl.Raw, x: tl.In):
@@ -402,6 +403,7 @@ def test_unsafe_kernels_are_not_validated(tmp_path):
         check_tileir(text, lk, sp)
 
 
+@pytest.mark.toolchain
 def test_compile_validates_and_reports_the_cost(tmp_path):
     art = scale.compile(X.partition(256), X, arch="sm_90", cache=DiskCache(tmp_path))
     assert 0 < art.timings["validate"] < 0.25
@@ -431,6 +433,7 @@ def _rewrite(entry: Path, name: str, data: bytes | None) -> None:
     (entry / "meta.json").write_text(json.dumps(meta))
 
 
+@pytest.mark.toolchain
 def test_a_cache_hit_is_validated(tmp_path):
     args = (X.partition(256), X)
     scale.compile(*args, arch="sm_90", cache=DiskCache(tmp_path))
@@ -443,6 +446,7 @@ def test_a_cache_hit_is_validated(tmp_path):
     assert ei.value.location.line == line_of("MARK: store-into-in")
 
 
+@pytest.mark.toolchain
 def test_a_cache_hit_without_tile_ir_text_is_rebuilt(tmp_path):
     args = (X.partition(256), X)
     first = scale.compile(*args, arch="sm_90", cache=DiskCache(tmp_path))

@@ -18,6 +18,7 @@ def fresh_toolchain():
     find_toolchain.cache_clear()
 
 
+@pytest.mark.toolchain
 def test_pip_toolchain_is_found(fresh_toolchain):
     with config.override(tileiras=config.DEFAULT):
         tc = find_toolchain()
@@ -27,6 +28,7 @@ def test_pip_toolchain_is_found(fresh_toolchain):
     assert (tc.bin_dir / "ptxas").exists()
 
 
+@pytest.mark.subprocess
 def test_foreign_cuda_home_is_hidden_from_tileiras(fresh_toolchain, monkeypatch, tmp_path):
     """An unrelated CUDA_HOME breaks a bare tileiras run; ours still compiles."""
     foreign = tmp_path / "cuda-13.0"
@@ -49,6 +51,7 @@ def test_foreign_cuda_home_is_hidden_from_tileiras(fresh_toolchain, monkeypatch,
     assert "failed to compile Tile IR program" in bare.stderr
 
 
+@pytest.mark.toolchain
 def test_explicit_tileiras_path(fresh_toolchain, monkeypatch):
     pip_path = str(find_toolchain().tileiras)
     find_toolchain.cache_clear()

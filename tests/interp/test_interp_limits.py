@@ -112,6 +112,7 @@ def big_num_tiles(z: tl.Out, x: tl.In):
     (big_in_a_helper, lambda: [zp()], "MARK: helper-full"),
     (big_num_tiles, lambda: [zp(), tl.zeros(8, device=CPU)], "MARK: big-num-tiles"),
 ], ids=["temporary", "helper", "num_tiles"])
+@pytest.mark.toolchain
 def test_a_tile_past_the_limit_inside_the_kernel(kernel, args, mark):
     cpu, gpu = refusals(kernel, *args())
     expected = (f"kernel {kernel.name!r} makes a tile of shape ({BIG},), {BIG} elements: "
@@ -424,6 +425,7 @@ def concatenated(z: tl.Out, x: tl.In, n: ct.Constant[int]):
     z.store(ct.load(x, index, (16,)) * n * 2)
 
 
+@pytest.mark.toolchain
 def test_tuple_concatenation_and_products_of_numbers_run():
     z = tl.zeros(16, device=CPU)
     concatenated(z.partition(16), tl.ones(16, device=CPU), 3)

@@ -95,6 +95,7 @@ DTYPE_KERNELS = {"float8_e4m3fn": (via_e4m3, "e4m3-use"), "float8_e5m2": (via_e5
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("dtype", list(DTYPE_KERNELS))
+@pytest.mark.toolchain
 def test_a_dtype_runs_on_the_cpu_exactly_where_it_compiles(dtype, arch):
     """The table of tilelab.limits against cuTile: below the dtype's target both refuse,
     with cuTile's message at the line that uses the value; from it on both accept, and
@@ -123,6 +124,7 @@ def unused_fp4(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z) + t.shape[0])
 
 
+@pytest.mark.toolchain
 def test_a_value_made_and_never_used_is_not_refused():
     """cuTile drops unused code before it checks dtypes, and refuses a value where an op
     takes it: so the CPU backend refuses on use, not on making."""
@@ -183,6 +185,7 @@ def test_an_fp8_array_is_refused_before_sm90_at_its_parameter():
     assert z.numpy().tolist() == list(range(16))
 
 
+@pytest.mark.toolchain
 def test_an_fp8_arrays_shape_is_read_on_every_target():
     """Its shape, rank and dtype compile for sm_80: only its elements are refused."""
     x8 = tl.zeros(16, dtype="float8_e5m2", device=CPU)
@@ -222,6 +225,7 @@ def bump(x: tl.Raw):
 @pytest.mark.parametrize("dtype,arch,refused", [
     ("bfloat16", "sm_80", True), ("bfloat16", "sm_89", True), ("bfloat16", "sm_90", False),
     ("float16", "sm_80", False), ("float32", "sm_80", False)])
+@pytest.mark.toolchain
 def test_a_bfloat16_atomic_add_needs_sm90(dtype, arch, refused):
     x = tl.zeros(4, dtype=dtype, device=CPU)
     bumped = bump.with_grid((1,))
@@ -239,6 +243,7 @@ def test_a_bfloat16_atomic_add_needs_sm90(dtype, arch, refused):
 
 # ---- which GPU the CPU backend stands for --------------------------------------------------
 
+@pytest.mark.toolchain
 def test_tilelab_arch_lets_the_cpu_run_what_its_target_compiles(monkeypatch):
     """Unset, the CPU backend (on a machine without a GPU) stands for sm_90, the target
     kernel.compile() picks: float4 is refused; TILELAB_ARCH=sm_100 runs it, and compile()

@@ -318,6 +318,7 @@ def test_config_validation(make, msg):
 
 
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.toolchain
 def test_sm90_flash_attention_spec(causal):
     """B=8 H=32 S=8192 D=128 bf16: HGMMA for QK^T and PV, TMA loads, next to no spills
     (the persistent kernel spills 24 B per thread at the 168-register cap; the H200 runs
@@ -333,6 +334,7 @@ def test_sm90_flash_attention_spec(causal):
     assert (art.kernel_name == "persistent_attention_kernel") != causal, art.kernel_name
 
 
+@pytest.mark.toolchain
 def test_sm90_decode_spec():
     """Decode (B=8, H=32, Hkv=8, 8192-long cache): tensor-core MMAs, TMA, and the
     occupancy hint's register cap (64) with next to no spills (16 B in the split

@@ -164,6 +164,7 @@ def _launches():
 
 
 @pytest.mark.parametrize("name", sorted(_launches()))
+@pytest.mark.toolchain
 def test_the_fused_kernels_compile_for_sm90_and_pass_the_tileir_validator(name):
     pytest.importorskip("cuda.tile")
     from tilelab.compiler.export import export_tileir

@@ -135,6 +135,7 @@ def _launch(kind):
 
 
 @pytest.mark.parametrize("kind", ["norm_qkv", "norm_gate_up"])
+@pytest.mark.toolchain
 def test_the_tensor_core_gemv_compiles_to_a_pipelined_warpgroup_mma(kind):
     """On sm_90 the K loop becomes HGMMA fed by the bulk tensor copy engine, with
     several weight tiles in flight (what the tensor-core form is for)."""

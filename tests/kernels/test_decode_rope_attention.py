@@ -141,6 +141,7 @@ def test_reading_the_cache_it_writes_is_refused(rng):
         _fused(layer, 3, cos, sin, prev=(kc, vc, _t(np.zeros((HK, 2, D), BF16))))
 
 
+@pytest.mark.toolchain
 def test_the_kernels_are_safe_and_compile_for_sm90(rng):
     for k in (rope_attention_kernel, kv_store_kernel):
         assert not k.definition.options.unsafe

@@ -494,6 +494,7 @@ def test_host_validation(call, exc, msg):
     ("float8_e4m3fn", {"trans_b": True}, "QGMMA.64x128x32.F32.E4M3.E4M3"),
     ("float32", {}, "HGMMA.64x128x8.F32.TF32"),
 ], ids=["bf16_grouped", "bf16_persistent", "fp8_k_major", "tf32"])
+@pytest.mark.toolchain
 def test_sm90_gemm_uses_wgmma_and_tma(dtype, kw, mma):
     """The 8192^3 GEMM spec: warpgroup MMAs (HGMMA, QGMMA for fp8) fed by TMA loads."""
     (art,) = mm.compile_matmul(8192, 8192, 8192, dtype, arch="sm_90", **kw)
@@ -503,6 +504,7 @@ def test_sm90_gemm_uses_wgmma_and_tma(dtype, kw, mma):
         assert spills(art) == 0
 
 
+@pytest.mark.toolchain
 def test_sm90_big_gemm_default_is_warp_specialized_without_spills():
     """The big-problem default (128x256 tiles, 8 worker warps): 64x256 warpgroup MMAs
     fed by TMA, no spills."""
@@ -511,6 +513,7 @@ def test_sm90_big_gemm_default_is_warp_specialized_without_spills():
     assert remarked(art, "TMA Load") and spills(art) == 0
 
 
+@pytest.mark.toolchain
 def test_sm90_decode_gemm_uses_tensor_cores():
     """M = 8 runs on the tensor cores: by default as swapped tiles (warpgroup MMAs 64
     weight columns tall, 16 tokens wide), unswapped as 16-row tiles (mma.sync: HMMA),
@@ -527,6 +530,7 @@ def test_sm90_decode_gemm_uses_tensor_cores():
     assert spills(red) == 0
 
 
+@pytest.mark.toolchain
 def test_sm90_swapped_decode_tile_is_a_16_wide_warpgroup_mma():
     """The k/v projection at M = 16 (swap_ab): the weight's 64 columns are the MMA's rows
     and the 16 tokens its columns, HGMMA 64x16 fed by TMA, without spills."""

@@ -113,6 +113,7 @@ def test_graph_capture_without_workspace_falls_back():
         set_current_graph(None)
 
 
+@pytest.mark.toolchain
 def test_atomic_split_k_compiles_for_hopper():
     arts = mm.compile_matmul(128, 1024, 4096, "bf16", config=MatmulConfig(
         tm=64, tn=64, tk=64, schedule="splitk", split_k=4, split_mode="atomic"))

@@ -755,6 +755,7 @@ def test_typical_configurations_cover_every_kernel():
 
 
 @pytest.mark.parametrize("name", TYPICAL_NAMES)
+@pytest.mark.toolchain
 def test_compiles_for_sm_90(name):
     call = TYPICAL()[name]
     art = call.kernel.compile(*call.args, arch="sm_90")

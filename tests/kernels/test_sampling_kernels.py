@@ -283,6 +283,7 @@ def _qwen3_launches():
 
 
 @pytest.mark.parametrize("name", sorted(_qwen3_launches()))
+@pytest.mark.toolchain
 def test_the_kernels_compile_for_sm90_and_pass_the_tileir_validator(name):
     from tilelab.compiler.export import export_tileir
     from tilelab.compiler.tileir import check_tileir

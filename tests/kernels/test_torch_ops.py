@@ -72,6 +72,7 @@ def test_the_fake_function_rejects_mismatched_shapes_while_tracing():
         f(torch.ones(4, 8), torch.ones(9, 2))
 
 
+@pytest.mark.subprocess
 def test_importing_tilelab_does_not_import_torch():
     code = "import sys, tilelab, tilelab.kernels; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -39,7 +39,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-component-update", "--disable-sync"]
 RUN_TIMEOUT_S = 300            # notebook 02 runs in well under a minute on 2 cores
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]   # a Jupyter server and its kernels
 
 
 def _missing() -> list[str]:

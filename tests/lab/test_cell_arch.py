@@ -22,6 +22,7 @@ via_fp4(z.partition(16), x)
 '''
 
 
+@pytest.mark.toolchain
 def test_a_cpu_cell_for_sm_100_runs_float4():
     ns = {"tl": __import__("tilelab")}
     report = run_cell("--backend cpu --arch sm_100 --show timings", CELL, ns,

@@ -146,6 +146,7 @@ def _browser(pw, width: int = 1100, scheme: str = "light"):
     return browser, context, requests
 
 
+@pytest.mark.subprocess
 def test_the_notebook_keeps_a_static_view_next_to_the_widget(exported):
     outputs = exported["nb"].cells[1].outputs
     static = [o for o in outputs if "tilelab-static" in o.get("data", {}).get("text/html", "")]
@@ -172,6 +173,7 @@ def _check_tabs(page, view) -> list[str]:
     return titles
 
 
+@pytest.mark.subprocess
 def test_every_tab_shows_offline_and_nothing_is_fetched_by_the_views(exported):
     from playwright.sync_api import sync_playwright
 
@@ -280,6 +282,7 @@ def _check_safety(page, view, tmp: Path, theme: str) -> None:
     _screenshot(page, tmp, f"export-{theme}-safety.png")
 
 
+@pytest.mark.subprocess
 def test_views_fit_1100px_without_clipping(exported):
     from playwright.sync_api import sync_playwright
 
@@ -335,6 +338,7 @@ def _view_colors(page) -> list[str]:
     }""")
 
 
+@pytest.mark.subprocess
 def test_figures_follow_the_theme_without_a_rerun(exported):
     from playwright.sync_api import sync_playwright
 

@@ -236,6 +236,7 @@ def report() -> CellReport:
     return CellReport(cell_name="In[1]", views=VIEWS, kernels=[k])
 
 
+@pytest.mark.toolchain
 def test_every_op_of_a_real_listing_is_described(report):
     k = report.kernels[0]
     if k.ir_problem:
@@ -244,6 +245,7 @@ def test_every_op_of_a_real_listing_is_described(report):
     assert names and names <= set(OPS), names - set(OPS)
 
 
+@pytest.mark.toolchain
 def test_real_panels_fold_ptx_and_pack_sass(report):
     panels = {p.key: p for p in build_panels(report)}
     ptx = panels["ptx"].html

@@ -42,7 +42,7 @@ from test_browser import (  # same dir
 
 from tilelab import config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]   # a Jupyter server and its kernels
 
 NOTEBOOK = "tile_view_themes.ipynb"
 SETUP = "%load_ext tilelab\nimport tilelab as tl"

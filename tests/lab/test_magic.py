@@ -135,6 +135,7 @@ def test_load_ext_by_package_name(shell):
 
 # ------------------------------------------------------------------ the main path
 
+@pytest.mark.toolchain
 def test_vector_add_without_decorator_shows_tabs(shell):
     res, cap = run(shell, "%%tile\n" + ADD)
     assert res.success, res.error_in_exec
@@ -157,6 +158,7 @@ def test_vector_add_without_decorator_shows_tabs(shell):
     assert "1 kernel, 1 launch" in head and "backend cpu" in head and "arch sm_90" in head
 
 
+@pytest.mark.toolchain
 def test_tile_ir_ops_link_to_cell_lines(shell):
     res, cap = run(shell, "%%tile --show tileir\n" + ADD)
     assert res.success
@@ -170,6 +172,7 @@ def test_tile_ir_ops_link_to_cell_lines(shell):
     assert re.search(r'href="#tl[0-9a-f]+-L6"', row)            # the add is on line 6
 
 
+@pytest.mark.toolchain
 def test_helpers_and_decorated_kernels_follow_the_rule(shell):
     res, _ = run(shell, "%%tile --show timings\n" + HEAD + '''
 def twice(t):
@@ -197,6 +200,7 @@ probe(x, grid=(1,))
     assert not isinstance(ns["host_helper"], tl.Kernel)    # plain host code
 
 
+@pytest.mark.toolchain
 def test_repeated_and_respecialized_launches_are_grouped(shell):
     res, cap = run(shell, "%%tile --show timings\n" + HEAD + '''
 def cp(z: tl.Out, x: tl.In):
@@ -215,6 +219,7 @@ cp(z.partition(128), x)
 
 # ------------------------------------------------------------------ options
 
+@pytest.mark.toolchain
 def test_arch_and_show(shell):
     res, cap = run(shell, "%%tile --arch sm_80 --show tileir,ptx,timings\n" + ADD)
     assert res.success, res.error_in_exec
@@ -225,6 +230,7 @@ def test_arch_and_show(shell):
     assert "arch sm_80" in view_of(cap)["text/plain"]
 
 
+@pytest.mark.toolchain
 def test_show_modifiers_and_sass(shell):
     res, cap = run(shell, "%%tile --show +sass,-roofline,-ownership,-remarks\n" + ADD)
     assert res.success
@@ -234,6 +240,7 @@ def test_show_modifiers_and_sass(shell):
     assert "EXIT" in sass or "No SASS" in sass
 
 
+@pytest.mark.toolchain
 def test_bench_times_the_interpreter(shell):
     res, cap = run(shell, "%%tile --bench --show timings\n" + ADD)
     assert res.success
@@ -245,6 +252,7 @@ def test_bench_times_the_interpreter(shell):
     assert "interpreter (ms)" in tabs_of(cap).text("timings")
 
 
+@pytest.mark.toolchain
 def test_save_writes_artifacts(shell, tmp_path):
     out = tmp_path / "art"
     res, cap = run(shell, f"%%tile --save {out} --show timings\n" + ADD)  # saves all anyway
@@ -260,6 +268,7 @@ def test_save_writes_artifacts(shell, tmp_path):
     assert f"wrote {len(names)} files" in cap.stdout
 
 
+@pytest.mark.toolchain
 def test_force_recompiles_and_line_magics_work_inside(shell):
     run(shell, "%%tile --show timings\n" + ADD)
     res, cap = run(shell, "%%tile --force --show timings\n" + ADD + "\n%time w = 6 * 7\n")
@@ -270,6 +279,7 @@ def test_force_recompiles_and_line_magics_work_inside(shell):
     assert "compiled" in tabs_of(cap).text("timings")
 
 
+@pytest.mark.toolchain
 def test_no_run_compiles_examples_only(shell):
     shell.user_ns.pop("TILELAB_EXAMPLES", None)
     res, cap = run(shell, "%%tile --no-run --show lowered,timings\n" + HEAD + '''
@@ -297,6 +307,7 @@ print("cell body ran")
     assert "-__tl_ct.load" in tabs_of(cap).text("lowered").replace(" ", "")
 
 
+@pytest.mark.toolchain
 def test_kernel_options_reach_the_kernels(shell):
     res, _ = run(shell, "%%tile --unsafe --opt-level 2 --occupancy 4 --show timings\n" + HEAD + '''
 def bump(x: tl.Raw):
@@ -312,6 +323,7 @@ bump(x, grid=(4,))
     assert lab.last_view().report.kernels[0].artifacts is not None
 
 
+@pytest.mark.toolchain
 def test_widget_view_carries_the_static_fallback(shell):
     res, cap = run(shell, "%%tile --view widget --show lowered,timings\n" + ADD)
     assert res.success
@@ -322,6 +334,7 @@ def test_widget_view_carries_the_static_fallback(shell):
     assert tab.titles == ("Lowered", "Timings")
 
 
+@pytest.mark.toolchain
 def test_roofline_tab_draws_the_launch(shell):
     res, cap = run(shell, "%%tile --show roofline --roofline h200,b200\n" + ADD)
     assert res.success
@@ -402,6 +415,7 @@ def test_bad_options_are_usage_errors(shell, line, message):
     assert message in cap.stderr, cap.stderr
 
 
+@pytest.mark.toolchain
 def test_unusable_backend_and_unwritable_save_dir_are_usage_errors(shell, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

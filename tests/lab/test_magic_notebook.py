@@ -10,6 +10,7 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 
+@pytest.mark.subprocess
 def test_notebook_run_shows_tabs_and_located_errors():
     nb = nbformat.v4.new_notebook()
     nb.cells = [

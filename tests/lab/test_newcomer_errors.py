@@ -217,6 +217,7 @@ st(z.partition(256), x)
     assert "not broadcastable" not in out
 
 
+@pytest.mark.toolchain
 def test_the_compile_path_says_the_same(shell):
     run(shell, "%%tile --no-run\n" + HEAD + MMA + STORE)
     mm, st = shell.user_ns["mm"], shell.user_ns["st"]
@@ -267,6 +268,7 @@ FIRST_RACE = ("  - write-write race on 'out': blocks (0, 0, 0) and (1, 0, 0) bot
               "element, e.g. out[0]; both by the write at {cell}, line 8")
 
 
+@pytest.mark.toolchain
 def test_a_race_is_printed_once_and_its_hint_is_a_partition(shell):
     err, out, outputs = run(shell, "%%tile --show timings\n" + HEAD + RACY
                             + "total(out, x, 256, grid=(4,))\n")
@@ -300,6 +302,7 @@ def test_a_read_write_race_hints_a_separate_output():
                               "writes what another reads, and the kernel needs no unsafe=True")
 
 
+@pytest.mark.toolchain
 def test_a_race_caught_by_expect_still_shows_its_launch_and_race_tab(shell):
     run(shell, "from tilelab.lab import expect")
     err, out, outputs = run(shell, "%%tile --show timings\n" + RACY + '''
@@ -321,6 +324,7 @@ with expect(tl.LaunchError):
     assert view.panel("race").text.count("write-write on out") == 3
 
 
+@pytest.mark.toolchain
 def test_a_race_caught_by_the_users_own_try_still_shows_its_launch_and_race_tab(shell):
     err, out, _ = run(shell, "%%tile --show timings\n" + RACY + '''
 try:
@@ -452,6 +456,7 @@ def test_the_error_display_leaves_a_users_handler_alone_and_unloads():
 
 # ------------------------------------------------------------------ in a Jupyter kernel
 
+@pytest.mark.subprocess
 def test_in_a_jupyter_kernel_cells_are_named_as_the_user_sees_them():
     """ipykernel runs each cell from a temporary file (/tmp/ipykernel_*/*.py): every
     message names the cell In[n] instead, and a plain cell's tilelab error is one located

@@ -56,6 +56,7 @@ def test_a_no_op_where_tilelab_imports(run_cell, tmp_path):
     assert run_cell(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_installs_the_clone_it_sits_in(run_cell, monkeypatch):
     monkeypatch.delenv("TILELAB_SOURCE", raising=False)
     calls = run_cell(ROOT / "notebooks", missing=("tilelab",))
@@ -64,6 +65,7 @@ def test_installs_the_clone_it_sits_in(run_cell, monkeypatch):
     sys.path.remove(str(ROOT))
 
 
+@pytest.mark.subprocess
 def test_installs_what_tilelab_source_names(run_cell, monkeypatch, tmp_path):
     monkeypatch.setenv("TILELAB_SOURCE", "tilelab[lab] @ file:///somewhere/tilelab")
     calls = run_cell(tmp_path, missing=("tilelab", "pandas"))
@@ -71,6 +73,7 @@ def test_installs_what_tilelab_source_names(run_cell, monkeypatch, tmp_path):
                       "tilelab[lab] @ file:///somewhere/tilelab"]]
 
 
+@pytest.mark.subprocess
 def test_an_installed_tilelab_is_never_replaced(run_cell, monkeypatch):
     """In a clone, with tilelab importing and an extra missing, only the extra is
     installed (a copy of the clone over an editable install would shadow the clone)."""

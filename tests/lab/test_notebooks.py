@@ -168,6 +168,7 @@ def run(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.subprocess
 def test_runs_top_to_bottom_on_the_cpu(run, name):
     r = run(name)
     expected = {marker: (ename, text) for marker, ename, text in EXPECTED_ERRORS.get(name, [])}
@@ -198,6 +199,7 @@ GPU_RUNS_WITHOUT_ERROR = {"head_permute_raw(out, xd"}
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.subprocess
 def test_runs_top_to_bottom_on_the_gpu(tmp_path_factory, name):
     """The same notebooks at their GPU sizes: every cell runs, measured points included."""
     from tilelab.runtime.device import gpu_unavailable_reason
@@ -234,6 +236,7 @@ def _tabs(page: str, *titles: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_01_hello_tiles_outputs(run):
     r = run("01_hello_tiles")
     page = r.view("def add(z: tl.Out")
@@ -261,6 +264,7 @@ def test_01_hello_tiles_outputs(run):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_02_vector_add_outputs(run):
     r = run("02_vector_add_and_ownership")
     view = r.cell("def add(z: tl.Out")
@@ -301,6 +305,7 @@ def test_02_vector_add_outputs(run):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_03_gemm_outputs(run):
     r = run("03_gemm_schedules_roofline")
     page = r.view("def gemm(c: tl.Out")
@@ -337,6 +342,7 @@ def test_03_gemm_outputs(run):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_04_softmax_fusion_outputs(run):
     r = run("04_softmax_reductions_fusion")
     page = r.view("def softmax_rows(")
@@ -362,6 +368,7 @@ def test_04_softmax_fusion_outputs(run):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_05_races_outputs(run):
     r = run("05_unsafe_kernels_and_races")
     report = r.text("trace = tl.interpret(head_permute_raw")
@@ -410,6 +417,7 @@ def test_05_races_outputs(run):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_06_async_graphs_outputs(run):
     r = run("06_async_and_graphs")
     assert "(pending)" in r.text("fut = add.launch_async(z.partition(T), x, y)\nprint(fut)")
@@ -435,6 +443,7 @@ def test_06_async_graphs_outputs(run):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_07_decode_outputs(run):
     r = run("07_decode_on_the_roofline")
     tokens = r.text("greedy = model.generate(prompt")
@@ -464,6 +473,7 @@ def test_07_decode_outputs(run):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_08_flash_attention_outputs(run):
     r = run("08_flash_attention")
     assert re.search(r"tiled == direct: True .* 16 tile pairs computed",

@@ -37,6 +37,7 @@ def _run_without_ipython(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.subprocess
 def test_notebook_01_runs_without_ipython(tmp_path):
     out = tmp_path / "nb.json"
     proc = _run_without_ipython("--backend", "cpu", "--only", "01", "--out", str(out))
@@ -105,6 +106,7 @@ clash(x, grid=(2,))
 """
 
 
+@pytest.mark.toolchain
 def test_a_race_propagates_from_run_cell_and_is_kept_for_the_magic():
     import linecache
     import time

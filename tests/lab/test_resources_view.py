@@ -96,6 +96,7 @@ def triple(z: tl.Out, x: tl.In):
     z.store(tl.load_like(x, z) * 3)
 
 
+@pytest.mark.toolchain
 def test_the_resources_tab_of_a_compiled_kernel():
     spec = tl.spec(1024, "float32")
     k = build_kernel_report(triple, (spec.partition(128), spec), arch="sm_90", force=False,

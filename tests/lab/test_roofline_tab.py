@@ -57,6 +57,7 @@ def at_gpu_size():
     return cell("--predict-at n=2**26", ADD)
 
 
+@pytest.mark.toolchain
 def test_the_tab_predicts_what_a_plain_cell_predicts_for_the_same_launch(as_run):
     """Notebook 02's plain cell calls ``predict(trace, "h200")`` on the same launch."""
     from tilelab.kernels.examples import vector_add
@@ -99,6 +100,7 @@ def test_the_model_is_folded_and_the_figure_draws_one_gpu(as_run):
     assert len(fig.tilelab["drawn"]["bounds"]) == 2       # a bar per prediction
 
 
+@pytest.mark.toolchain
 def test_roofline_all_compares_gpus_with_projections():
     r = cell("--roofline all", ADD)
     fig = r.roofline.figure
@@ -108,6 +110,7 @@ def test_roofline_all_compares_gpus_with_projections():
     assert options_from_line("").roofline_gpus == ()
 
 
+@pytest.mark.toolchain
 def test_predict_at_counts_the_launch_at_the_gpu_size(at_gpu_size):
     """The rescaled launch is predicted exactly as a launch of that size would be."""
     m = at_gpu_size.launches[0].measurement
@@ -146,6 +149,7 @@ def _measured_gemm_times(tiles):
     return [times[t] for t in tiles]
 
 
+@pytest.mark.toolchain
 def test_moving_a_tile_moves_the_kernel_body_the_way_the_gpu_does():
     """At the CPU's 128² GEMM every tile is launch-bound (the issue's complaint); predicted
     at 4096³ the kernel body orders the tiles as the H200 measured them, and by about the
@@ -163,6 +167,7 @@ def test_moving_a_tile_moves_the_kernel_body_the_way_the_gpu_does():
                l.measurement.prediction.limited_by == "math" for l in big.launches)
 
 
+@pytest.mark.toolchain
 def test_predict_at_says_why_it_cannot_apply():
     r = cell("--predict-at m=4096", ADD)
     assert any("the cell has no positive integer variable 'm'" in n for n in r.notes)

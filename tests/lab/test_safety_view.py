@@ -169,6 +169,7 @@ def test_nested_and_multi_line_accesses_and_counts():
 
 
 @needs_disasm
+@pytest.mark.toolchain
 def test_a_load_through_a_tiled_view_of_an_input_is_bounds_checked(cache):
     [load] = [r for r in through_view.definition.analysis.accesses
               if r.line == line_of("view-load") and not r.writes]
@@ -204,6 +205,7 @@ def every_art(cache):
 
 
 @needs_disasm
+@pytest.mark.toolchain
 def test_the_validator_gives_every_memory_op_a_located_verdict(every_art):
     art = every_art
     verdicts = art.validation.verdicts
@@ -242,6 +244,7 @@ def test_each_record_links_to_its_own_tile_ir_ops(every_art):
 
 
 @needs_disasm
+@pytest.mark.toolchain
 def test_proven_loads_and_sub_tile_stores_have_their_own_verdicts(cache):
     art = proven.compile(*PROVEN, arch="sm_90", cache=cache)
     linked, loose = link_verdicts(art.accesses, art.validation.verdicts)
@@ -262,6 +265,7 @@ def test_proven_loads_and_sub_tile_stores_have_their_own_verdicts(cache):
 
 
 @needs_disasm
+@pytest.mark.toolchain
 def test_a_cache_hit_keeps_the_verdicts_and_unsafe_kernels_have_none(cache, every_art):
     again = every_kind.compile(*EVERY, arch="sm_90", cache=cache)
     assert again.cache_hit and again.validation.verdicts == every_art.validation.verdicts
@@ -316,6 +320,7 @@ def test_mark_line_nests_marks_and_keeps_token_spans_balanced():
 
 
 @needs_disasm
+@pytest.mark.toolchain
 def test_the_view_marks_every_access_and_shows_each_verdict(every_art):
     k = build_kernel_report(every_kind, EVERY, arch="sm_90", force=False, launches=1,
                             signature="...", views=("safety",))
@@ -350,6 +355,7 @@ def test_the_view_marks_every_access_and_shows_each_verdict(every_art):
     assert "Tile IR validator: 8 memory ops, 8 accepted" in text
 
 
+@pytest.mark.toolchain
 def test_an_unsafe_kernels_view_says_it_was_not_validated(cache):
     k = build_kernel_report(opt_outs, (F32, F32), arch="sm_90", force=False, launches=1,
                             signature="...", views=("safety",))
@@ -397,6 +403,7 @@ add(z.partition(256), x, x)
 
 
 @needs_disasm
+@pytest.mark.toolchain
 def test_the_exported_notebook_shows_the_safety_view(shell):
     nbformat = pytest.importorskip("nbformat")
     nbconvert = pytest.importorskip("nbconvert")

@@ -167,6 +167,7 @@ def _open(pw, path: Path, width: int = 1100, scheme: str = "light"):
     return browser, page, requests
 
 
+@pytest.mark.subprocess
 def test_the_outputs_are_themed_html_with_no_png(pages):
     figures = pages["nb"].cells[1].outputs
     assert [sorted(o.get("data", {})) for o in figures] == [["text/html", "text/plain"]] * 3
@@ -185,6 +186,7 @@ def _check(looks: list[dict], dark: bool, where: str) -> None:
         assert f["width"] <= 1100, (where, f)
 
 
+@pytest.mark.subprocess
 def test_plain_cell_figures_follow_the_page_theme_without_a_rerun(pages):
     from playwright.sync_api import sync_playwright
 
@@ -217,6 +219,7 @@ def test_plain_cell_figures_follow_the_page_theme_without_a_rerun(pages):
     assert all(any(h in u for h in TEMPLATE_HOSTS) for u in requests), requests
 
 
+@pytest.mark.subprocess
 def test_the_explorer_shows_its_snapshot_offline_at_1100px(pages):
     from playwright.sync_api import sync_playwright
 

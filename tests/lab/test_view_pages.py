@@ -70,6 +70,7 @@ def test_the_static_copy_hides_only_where_the_widget_rendered():
     assert rule, "the static copy must hide beside a rendered widget (and only there)"
 
 
+@pytest.mark.toolchain
 def test_the_static_page_has_no_script_and_no_network(shell):
     res, cap = run(shell, "%%tile --view widget --show all\n" + ADD + "add(z.partition(256), x, y)")
     assert res.success, res.error_in_exec
@@ -118,6 +119,7 @@ def test_figures_embed_as_svg_or_as_a_light_and_a_dark_png():
 
 # ------------------------------------------------------------------ 4, 5: timings, widths
 
+@pytest.mark.toolchain
 def test_timings_show_seven_columns_and_the_rest_in_a_details_row(shell):
     res, _ = run(shell, "%%tile --view html --show timings\n" + ADD + "add(z.partition(256), x, y)")
     assert res.success, res.error_in_exec
@@ -166,6 +168,7 @@ def test_the_explorer_wraps_and_scales_its_figures():
 
 # ------------------------------------------------------------------ 8: races
 
+@pytest.mark.toolchain
 def test_a_race_shows_the_tabs_with_a_race_tab_and_names_cells(shell):
     res, _ = run(shell, RACY)
     assert res.success, res.error_in_exec
@@ -212,6 +215,7 @@ def test_magic_help_is_plain_text():
     assert "``" not in doc and "::" not in doc
 
 
+@pytest.mark.toolchain
 def test_resources_say_each_fact_once(shell):
     res, _ = run(shell, "%%tile --view html --show resources\n" + ADD + "add(z.partition(256), x, y)")
     assert res.success, res.error_in_exec
@@ -222,6 +226,7 @@ def test_resources_say_each_fact_once(shell):
     assert "blocks/SM that fit:" in page and page.count("min blocks/SM") <= 1
 
 
+@pytest.mark.toolchain
 def test_two_specializations_share_one_view_with_a_picker(shell):
     cell = ADD + "for t in (256, 1024):\n    add(z.partition(t), x, y)\n"
     res, _ = run(shell, "%%tile --view html --bench --show tileir,lowered\n" + cell)
@@ -234,6 +239,7 @@ def test_two_specializations_share_one_view_with_a_picker(shell):
     assert "tiles 256" in ir and "tiles 1024" in ir
 
 
+@pytest.mark.toolchain
 def test_astype_is_attributed_to_the_users_line(shell):
     res, _ = run(shell, '''%%tile --view html --show tileir
 import tilelab as tl

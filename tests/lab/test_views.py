@@ -70,6 +70,7 @@ class Page(HTMLParser):
             self.styles.append(data)
 
 
+@pytest.mark.toolchain
 def test_static_html_tabs_are_radio_buttons_with_one_panel_each(kernel_report):
     report = CellReport(cell_name="In[7]", views=VIEWS, kernels=[kernel_report])
     view = TileView(build_panels(report), report.summary_line(), ["a note"])
@@ -222,6 +223,7 @@ def test_annotate_tileir_falls_back_to_plain_text_without_the_disassembler(monke
                                     "cell.run", "report.options", "views.panels", "views.tabs",
                                     "report.cell_report", "figures.images", "cell.save",
                                     "report.measure", "cell.collect", "cell.shell", "magic"])
+@pytest.mark.toolchain
 def test_doctests(module):
     mod = importlib.import_module(f"tilelab.lab.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)

@@ -345,6 +345,7 @@ def run_module(tmp_path: Path, cache: Path, factor: str = "2.0") -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.subprocess
 def test_record_reused_by_a_new_process_and_refused_after_source_change(tmp_path,
                                                                         private_cache):
     first = run_module(tmp_path, private_cache)
@@ -449,6 +450,7 @@ def test_corrupt_record_is_ignored_and_rewritten(private_cache, garbage):
     assert json.loads(path.read_text())["best"] == {"b": 2}   # rewritten whole
 
 
+@pytest.mark.subprocess
 def test_concurrent_writers_leave_one_whole_record(tmp_path):
     db = TuningDB(tmp_path / "db")
     key = RecordKey("m.f", "s", "sm_90", "[]", "13.4.92", "1.7.0", "c")

@@ -1,5 +1,9 @@
 
 
+import pytest
+
+
+@pytest.mark.toolchain
 def test_l2_flush_kernel_reads_every_row_it_owns():
     """The read-only L2 flush kernel (tl.bench on the GPU) sums each block's rows."""
     import numpy as np
