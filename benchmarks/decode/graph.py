@@ -120,7 +120,7 @@ def run(models: tuple[str, ...], *, splits: tuple[int | None, ...] = (None,),
 
     Example::
 
-        run(("4b",), splits=(None, 0, 4), table="benchmarks/results/decode_h200.json")
+        run(("4b",), splits=(None, 0, 4), table="benchmarks/results/decode_h200_2026-12-05.json")
     """
     import tilelab as tl
 

@@ -34,7 +34,8 @@ import numpy as np
 
 #: element-wise tiles (rows per block, K per step, blocks-per-SM hint), the ones that
 #: won or came within 10% on some Qwen3 projection when every tile of at most 32K
-#: elements was timed alone on the H200 (decode_gemv_tuning_h200_2026-12-02.json), and
+#: elements was timed alone on the H200
+#: (claims/decode-gemv-tiles/decode_gemv_tuning_h200_2026-12-02.json), and
 #: 8 rows of 1024 at three blocks per SM: on an H100, in the replayed Qwen3-4B step, the
 #: fastest for the narrow o and down projections (N = 2560: 320 blocks) by 10-12% over
 #: 16 rows of 1024 at two (7.4 vs 8.2 and 17.7 vs 20.0 us; at four blocks per SM it

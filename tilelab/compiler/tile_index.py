@@ -32,7 +32,7 @@ def grouped_tile_index(pid, num_m, num_n, group_m):
         # row-major order; group_m is a compile-time constant, so this branch is folded
         # and a block spends two divisions, not four, before its first load (RoPE of
         # 131072 tokens, the 1-D grid past CUDA's 65535 grid rows: 3.63 -> 3.93 TB/s,
-        # benchmarks/results/ceilings_rope_h200_2026-11-30.json and b)
+        # benchmarks/results/claims/rope-tiles-h200/ceilings_rope_h200_2026-11-30[b].json)
         return pid // num_n, pid % num_n
     width = group_m * num_n
     group_id = pid // width

@@ -38,8 +38,8 @@ __all__ = [
 ]
 
 #: Default tile of the element-wise kernels: 1024 elements. Measured on the H200 at
-#: 2^28 elements (benchmarks/results/sweep_h200_*.json): bf16 add runs at torch's speed
-#: with 1024 (371 vs 369 us) but 1.54x slower with 4096; float32 is flat from 512 to 4096.
+#: 2^28 elements (benchmarks/results/claims/tile-sweeps-h200/sweep_h200_*.json): bf16 add
+#: at torch's speed with 1024 (371 vs 369 us), 1.54x slower with 4096; fp32 flat 512-4096.
 ELEMENTWISE_TILE = 1024
 
 # ---- op codes (compile-time constants of the kernels) ------------------------------

@@ -277,9 +277,9 @@ def _norm_call(fn: str, x: Any, weight: Any, bias: Any, residual: Any, eps: floa
     if (g and rms and rt is None and block_m is None and block_n is None
             and xv.is_contiguous and yv.is_contiguous and wt.is_contiguous):
         # RMSNorm of 16-bit rows of 16384/32768 in one pass, as G sub-rows of 128: on the
-        # H200 (looped_hints_h200_2026-11-30d.json) 1.3x the looped form (4096 x 16384
-        # bf16 93.2 -> 71.9 us, torch 109.5; 2048 x 32768 103.7 -> 80.7, torch 108.1).
-        # Layer norm was slower so (123 vs 105 us at 16384), and the fused add untimed.
+        # H200 (claims/row-kernels-h200/looped_hints_h200_2026-11-30d.json) 1.3x the looped
+        # form (4096 x 16384 bf16 93.2 -> 71.9 us, torch 109.5; 2048 x 32768 103.7 -> 80.7,
+        # torch 108.1). Layer norm was slower so (123 vs 105 us at 16384); fused add untimed.
         wd = n // g
         kernel = row_kernel(rms_split_kernel, "norm_16k" if n <= 16384 else "norm_32k",
                             device)

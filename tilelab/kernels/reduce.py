@@ -6,9 +6,9 @@ float32 in registers: any row length works with one read of the input. Padding i
 identity of the reduction (0 for sums, -inf for max, +inf for min). (Infinite padding
 makes the loads plain loads rather than TMA; zero-padded TMA loads, where the rows fill
 their tiles, were slower here: row_max of 16384 x 8192 bf16 255 us against 193 on the
-H200, benchmarks/results/variant_probe_h200_2026-11-30d.json.) The kernels compile with
-an occupancy hint of 8 (``ROW_HINTS["reduce"]``): without it the loop became one
-255-register block per SM, 3-4x slower. Max, min and argmax
+H200, benchmarks/results/claims/row-kernels-h200/variant_probe_h200_2026-11-30d.json.)
+The kernels compile with an occupancy hint of 8 (``ROW_HINTS["reduce"]``): without it
+the loop became one 255-register block per SM, 3-4x slower. Max, min and argmax
 propagate NaN as torch does (a row with a NaN has max NaN, and argmax the index of its
 first NaN).
 """

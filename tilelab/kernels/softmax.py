@@ -7,8 +7,8 @@
 * **Split** (by default when one row fills a tile, rows of 4096-8192, and bf16/fp16
   rows of 16384 or 32768): the row is viewed as G sub-rows of n/G, so the max and the
   sum reduce within each sub-row and then over G partial results; still one read and one
-  write (4% faster at 8192 on the H200, ``benchmarks/results/variant_probe_h200_*.json``;
-  1.5-1.6x the online form at 16384-32768, ``looped_hints_h200_2026-11-30c.json``).
+  write (4% faster at 8192 on the H200, 1.5-1.6x the online form at 16384-32768:
+  ``benchmarks/results/claims/row-kernels-h200/``: variant_probe_*c/d, looped_hints_*c).
 * **Online** (rows longer than the tile): each block owns a row tile and walks its
   column tiles. It first streams the row once keeping a running max ``m`` and a running
   sum ``s`` of ``exp(x - m)`` (rescaled by ``exp(m_old - m_new)`` when the max grows),
@@ -41,9 +41,9 @@ SPLIT_MIN_WIDTH = 128
 #: the hints (``ROW_HINTS`` entry) of a one-pass tile by its element count: a row of
 #: 16384 compiles without spills at occupancy 2 (128 registers), one of 32768 at
 #: occupancy 1 with 8 worker warps (384 threads, 168 registers). On the H200 (bf16,
-#: benchmarks/results/looped_hints_h200_2026-11-30c.json): 4096 x 16384 in 79.1 us
-#: against 129.4 for the online form and torch's 127.8; 2048 x 32768 in 98.8 against
-#: 145.6 and 126.8.
+#: benchmarks/results/claims/row-kernels-h200/looped_hints_h200_2026-11-30c.json): 4096 x
+#: 16384 in 79.1 us against 129.4 for the online form and torch's 127.8; 2048 x 32768 in
+#: 98.8 against 145.6 and 126.8.
 SPLIT_HINTS = ((8192, "softmax"), (16384, "softmax_16k"), (32768, "softmax_32k"))
 
 

@@ -113,17 +113,18 @@ def row_tiles(rows: int, n: int, block_m: int | None, block_n: int | None,
 #: SM and only one row's loads are in flight there; an occupancy hint of 4 caps the
 #: registers at 64 (no spills) and lets four rows stream at once (softmax 3.4x, RMSNorm
 #: 3.8x faster on the H200). RoPE's one-token tiles (one tensor) take occupancy 8:
-#: 3.40 -> 3.89 TB/s (benchmarks/results/rope_hints_h200_2026-11-30.json); its q+k
+#: 3.40 -> 3.89 TB/s
+#: (benchmarks/results/claims/rope-tiles-h200/rope_hints_h200_2026-11-30.json); its q+k
 #: kernels keep none (occupancy 8 spills there, the rest was not timed).
 #: The looped kernels (row reductions and argmax, the online softmax and the norms of
 #: long rows) had no hint, and tileiras pipelines their loops into 256-thread blocks of
 #: 255 registers: one block per SM. Occupancy 8 caps them at 32-64 registers; on the H200
-#: (benchmarks/results/looped_hints_h200_2026-11-30b.json) row_sum of 16384 x 8192 bf16
-#: went 234 -> 65 us (4.1 TB/s; torch.sum 102), row_max 189 -> 64, row_argmax 249 -> 112,
-#: the online softmax of 2048 x 65536 600 -> 292 and its RMSNorm 310 -> 203. Where
-#: occupancy 8 spills (the online softmax of float32 rows, 168 bytes; layer norm with
-#: its bias, 48) occupancy 4 was faster: float32 softmax 686 -> 273 us (8: 304), layer
-#: norm 428 -> 219 (8: 240). The bf16 online softmax spills 64 bytes at 8 and is still
+#: (benchmarks/results/claims/row-kernels-h200/looped_hints_h200_2026-11-30b.json) row_sum
+#: of 16384 x 8192 bf16 went 234 -> 65 us (4.1 TB/s; torch.sum 102), row_max 189 -> 64,
+#: row_argmax 249 -> 112, the online softmax of 2048 x 65536 600 -> 292 and its RMSNorm 310
+#: -> 203. Where occupancy 8 spills (the online softmax of float32 rows, 168 bytes; layer
+#: norm with its bias, 48) occupancy 4 was faster: float32 softmax 686 -> 273 us (8: 304),
+#: layer norm 428 -> 219 (8: 240). The bf16 online softmax spills 64 bytes at 8 and is still
 #: fastest there. The benchmarks may change these entries (then call
 #: ``tilelab.kernels.clear_caches()``).
 ROW_HINTS: dict[str, dict[str, int]] = {"softmax": {"occupancy": 4},
@@ -141,8 +142,9 @@ ROW_HINTS: dict[str, dict[str, int]] = {"softmax": {"occupancy": 4},
                                         "layer_norm_looped": {"occupancy": 4}}
 #: hints measured faster on one architecture only (arch -> op -> hints). Softmax's
 #: ``exp`` kernel took 8 worker warps on sm_90 (5% faster); its ``exp2`` kernels are
-#: faster without (140 vs 145 us at 16384 x 8192, variant_probe_h200_*.json), so none is
-#: set today; the benchmarks may set some.
+#: faster without (140 vs 145 us at 16384 x 8192,
+#: claims/row-kernels-h200/variant_probe_h200_*.json), so none is set today; the benchmarks
+#: may set some.
 ROW_HINTS_BY_ARCH: dict[str, dict[str, dict[str, int]]] = {}
 
 

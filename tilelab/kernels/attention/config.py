@@ -130,7 +130,7 @@ class DecodeConfig:
 def default_attention_config(head_dim: int, causal: bool = False,
                              kv_len: int | None = None) -> AttentionConfig:
     """Hopper defaults (no register spills on sm_90), from sweeps on the H200
-    (benchmarks/results/sweep*_h200_*.json):
+    (benchmarks/results/claims/tile-sweeps-h200/sweep*_h200_*.json):
 
     * head_dim <= 64: 128 query rows and 128 keys per step;
     * larger heads: 64 query rows, 128 keys per step and two blocks per SM (the
@@ -138,13 +138,14 @@ def default_attention_config(head_dim: int, causal: bool = False,
     * from 4096 keys (``kv_len``): 128 query rows, 256 keys per step and 8 worker warps,
       which tileiras turns into a warp-specialized kernel (a producer warpgroup and two
       consumers): 4% faster at 4K keys, 1% at 8K; with the row sums on the tensor cores
-      (``row_sum="mma"``) another 6-8% at 4K-16K (variant_probe_h200_2026-11-30g.json);
+      (``row_sum="mma"``) another 6-8% at 4K-16K
+      (claims/attention-forms-h200/variant_probe_h200_2026-11-30g.json);
       without a causal mask also persistent (one block per SM looping over query tiles),
       which saves each tile part of a block's start-up: 1-8.5% faster at 4K keys and
-      2-4.5% at 8K (variant_probe_h200_2026-11-30h.json and i); with a causal mask the
-      warp-specialized kernel only from 8192 keys (at 4096 the 64x128 tiles are 5%
-      faster, run i), and not persistent (the static tile order balances causal tiles
-      worse: 4% slower at 8K).
+      2-4.5% at 8K (claims/attention-forms-h200/variant_probe_h200_2026-11-30h.json and i);
+      with a causal mask the warp-specialized kernel only from 8192 keys (at 4096 the 64x128
+      tiles are 5% faster, run i), and not persistent (the static tile order balances causal
+      tiles worse: 4% slower at 8K).
 
     Example:
         >>> default_attention_config(128).bm, default_attention_config(128).bn

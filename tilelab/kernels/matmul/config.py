@@ -154,7 +154,8 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
 
     Large problems use 128x128 tiles (tk 64 for 16-bit inputs, 128 for fp8, 32 for
     tf32) in the persistent schedule, the fastest on the H200 for every square from
-    2048 and every Qwen3-8B projection at M >= 2048 (benchmarks/results/sweep_h200_*);
+    2048 and every Qwen3-8B projection at M >= 2048
+    (benchmarks/results/claims/tile-sweeps-h200/sweep_h200_*);
     16-bit problems of at least :data:`BIG_TILES` such tiles with K >= :data:`BIG_K`
     use warp-specialized 128x256 tiles instead (power-capped, they keep pace with
     cuBLAS back to back where 128x128 tiles fall behind); with fewer 128x128 tiles
@@ -183,7 +184,8 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
         return _weight_rows_config(n, name, num_sms)
     # Skinny problems read B once and are bound by memory: on the H200 one launch with
     # no split-K was fastest for every Qwen3-8B projection at M = 1 and 16, with wide
-    # tiles only when they still give half the SMs a block (sweep_h200_*.json).
+    # tiles only when they still give half the SMs a block
+    # (claims/tile-sweeps-h200/sweep_h200_*.json).
     wide = n // 128 >= num_sms // 2
     narrow = -(-n // 64) < num_sms // 4   # 64-wide panels leave most SMs idle (k/v)
     if m == 1:
@@ -198,8 +200,8 @@ def default_config(m: int, n: int, k: int, dtype: Any = "bfloat16", *,
 def _weight_rows_config(n: int, name: str, num_sms: int) -> MatmulConfig:
     """M = 1 with B the .T view of an (N, K) weight: stream whole weight rows."""
     # 16 weight rows of 512 per step, two blocks per SM: the fastest of 24 configs
-    # on the H200 for q/o, gate/up and down (sweep3_h200_*.json); 4 rows when 16
-    # would leave SMs without a block (k/v, N = 1024)
+    # on the H200 for q/o, gate/up and down (claims/tile-sweeps-h200/sweep3_h200_*.json); 4
+    # rows when 16 would leave SMs without a block (k/v, N = 1024)
     tk = {"float32": 256}.get(name, 1024 if name in FP8 else 512)
     tn = 16 if n // 16 >= num_sms else 4
     return MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv", occupancy=2)
@@ -210,10 +212,11 @@ def _vector_config(n: int, k: int, name: str, num_sms: int, wide: bool,
     """M = 1 with a K-major B: the GEMV kernel, or the swapped M <= 16 tiles."""
     if narrow and name in ("bfloat16", "float16"):
         # 16-column panels with 1024-deep K steps: 64 blocks for k/v (N = 1024),
-        # 9.1 us against 11.4 for one-launch split-K and cuBLAS's 9.5 (sweep10_h200_*)
+        # 9.1 us against 11.4 for one-launch split-K and cuBLAS's 9.5
+        # (claims/tile-sweeps-h200/sweep10_h200_*)
         return MatmulConfig(tm=1, tn=16, tk=1024, schedule="gemv")
     if narrow and name not in FP8:
-        # fp32: slices of K summed in one launch (sweep6-8_h200_*)
+        # fp32: slices of K summed in one launch (claims/tile-sweeps-h200/sweep6-8_h200_*)
         tiles, k_tiles = -(-n // 128), -(-k // 128)
         split = max(1, min(num_sms // tiles, k_tiles // 2, 64))
         if split > 1:
@@ -222,7 +225,8 @@ def _vector_config(n: int, k: int, name: str, num_sms: int, wide: bool,
     if not wide and name in ("bfloat16", "float16"):
         # the M <= 16 swapped tiles below, A's one row zero-padded to 16: q/o and
         # down (N = 4096) in 13.5 and 29.8 us against 14.5 and 31.6 for the GEMV and
-        # cuBLAS's 15.0 and 30.7 (sweep17_h200_*); gate/up keeps the GEMV (28.5 us)
+        # cuBLAS's 15.0 and 30.7 (claims/tile-sweeps-h200/sweep17_h200_*); gate/up keeps the
+        # GEMV (28.5 us)
         return _swapped_decode_tiles(k)
     tn, tk = (128, 64) if wide else (64, 128)
     return MatmulConfig(tm=1, tn=tn, tk=tk * (2 if name in FP8 else 1), schedule="gemv")
@@ -234,14 +238,14 @@ def _skinny_config(m: int, k: int, name: str, wide: bool,
     if m <= 16 and name in ("bfloat16", "float16"):
         # B^T A^T: 64 weight columns fill the MMA's 64 rows, the <= 16 tokens its 16
         # columns, 512 deep: the fastest of 11 swapped and split configs at M = 16 for
-        # q/o, k/v and down, within 0.1% for gate/up (sweep16_h200_*): k/v 9.4 us against
-        # 11.4-12.1 for the unswapped tiles (cuBLAS 9.3-9.9), q/o 13.2 against 14.2, down
-        # 28.4 against 29.9
+        # q/o, k/v and down, within 0.1% for gate/up
+        # (claims/tile-sweeps-h200/sweep16_h200_*): k/v 9.4 us against 11.4-12.1 for the
+        # unswapped tiles (cuBLAS 9.3-9.9), q/o 13.2 against 14.2, down 28.4 against 29.9
         return _swapped_decode_tiles(k)
     if narrow and name in ("bfloat16", "float16"):
         # so few 64-wide columns that most SMs idle (k/v, N = 1024: 16-32 tiles): narrow,
         # deep tiles (A padded to 64 rows below M = 64): at M = 128 10.7-11.1 us against
-        # 13.4 for 64x64x64 (cuBLAS 10.6-10.8; sweep10-11_h200_*)
+        # 13.4 for 64x64x64 (cuBLAS 10.6-10.8; claims/tile-sweeps-h200/sweep10-11_h200_*)
         return MatmulConfig(tm=64, tn=32, tk=256)
     if m <= 16:
         tn, tk = (128, 128) if wide else (32, 256)
@@ -265,7 +269,8 @@ def _tiled_config(m: int, n: int, k: int, name: str, num_sms: int) -> MatmulConf
         return MatmulConfig(tm=64, tn=64, tk=tk)      # more blocks for a skinny problem
     if tiles < num_sms // 2:
         # a small problem (1024^2: 64 tiles of 128x128): 64x128 tiles give every SM a
-        # block, 8.1-8.4 vs 11.6 us at 1024^3 (torch 8.6-9.2; sweep8_h200_*)
+        # block, 8.1-8.4 vs 11.6 us at 1024^3 (torch 8.6-9.2;
+        # claims/tile-sweeps-h200/sweep8_h200_*)
         return MatmulConfig(tm=64, tn=128, tk=tk)
     if tiles >= BIG_TILES and k >= BIG_K and name in ("bfloat16", "float16"):
         # Big GEMMs run power-capped (an H100 under a loop of them clocks at 1.25-1.45
@@ -335,9 +340,9 @@ def _weight_rows_space(base: MatmulConfig) -> list[MatmulConfig]:
 
 
 def _skinny_space(m: int, n: int, k: int, base: MatmulConfig) -> list[MatmulConfig]:
-    """M <= 16: narrow deep tiles (sweep10-11_h200_*: the k/v projection), swapped and
-    unswapped 16-row tiles, then split-K variants of the default (of the GEMV at M = 1,
-    swapped or not) in both split modes."""
+    """M <= 16: narrow deep tiles (claims/tile-sweeps-h200/sweep10-11_h200_*: the k/v
+    projection), swapped and unswapped 16-row tiles, then split-K variants of the default
+    (of the GEMV at M = 1, swapped or not) in both split modes."""
     if m == 1:
         found = [MatmulConfig(tm=1, tn=tn, tk=tk, schedule="gemv")
                  for tn, tk in ((16, 512), (16, 1024), (32, 256), (64, 128), (64, 256),

@@ -64,8 +64,8 @@ def _mainloop(a, b, m, n, k_begin, k_end, TM, TN, TK, TRANS_B, LAT, FAST_ACC, SW
     SWAP accumulates the transposed tile B^T A^T, (TN, TM), and transposes it once at
     the end: with M <= 16 the weight's columns then fill the MMA's 64 rows instead of
     zero padding (the k/v projection at M = 16: 9.5 against 12.1 us on the H200,
-    benchmarks/results/skinny_probe_h200_2026-11-30c.json). The small A^T tile is read
-    without the latency hint.
+    benchmarks/results/claims/tile-sweeps-h200/skinny_probe_h200_2026-11-30c.json). The
+    small A^T tile is read without the latency hint.
     """
     if SWAP:
         acc_t = ct.full((TN, TM), 0, dtype=ct.float32)
