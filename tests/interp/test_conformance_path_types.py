@@ -102,3 +102,52 @@ def test_what_has_one_type_on_every_path_runs():
     x = np.zeros(64, np.float32)
     interpret(kernel, x, True, 64, 1, grid=(1,))
     assert (x == 4.0).all()
+
+
+def test_an_if_expression_on_a_run_time_condition_with_two_types():
+    @ct.kernel
+    def k(x, condition0: bool, tile: ct.Constant[int]):
+        i = ct.bid(0)
+        xi = ct.load(x, index=(i,), shape=(tile,))
+        xi = condition0 if condition0 else xi - 1
+        ct.store(x, index=(i,), tile=xi)
+
+    x = np.zeros(256, np.float32)
+    for flag in (True, False):   # (cuTile 1.7 refuses it whichever value the run has)
+        error = _refusal(k, x, flag, 128)
+        assert error.message == (
+            "Type of `condition0 if condition0 else xi - 1` depends on path taken: "
+            f"Tile[float32,(128)] (line {_line(k._pyfunc, 'xi = condition0')}) vs. "
+            f"Tile[bool_,()] (line {_line(k._pyfunc, 'xi = condition0')})")
+        assert error.location.line == _line(k._pyfunc, "xi = condition0")
+    assert not x.any()
+
+
+def test_an_if_expression_of_a_tile_or_a_constant_and_of_int_or_float():
+    @ct.kernel
+    def tile_or_constant(x, tile: ct.Constant[int]):
+        xi = ct.load(x, index=(0,), shape=(tile,))
+        v = xi if ct.bid(0) > 0 else 2.0
+        ct.store(x, (0,), v)
+
+    @ct.kernel
+    def int_or_float(x, c: bool):
+        ct.scatter(x, 0, (1 if c else 2.0) + 1)
+
+    x = np.zeros(128, np.float32)
+    assert "Tile[float32,()]" in _refusal(tile_or_constant, x, 128).message
+    assert "Tile[float32,()] (line" in _refusal(int_or_float, x, True).message
+
+
+def test_if_expressions_cutile_compiles_run():
+    @ct.kernel
+    def k(x, c: bool):
+        v = 1 if c else 2                      # one type
+        w = 1 if True else 2.0                 # a constant condition: folded
+        unused = 1 if c else 2.0               # never used: cuTile drops it
+        s = ct.bid(0) + 1.5 if c else 0.0      # float32 scalars on both sides
+        ct.scatter(x, 0, v + w + s)
+
+    x = np.zeros(1, np.float32)
+    interpret(k, x, True, grid=(1,))
+    assert x.tolist() == [3.5]

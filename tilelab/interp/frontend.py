@@ -36,6 +36,7 @@ from tilelab.interp import _cutile
 from tilelab.interp.context import call_locations, function_source, location_at
 from tilelab.interp.path_types import path_refusal
 from tilelab.interp.static_rules import static_refusal
+from tilelab.interp.tuple_rules import tuple_refusal
 
 __all__ = ["front_end_error", "front_end_checked"]
 
@@ -125,8 +126,9 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
                       ) -> Callable[..., Any]:
     """``run`` (``fn`` rebuilt for the interpreter) made to raise cuTile's front-end
     refusal of ``fn`` (and a broken ``static_eval`` rule, see
-    :mod:`tilelab.interp.static_rules`, or a type that depends on the path taken, see
-    :mod:`tilelab.interp.path_types`) at its first call, before any of it runs; when a
+    :mod:`tilelab.interp.static_rules`, a type that depends on the path taken, see
+    :mod:`tilelab.interp.path_types`, or a tuple operation cuTile does not compile, see
+    :mod:`tilelab.interp.tuple_rules`) at its first call, before any of it runs; when a
     helper is refused, the message says from where it was called."""
     checked_ok = False
 
@@ -136,7 +138,7 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
         if not checked_ok:
             bound = _bound(fn, args, kwargs)
             error = front_end_error(fn, entry) or static_refusal(fn, bound) or \
-                path_refusal(fn, bound)
+                path_refusal(fn, bound) or tuple_refusal(fn, bound)
             if error is not None:
                 raise _at_call(error, call_locations(sys._getframe(1)))
             checked_ok = True

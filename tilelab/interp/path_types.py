@@ -12,7 +12,11 @@ of one array with constant tile shapes (``x.tiled_view(TILE_A)``); a value whose
 needs the run is not compared (the check refuses only what cuTile surely refuses). An
 ``if`` is run-time when its condition calls a cuTile op or reads a run-time argument
 (or a local computed from one); an ``if`` on constants is folded by cuTile and by the
-interpreter alike.
+interpreter alike. The same holds for an ``a if cond else b`` expression whose value is
+used, on a run-time ``cond``: its two sides must have one type (``condition0 if
+condition0 else xi - 1`` mixes ``Tile[bool_,()]`` and ``Tile[float32,(128)]``), with the
+types :class:`~tilelab.interp.static_types.Scope` reads (arguments, literals, cuTile ops
+with constant shapes and the element-wise ops of those).
 
 Example:
     >>> import cuda.tile as ct
@@ -35,6 +39,7 @@ from typing import Any, Mapping
 from tilelab.errors import CompileError
 from tilelab.interp import _cutile
 from tilelab.interp.context import function_source, location_at
+from tilelab.interp.static_types import Scope
 
 __all__ = ["path_refusal"]
 
@@ -66,7 +71,49 @@ def path_refusal(fn: types.FunctionType, args: Mapping[str, Any]) -> CompileErro
             error = _mismatch("return value", then_ret[0], other_ret[0], env, line0)
             if error is not None:
                 return _located(error, other_ret[0], fn, line0, indent)
+    return _if_expression_refusal(fn, args, line0, indent)
+
+
+def _if_expression_refusal(fn: types.FunctionType, args: Mapping[str, Any], line0: int,
+                           indent: int) -> CompileError | None:
+    """``a if cond else b`` on a run-time ``cond`` whose value is used, with sides of
+    surely different types (cuTile: "Type of `$57` depends on path taken: ...", naming
+    its temporary; here the expression's source)."""
+    scope = Scope.of(fn, args)
+    if scope is None:
+        return None
+    body = scope.nodes
+    parents = {id(child): node for node in body for child in ast.iter_child_nodes(node)}
+    for node in body:
+        if not isinstance(node, ast.IfExp) or not scope.surely_runtime(node.test) or \
+                not _value_used(node, parents, body):
+            continue
+        then, other = scope.type_of(node.body), scope.type_of(node.orelse)
+        if then is None or other is None or not then.surely_differs(other):
+            continue
+        message = (f"Type of `{ast.unparse(node)}` depends on path taken: {other} (line "
+                   f"{line0 + node.orelse.lineno}) vs. {then} (line "
+                   f"{line0 + node.body.lineno})")
+        return _located(message, node.orelse, fn, line0, indent)
     return None
+
+
+def _value_used(node: ast.IfExp, parents: Mapping[int, ast.AST], body: list[ast.AST]
+                ) -> bool:
+    """Whether cuTile uses an if expression's value (it raises a path-dependent type
+    only where the value is used): not as a statement of its own, nor as the value of
+    a name never read after."""
+    parent = parents.get(id(node))
+    if parent is None or isinstance(parent, ast.Expr):
+        return False
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and \
+            isinstance(parent.targets[0], ast.Name):
+        name, end = parent.targets[0].id, parent.end_lineno or parent.lineno
+        return any(isinstance(n, ast.Name) and n.id == name and
+                   isinstance(n.ctx, ast.Load) and n.lineno > end for n in body) or \
+            any(isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and
+                n.target.id == name for n in body)
+    return not isinstance(parent, ast.Return)
 
 
 def _closure(fn: types.FunctionType) -> dict[str, Any]:
@@ -163,7 +210,7 @@ def _type_of(expr: ast.expr, env: Mapping[str, Any]) -> str | None:
     if isinstance(expr, ast.Constant):
         value = expr.value
         if isinstance(value, bool):
-            return "Tile[bool,()]"
+            return "Tile[bool_,()]"
         if isinstance(value, int):
             return "Tile[int32,()]"
         if isinstance(value, float):
