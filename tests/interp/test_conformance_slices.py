@@ -105,3 +105,29 @@ def test_an_array_reads_as_cutiles_type_inside_a_kernel():
     interpret(k, np.zeros((3, 4), np.float32), np.zeros((), np.int32), grid=(1,))
     assert seen == ["<array[float32, (?, ?)]>", "<array[float32, (?, 2)]>",
                     "<array[int32, ()]>"]
+
+
+def test_a_tile_of_an_empty_slice_is_undefined_behaviour_and_refused():
+    """An empty slice (start == stop) is a valid array, but every tile of it lies
+    entirely outside it, which cuTile documents as undefined ("If the tile lies entirely
+    outside the array, the behavior is undefined"): the interpreter refuses the load
+    with a LaunchError (a deliberate difference, listed in docs/interp.md), even where
+    a GPU happens to leave the output untouched."""
+    from tilelab.errors import LaunchError
+
+    @ct.kernel
+    def k(x, y, start: int, stop: int):
+        tile = ct.load(x.slice(0, start, stop), index=(0,), shape=(8,))
+        ct.store(y.slice(0, start, stop), index=(0,), tile=tile)
+
+    x = np.arange(16, dtype=np.int32)
+    y = np.zeros_like(x)
+    with pytest.raises(LaunchError, match=r"ct.load: the tile at element offset \(0,\) "
+                                          r"with shape \(8,\) lies entirely outside array "
+                                          r"'x' of shape \(0,\); cuTile leaves this "
+                                          r"undefined") as e:
+        interpret(k, x, y, 4, 4, grid=(1,))
+    assert not isinstance(e.value, CompileError)   # undefined behaviour, not a refusal
+    assert not y.any()
+    interpret(k, x, y, 4, 5, grid=(1,))            # one element: defined, runs
+    assert y.tolist() == [0] * 4 + [4] + [0] * 11

@@ -269,3 +269,16 @@ def static_eval_safe(func: Any) -> bool:
         return bool(is_static_eval_safe_stub(func))
     except Exception:   # noqa: BLE001 - not a stub
         return False
+
+
+def has_device_implementation(func: Any) -> bool:
+    """Whether cuTile's compiler has an implementation of the Python callable ``func``
+    (a builtin such as ``len`` or ``tuple``; ``eval`` and ``enumerate`` have none, so
+    cuTile refuses to call them in a kernel)."""
+    from cuda.tile._ir.ops import tile_impl_registry
+    try:
+        return func in tile_impl_registry.op_implementations or \
+            func in tile_impl_registry._overloaded_implementations or \
+            getattr(func, "_cutile_custom_implementation_handler", None) is not None
+    except TypeError:   # (unhashable)
+        return False

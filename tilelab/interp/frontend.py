@@ -37,6 +37,7 @@ from tilelab.interp.context import call_locations, function_source, location_at
 from tilelab.interp.path_types import path_refusal
 from tilelab.interp.static_rules import static_refusal
 from tilelab.interp.tuple_rules import tuple_refusal
+from tilelab.interp.call_rules import call_refusal
 
 __all__ = ["front_end_error", "front_end_checked"]
 
@@ -128,7 +129,8 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
     refusal of ``fn`` (and a broken ``static_eval`` rule, see
     :mod:`tilelab.interp.static_rules`, a type that depends on the path taken, see
     :mod:`tilelab.interp.path_types`, or a tuple operation cuTile does not compile, see
-    :mod:`tilelab.interp.tuple_rules`) at its first call, before any of it runs; when a
+    :mod:`tilelab.interp.tuple_rules`, or a call cuTile does not implement, see
+    :mod:`tilelab.interp.call_rules`) at its first call, before any of it runs; when a
     helper is refused, the message says from where it was called."""
     checked_ok = False
 
@@ -138,7 +140,8 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
         if not checked_ok:
             bound = _bound(fn, args, kwargs)
             error = front_end_error(fn, entry) or static_refusal(fn, bound) or \
-                path_refusal(fn, bound) or tuple_refusal(fn, bound)
+                path_refusal(fn, bound) or tuple_refusal(fn, bound) or \
+                call_refusal(fn, bound)
             if error is not None:
                 raise _at_call(error, call_locations(sys._getframe(1)))
             checked_ok = True

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from tilelab.interp import _cutile
 from tilelab.interp.context import compile_error, current, launch_error
 from tilelab.interp.dtypes import INT32, LooseFloat, LooseInt, TileDType, loose_dtype, promote
 from tilelab.interp.elementwise import const_array, maximum, minimum, operand
@@ -205,8 +206,30 @@ def static_iter(iterable) -> list:
         if i >= 1000:
             raise compile_error("Maximum number of iterations (1000) has been reached while "
                                 "unpacking the static_iter() iterable")
+        bad = _not_a_constant(item)
+        if bad is not None:   # (cuTile makes each item a constant or a symbolic value)
+            prefix = "" if bad.__module__ == "builtins" else f"{bad.__module__}."
+            raise compile_error(f"Invalid item #{i} of static_iter() iterable: Cannot create "
+                                f"constant from value of type {prefix}{bad.__qualname__}.",
+                                foreign=_cutile.exception_classes()["StaticEvalError"])
         items.append(item)
     return items
+
+
+#: Python containers cuTile cannot make a compile-time constant of
+_NOT_CONSTANTS = (list, dict, set, frozenset, bytes, bytearray, complex)
+
+
+def _not_a_constant(item: Any) -> type | None:
+    """The type in a ``static_iter`` item that cuTile cannot hold as a value (a list),
+    or None."""
+    if isinstance(item, tuple):
+        for part in item:
+            bad = _not_a_constant(part)
+            if bad is not None:
+                return bad
+        return None
+    return type(item) if isinstance(item, _NOT_CONSTANTS) else None
 
 
 def static_exception(exc, /):
@@ -287,8 +310,13 @@ class TileRange:
             raise launch_error(f"range step must be positive, got {self.step}")
 
     def constant_range(self) -> range:
-        if not self._const:
-            raise compile_error("static_iter(range(...)) needs compile-time constant bounds")
+        if not self._const:   # (cuTile's words: int() of a run-time value fails in it)
+            raise compile_error(
+                "Exception was raised inside static_iter() iterable (ValueError: Symbolic "
+                "tile has no concrete value and thus cannot be converted to an integer)",
+                hint="static_iter unrolls at compile time: its range needs constant bounds "
+                     "(ct.Constant parameters, literals); use range() for a run-time loop",
+                foreign=_cutile.exception_classes()["StaticException"])
         return range(self.start, self.stop, self.step)
 
     def __iter__(self) -> Iterator[Tile]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tilelab.interp.context import check_tile_shape, compile_error, launch_error, unsupported
-from tilelab.interp.dtypes import BOOL, INT32, TileDType, as_dtype, loose_dtype
+from tilelab.interp.dtypes import BOOL, INT32, TileDType, as_dtype, is_loose, loose_dtype
 from tilelab.interp.casts import astype, bitcast
 from tilelab.interp.elementwise import add, const_array, make, mul, operand
 from tilelab.interp.tile import Tile, values_of
@@ -365,8 +365,27 @@ def arange(size: Any, /, *, dtype: Any, start: Any = 0, step: Any = 1) -> Tile:
     return result
 
 
+def _cutile_type(value: Any) -> str:
+    """cuTile's name of a value's type in a message (``Tile[int32,(4)]``)."""
+    if isinstance(value, Tile):
+        return f"Tile[{value._dt},({','.join(map(str, value.shape))})]"
+    if isinstance(value, str):
+        return f"<string constant '{value}'>"
+    if is_loose(value):
+        return f"Tile[{loose_dtype(value)},()]"
+    return type(value).__name__
+
+
+def _is_scalar(value: Any) -> bool:
+    return (isinstance(value, Tile) and value.ndim == 0) or is_loose(value) or \
+        isinstance(value, np.generic)
+
+
 def _tuple_shape(value: Any, path: str) -> tuple[int, ...]:
     if not isinstance(value, tuple):
+        if not (isinstance(value, Tile) or is_loose(value) or isinstance(value, np.generic)):
+            raise compile_error(f"Expected scalar elements at {path}; got element of type "
+                                f"{_cutile_type(value)}")
         v, _d = operand(value, path)
         if np.ndim(v) != 0:
             raise compile_error(f"Expected scalar elements at {path}; got a tile of shape "
@@ -391,6 +410,9 @@ def astile(value: Any, /, *, dtype: Any) -> Tile:
     """A tile from a scalar or a nested tuple of scalars (lengths powers of two)."""
     dt = _numeric_dtype(dtype)
     if not isinstance(value, tuple):
+        if not _is_scalar(value):   # (a tile of shape (4,) too: astype converts those)
+            raise compile_error("Expected a scalar or (possibly nested) tuple of scalars; "
+                                f"got value of type {_cutile_type(value)}")
         return astype(value, dt)
     shape = _tuple_shape(value, "value")
     parts = [values_of(astype(v, dt)).reshape(()) for v in _flatten(value)]

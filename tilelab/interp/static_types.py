@@ -132,9 +132,10 @@ def value_type(value: Any) -> StaticType | None:
 
 def _array_text(array: Any) -> str:
     """cuTile's spelling of an array argument's type: ``Array[int32,(?):(?)]``."""
-    static = getattr(array, "_static", ())
+    from tilelab.interp.arrays import _DATA   # (past UnsupportedArray's guard: only
+    static = getattr(array, "_static", ())     # the shape is read, as cuTile reads it)
     dims = ",".join(str(n) if i < len(static) and static[i] else "?"
-                    for i, n in enumerate(array._data.shape))
+                    for i, n in enumerate(_DATA.__get__(array).shape))
     return f"Array[{array.dtype},({dims}):({','.join('?' * array.ndim)})]"
 
 
