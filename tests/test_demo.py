@@ -48,6 +48,7 @@ def test_cpu_demo_succeeds_quickly_and_keeps_the_compile_table(cpu_demo):
     assert (out / "gemm.lowered.py").exists()
 
 
+@pytest.mark.toolchain
 def test_summary_csv_has_the_four_kernels_with_correct_values(cpu_demo):
     _, out, _, _ = cpu_demo
     rows = rows_of(out)

@@ -251,6 +251,7 @@ def test_a_cache_path_that_is_a_file_warns_once_and_compiles(tmp_path, fresh_war
 @pytest.mark.parametrize("err, reason", [(30, "Read-only file system"),
                                          (28, "No space left on device"),
                                          (13, "Permission denied")])
+@pytest.mark.toolchain
 def test_a_read_only_or_full_cache_warns_once_and_compiles(tmp_path, monkeypatch,
                                                            fresh_warnings, recwarn, err,
                                                            reason):

@@ -138,6 +138,7 @@ def test_unsupported_arch():
         vector_add.compile(*TOUR["vector_add"][1], arch="sm_75")
 
 
+@pytest.mark.toolchain
 def test_arch_spellings():
     art = vector_add.compile(*TOUR["vector_add"][1], arch="9.0")
     assert art.arch == "sm_90"

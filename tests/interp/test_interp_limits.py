@@ -141,6 +141,7 @@ def big_broadcast(z: tl.Out):
     (big_load, lambda: [zp(), tl.zeros((8, 8), device=CPU)], "MARK: big-load"),
     (big_broadcast, lambda: [zp()], "MARK: big-sum"),
 ], ids=["load", "broadcast"])
+@pytest.mark.toolchain
 def test_a_2d_tile_past_the_limit(kernel, args, mark):
     """The same message; the CPU names the line. (The compiler finds the op that makes
     the tile by disassembling bytecode whose large shapes are replaced by small markers,

@@ -72,6 +72,7 @@ def test_the_tab_predicts_what_a_plain_cell_predicts_for_the_same_launch(as_run)
     assert as_run.launches[0].measurement.seconds == tab.total_s
 
 
+@pytest.mark.toolchain
 def test_launch_bound_launches_say_so_and_show_body_and_floor_apart(as_run):
     tabs = panels(as_run)
     m = as_run.launches[0].measurement

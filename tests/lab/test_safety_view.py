@@ -227,6 +227,7 @@ def test_the_validator_gives_every_memory_op_a_located_verdict(every_art):
 
 
 @needs_disasm
+@pytest.mark.toolchain
 def test_each_record_links_to_its_own_tile_ir_ops(every_art):
     recs = every_art.accesses
     assert recs == every_kind.definition.analysis.accesses

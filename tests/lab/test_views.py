@@ -90,6 +90,7 @@ def test_static_html_tabs_are_radio_buttons_with_one_panel_each(kernel_report):
     assert "mulf" in text and "ct.store(z" in text and ".target sm_90" in text
 
 
+@pytest.mark.toolchain
 def test_two_views_on_one_page_do_not_share_ids(kernel_report):
     report = CellReport(views=("tileir",), kernels=[kernel_report])
     a, b = (TileView(build_panels(report), "h").to_html() for _ in range(2))
@@ -98,6 +99,7 @@ def test_two_views_on_one_page_do_not_share_ids(kernel_report):
     assert ids_a and not ids_a & ids_b
 
 
+@pytest.mark.toolchain
 def test_css_follows_the_jupyterlab_theme(kernel_report):
     report = CellReport(views=VIEWS, kernels=[kernel_report])
     page = Page(TileView(build_panels(report), "h").to_html())
