@@ -31,3 +31,21 @@ def test_the_path_taken_keeps_its_loosely_typed_constant():
     assert out.tolist() == [5, 6, 7, 8]      # the values agree with cuTile's
     assert seen == ["int8"]                  # the dtype is the documented difference
 
+
+
+def test_a_loop_carried_constant_stays_loosely_typed():
+    """cuTile types a variable a run-time loop carries from its first value: ``t = n``
+    (n = 5) before ``for ...: t += 1`` is an int32 run-time value, so storing it into an
+    int16 array is refused ("cannot implicitly cast"). The interpreter runs the loop
+    and keeps a loosely typed constant, which int16 holds: documented in
+    docs/interp.md, "Limits"."""
+    @ct.kernel
+    def k(n: ct.Constant[int], x):
+        t = n
+        for i in range(2):
+            t += 1
+        ct.scatter(x, (), t)
+
+    x = np.zeros((), np.int16)
+    interpret(k, 5, x, grid=(1,))
+    assert int(x) == 7                       # cuTile 1.7 refuses this kernel
