@@ -198,13 +198,17 @@ def with_foreign_class(error: TilelabError, foreign: type[BaseException] | None
     ``foreign`` must be an exception class whose instances need no C-level state of
     their own beyond what ``type(error)`` has (any Python-defined exception class, or
     a builtin such as ``TypeError``); None, or a class ``error`` already is, leaves it as
-    it is. The combined class is named ``CompileError[TileTypeError]``.
+    it is. The combined class keeps the tilelab class's name, so a traceback still reads
+    ``CompileError: ...`` (what a newcomer is told to look for); ``error.foreign`` names
+    the other class.
 
     Example:
         >>> class Foreign(Exception): pass
         >>> e = with_foreign_class(CompileError("bad"), Foreign)
         >>> isinstance(e, CompileError), isinstance(e, Foreign), type(e).__name__
-        (True, True, 'CompileError[Foreign]')
+        (True, True, 'CompileError')
+        >>> e.foreign.__name__
+        'Foreign'
     """
     if foreign is None or isinstance(error, foreign):
         return error
@@ -225,11 +229,10 @@ def _combined(base: type, foreign: type) -> type:
     key = (base, foreign)
     cls = _COMBINED.get(key)
     if cls is None:
-        name = f"{base.__name__}[{foreign.__name__}]"
-        cls = type(name, (base, foreign), {"__module__": base.__module__,
-                                           "__qualname__": name,
-                                           "__str__": base.__str__,
-                                           "__reduce__": _reduce_combined})
+        cls = type(base.__name__, (base, foreign), {"__module__": base.__module__,
+                                                    "__qualname__": base.__qualname__,
+                                                    "__str__": base.__str__,
+                                                    "__reduce__": _reduce_combined})
         _COMBINED[key] = cls
     return cls
 
