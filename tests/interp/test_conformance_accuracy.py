@@ -15,9 +15,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tilelab.interp import elementwise, unary
-from tilelab.interp.dtypes import DTYPES
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops import elementwise, unary
+from tilelab.interp.values.dtypes import DTYPES
+from tilelab.interp.values.tile import Tile
 
 mpmath = pytest.importorskip("mpmath")
 

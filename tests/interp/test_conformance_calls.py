@@ -2,7 +2,7 @@
 
 cuTile compiles a call only to what its compiler implements; the interpreter, which
 runs kernel bodies as Python, refuses the others before the function runs
-(:mod:`tilelab.interp.call_rules`), with cuTile 1.7's words and class
+(:mod:`tilelab.interp.frontend.call_rules`), with cuTile 1.7's words and class
 (``UnsupportedCallError``), also on a path no block takes. Each refusal below is
 cuTile 1.7's for the same kernel compiled for sm_90.
 """

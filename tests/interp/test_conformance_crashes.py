@@ -11,7 +11,8 @@ import pytest
 
 import cuda.tile as ct
 from tilelab.errors import CompileError, LaunchError
-from tilelab.interp import atomics, interpret
+from tilelab.interp import interpret
+from tilelab.interp.ops import atomics
 
 
 @ct.kernel

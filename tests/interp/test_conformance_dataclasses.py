@@ -3,7 +3,7 @@
 cuTile creates dataclass instances in kernels only for frozen dataclasses with the
 generated ``__init__`` and plain fields; Python creates any. The interpreter hands
 kernel code a stand-in for a refused class that refuses creation with cuTile's words
-and class (:mod:`tilelab.interp.dataclass_rules`); accepted classes are untouched.
+and class (:mod:`tilelab.interp.frontend.dataclass_rules`); accepted classes are untouched.
 """
 from __future__ import annotations
 

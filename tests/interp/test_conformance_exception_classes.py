@@ -18,7 +18,7 @@ from tilelab.errors import (CompileError, LaunchError, SourceLocation, TilelabEr
                             with_foreign_class)
 from tilelab.interp import interpret
 from tilelab.interp.context import KernelNameError
-from tilelab.interp.cutile_errors import cutile_class
+from tilelab.interp.frontend.cutile_errors import cutile_class
 
 
 @ct.kernel

@@ -4,7 +4,7 @@ Python runs ``break`` inside a ``ct.static_iter`` loop, a walrus inside
 ``ct.static_eval`` or ``ct.static_iter`` used as a value; cuTile's front end refuses
 the whole kernel, whatever the run would reach. The interpreter gives each function
 it runs to cuTile's front end before the function's first call and refuses with
-cuTile's words, class and place (:mod:`tilelab.interp.frontend`).
+cuTile's words, class and place (:mod:`tilelab.interp.frontend.entry`).
 """
 from __future__ import annotations
 

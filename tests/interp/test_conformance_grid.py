@@ -48,5 +48,5 @@ def test_the_largest_24_bit_grid_is_accepted():
 def test_the_limit_is_checked_in_a_doctest():
     import doctest
 
-    from tilelab.interp import grid_rules
+    from tilelab.interp.frontend import grid_rules
     assert doctest.testmod(grid_rules).failed == 0

@@ -3,7 +3,7 @@
 cuTile types every path of a kernel: after an ``if`` on a run-time value, a variable
 used later must have one type, and so must a helper's return value. Python runs one
 side only; the interpreter reads the rule from the source before a function first runs
-(:mod:`tilelab.interp.path_types`), for the types the source shows (literals, enum
+(:mod:`tilelab.interp.frontend.path_types`), for the types the source shows (literals, enum
 members, tiled views with constant tile shapes), branches not taken included.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 cuTile turns the Python result of a static expression back into constants, and a
 constant there is a 0-d tile with the tile methods: ``ct.static_eval(t.shape)[1]``
 has ``.astype``. The interpreter returns ints and floats (also inside tuples) as
-:class:`tilelab.interp.dtypes.LooseInt`/``LooseFloat``, which are still Python numbers
+:class:`tilelab.interp.values.dtypes.LooseInt`/``LooseFloat``, which are still Python numbers
 and loosely typed (``int8_tile + n`` stays int8).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 import cuda.tile as ct
 from tilelab.interp import interpret
-from tilelab.interp.dtypes import LooseFloat, LooseInt
+from tilelab.interp.values.dtypes import LooseFloat, LooseInt
 
 
 def test_static_shape_items_have_astype():

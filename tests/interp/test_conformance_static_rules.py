@@ -4,7 +4,7 @@ cuTile evaluates a ``static_eval`` argument as Python at compile time and refuse
 of tile ops, of methods of kernel values and of functions defined in the kernel there;
 it knows ``static_eval``/``static_iter``/``static_assert`` only when called directly by
 name. The interpreter reads these rules from the source before a function first runs
-(:mod:`tilelab.interp.static_rules`).
+(:mod:`tilelab.interp.frontend.static_rules`).
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def test_method_signatures_match_cutile(cls, meth):
                                   "atomic_xor_offset"])
 def test_raw_memory_signatures_match_cutile(meth):
     from cuda.tile._stub import RawArrayMemory as Stub
-    from tilelab.interp.arrays import RawArrayMemory
+    from tilelab.interp.values.arrays import RawArrayMemory
     assert _shape(_signature(getattr(RawArrayMemory, meth))) == \
         _shape(_signature(getattr(Stub, meth)))
 
@@ -60,8 +60,9 @@ def test_every_public_name_is_implemented_or_refused_clearly():
         getattr(module, "nope")
 
 
-@pytest.mark.parametrize("mod", ["launch", "trace", "races", "tile", "dtypes", "rounding",
-                                 "misc", "context", "arrays", "foreign", "matmul", "raw"])
+@pytest.mark.parametrize("mod", ["launch", "trace", "races", "values.tile", "values.dtypes",
+                                 "values.rounding", "ops.misc", "context", "values.arrays",
+                                 "foreign", "ops.matmul", "ops.raw"])
 def test_docstring_examples(mod):
     m = importlib.import_module(f"tilelab.interp.{mod}")
     failures, _ = doctest.testmod(m, optionflags=doctest.NORMALIZE_WHITESPACE)

@@ -190,7 +190,7 @@ def test_assume_divisible_by_checks_the_promise():
 
 
 def test_ops_outside_a_kernel_say_how_to_run_them():
-    from tilelab.interp.misc import bid
+    from tilelab.interp.ops.misc import bid
     with pytest.raises(LaunchError, match="outside of a running kernel"):
         bid(0)
 

@@ -11,7 +11,7 @@ import cuda.tile as ct
 from cuda.tile._datatype import _promote_dtypes
 from tilelab.errors import CompileError
 from tilelab.interp import interpret
-from tilelab.interp.dtypes import DTYPES, as_dtype
+from tilelab.interp.values.dtypes import DTYPES, as_dtype
 
 from .harness import ALL_NP, run_tiles
 

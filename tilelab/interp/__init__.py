@@ -19,8 +19,8 @@ Example:
 from tilelab.interp.context import KernelNameError, register_location_map
 from tilelab.interp.launch import interpret
 from tilelab.interp.races import Race
-from tilelab.interp.tile import Tile
 from tilelab.interp.trace import Access, ArgInfo, BlockRecord, Trace
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["interpret", "register_location_map", "Trace", "BlockRecord", "Access", "ArgInfo",
            "Race", "Tile", "KernelNameError"]

@@ -58,7 +58,7 @@ class LaunchState:
         kernel_name: name of the kernel, for messages.
         arch: the GPU the launch stands for ('sm_90'); ``sm`` its number (90). Values of
             a dtype it does not support are refused where an op uses them
-            (:mod:`tilelab.interp.targets`).
+            (:mod:`tilelab.interp.values.targets`).
     """
 
     def __init__(self, grid: tuple[int, int, int], tracer: Any, stdout: TextIO | None,
@@ -76,7 +76,7 @@ class LaunchState:
         self.pending_output = ""
         self.blocks_run = 0
         #: True while a static_assert condition is evaluated as plain Python (see
-        #: tilelab.interp.static_python): a run-time value may not become a Python int
+        #: tilelab.interp.ops.static_python): a run-time value may not become a Python int
         self.static_python = False
 
     def count_flops(self, n: int, *, mma: bool = False) -> None:
@@ -252,7 +252,7 @@ def compile_error(message: str, hint: str | None = None,
                   foreign: type[BaseException] | None = None) -> CompileError:
     """A CompileError for what cuTile rejects when it compiles, at the calling kernel line
     (``foreign``: the cuTile exception class it stands for, when the message alone does
-    not tell, see :mod:`tilelab.interp.cutile_errors`)."""
+    not tell, see :mod:`tilelab.interp.frontend.cutile_errors`)."""
     return CompileError(message, location=current_location(), hint=hint, foreign=foreign)
 
 

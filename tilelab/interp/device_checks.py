@@ -22,7 +22,7 @@ import functools
 import types
 from typing import Any, Callable
 
-from tilelab.interp.memory_args import check_hints, check_index_types
+from tilelab.interp.ops.memory_args import check_hints, check_index_types
 
 __all__ = ["device_check", "with_device_check"]
 

@@ -9,7 +9,7 @@ are exact ``bool``/``int``/``float`` or numpy scalars of a cuTile dtype: a subcl
 LaunchError, so that no user type's operators run in the kernel body, and so is a string
 constant, which cuTile does not compile (see :mod:`tilelab.compiler.values` for the same
 rule of tilelab kernels). A launch stands for one GPU (``arch=``): what cuTile refuses
-for it is refused (:mod:`tilelab.interp.targets`).
+for it is refused (:mod:`tilelab.interp.values.targets`).
 Blocks then run one at a time, in grid order or in a seeded
 random order, calling the kernel function rebuilt for the interpreter (cached per function
 object, see :mod:`tilelab.interp.rebuild`).
@@ -27,21 +27,22 @@ import numpy as np
 
 from tilelab.errors import CompileError, LaunchError, TilelabError
 from tilelab.grid import normalize_grid
-from tilelab.interp import _cutile, context, misc
+from tilelab.interp import _cutile, context
 from tilelab.interp._cutile import HeterogeneousTupleNode, HomogeneousTupleNode, ct
-from tilelab.interp.arrays import ArgRoot, Array
-from tilelab.interp.dtypes import (BOOL, DTYPES, FLOAT32, FLOAT64, INT32, INT64, TileDType,
-                                   as_dtype, from_numpy)
-from tilelab.interp.dtypes import foreign as foreign_dtype
-from tilelab.interp.cutile_errors import as_cutile
 from tilelab.interp.foreign import numpy_view
-from tilelab.interp.grid_rules import check_grid
+from tilelab.interp.frontend.cutile_errors import as_cutile
+from tilelab.interp.frontend.grid_rules import check_grid
+from tilelab.interp.ops import misc
 from tilelab.interp.rebuild import rebuilt
-from tilelab.interp.rounding import convert
-from tilelab.interp.targets import resolve_arch
-from tilelab.limits import STR_CONSTANT_WHY, str_constant_hint
-from tilelab.interp.tile import Tile
 from tilelab.interp.trace import ArgInfo, Trace, Tracer
+from tilelab.interp.values.arrays import ArgRoot, Array
+from tilelab.interp.values.dtypes import (BOOL, DTYPES, FLOAT32, FLOAT64, INT32, INT64,
+                                          TileDType, as_dtype, from_numpy)
+from tilelab.interp.values.dtypes import foreign as foreign_dtype
+from tilelab.interp.values.rounding import convert
+from tilelab.interp.values.targets import resolve_arch
+from tilelab.interp.values.tile import Tile
+from tilelab.limits import STR_CONSTANT_WHY, str_constant_hint
 
 __all__ = ["interpret"]
 
@@ -357,7 +358,7 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
             each line is prefixed with the block index.
         arch: the GPU the run stands for (``"sm_100"``; default ``TILELAB_ARCH``, else
             sm_90): what cuTile refuses for it is refused here, e.g. a float4 value
-            before sm_100 (:mod:`tilelab.interp.targets`).
+            before sm_100 (:mod:`tilelab.interp.values.targets`).
 
     Returns:
         A :class:`~tilelab.interp.trace.Trace`.
@@ -371,7 +372,7 @@ def interpret(kernel: Any, *args: Any, grid: int | Sequence[int], order: str = "
             behaviour such as a tile entirely outside its array.
         A refusal cuTile makes too is also an instance of cuTile's class for it
         (``TileTypeError``, ``TileSyntaxError``...; a bad argument is a ``TypeError``):
-        see :mod:`tilelab.interp.cutile_errors`.
+        see :mod:`tilelab.interp.frontend.cutile_errors`.
         Errors raised while blocks run carry the partial trace in ``error.trace``.
 
     Example:

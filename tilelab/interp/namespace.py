@@ -12,21 +12,21 @@ import types
 from typing import Any, Callable
 
 import cuda.tile as real_ct
-from tilelab.interp import atomics as at
 from tilelab.interp import body_rules
-from tilelab.interp import casts
-from tilelab.interp import elements as el
-from tilelab.interp import elementwise as ew
-from tilelab.interp import matmul as mm
-from tilelab.interp import memory as mem
-from tilelab.interp import misc
-from tilelab.interp import reductions as red
-from tilelab.interp import shapes as sh
-from tilelab.interp import unary as un
-from tilelab.interp.arrays import Array, RawArrayMemory, Slice, TiledView
 from tilelab.interp.context import compile_error, unsupported
-from tilelab.interp.dtypes import DTYPES, TileDType
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops import atomics as at
+from tilelab.interp.ops import casts
+from tilelab.interp.ops import elements as el
+from tilelab.interp.ops import elementwise as ew
+from tilelab.interp.ops import matmul as mm
+from tilelab.interp.ops import memory as mem
+from tilelab.interp.ops import misc
+from tilelab.interp.ops import reductions as red
+from tilelab.interp.ops import shapes as sh
+from tilelab.interp.ops import unary as un
+from tilelab.interp.values.arrays import Array, RawArrayMemory, Slice, TiledView
+from tilelab.interp.values.dtypes import DTYPES, TileDType
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["KernelModule", "module", "SUBSTITUTES", "IMPLEMENTATIONS", "UNSUPPORTED"]
 

@@ -20,41 +20,25 @@ from __future__ import annotations
 
 import builtins
 import collections
-import sys
 import threading
 import types
 import weakref
 from typing import Any, Callable
 
 import cuda.tile as real_ct
+from tilelab.interp import body_rules
 from tilelab.interp._cutile import is_tile_function_wrapper
-from tilelab.interp import body_rules, dataclass_rules
 from tilelab.interp.device_checks import device_check, with_device_check
-from tilelab.interp.frontend import front_end_checked
-from tilelab.interp.misc import BUILTINS
+from tilelab.interp.frontend import dataclass_rules
+from tilelab.interp.frontend.entry import front_end_checked
+from tilelab.interp.frontend.source_checks import refusing
+from tilelab.interp.library import is_library_module
 from tilelab.interp.namespace import IMPLEMENTATIONS, SUBSTITUTES, module as ct_module
-from tilelab.interp.source_checks import refusing
+from tilelab.interp.ops.misc import BUILTINS
 
-__all__ = ["Rebuilder", "rebuilt", "is_library_module", "CACHE_SIZE"]
+__all__ = ["Rebuilder", "rebuilt", "CACHE_SIZE"]
 
 _MISSING = object()
-
-_LIBRARY_ROOTS = frozenset({
-    "builtins", "numpy", "ml_dtypes", "cuda", "torch", "cupy", "jax", "jaxlib", "scipy",
-    "pandas", "matplotlib", "IPython", "ipykernel", "ipywidgets", "hypothesis", "pytest",
-    "_pytest", "typing_extensions", "pluggy",
-})
-
-
-def is_library_module(name: str | None) -> bool:
-    """Modules whose functions are run as they are (stdlib, numpy, cuda, the interpreter)."""
-    if not name:
-        return False
-    if name == "tilelab.interp" or name.startswith("tilelab.interp."):
-        return True
-    root = name.split(".", 1)[0]
-    return root in _LIBRARY_ROOTS or root in sys.stdlib_module_names
-
 
 _names_cache: "weakref.WeakKeyDictionary[types.CodeType, frozenset[str]]" = \
     weakref.WeakKeyDictionary()
@@ -119,7 +103,7 @@ def _torch_dtype(value: Any) -> Any:
     """The interpreter's dtype for a ``torch.dtype`` object (None otherwise)."""
     t = type(value)
     if t.__name__ == "dtype" and t.__module__ == "torch":
-        from tilelab.interp.dtypes import foreign
+        from tilelab.interp.values.dtypes import foreign
         return foreign(value)
     return None
 
@@ -249,9 +233,9 @@ class Rebuilder:
         new = types.FunctionType(fn.__code__, g, fn.__name__, defaults, cells)
         check = device_check(fn)   # (tilelab's device helpers: see interp.device_checks)
         run = new if check is None else with_device_check(new, check)
-        # (a tuple repetition, which cuTile refuses: see interp.source_checks)
+        # (a tuple repetition, which cuTile refuses: see interp.frontend.source_checks)
         run = refusing(fn, run) or run
-        # (what cuTile's front end refuses in the source: see interp.frontend)
+        # (what cuTile's front end refuses in the source: see interp.frontend.entry)
         self._functions[id(fn)] = front_end_checked(fn, run, entry)
         self._keep.append(fn)
         deps = self._deps

@@ -13,10 +13,10 @@ Where: cuTile refuses a value of such a dtype at the first operation that takes 
 operand, after dropping unused code, not where the value is made:
 ``t = x.astype(ct.float4_e2m1fn)`` compiles for sm_90 while ``t`` is never used, and
 ``z.store(t.astype(z.dtype))`` is refused at that line. The interpreter does the same: a
-tile of such a dtype is made as an :class:`~tilelab.interp.tile.UnsupportedTile`, and
+tile of such a dtype is made as an :class:`~tilelab.interp.values.tile.UnsupportedTile`, and
 the first op that reads its values raises :func:`dtype_error` at the kernel line of that
 op; an array argument of such a dtype is an
-:class:`~tilelab.interp.arrays.UnsupportedArray`, refused at the first load, store,
+:class:`~tilelab.interp.values.arrays.UnsupportedArray`, refused at the first load, store,
 ``num_tiles`` or raw access, while its ``shape``, ``strides`` and ``dtype`` stay
 readable (cuTile compiles those for every target); cuTile, and so the interpreter,
 names the kernel's parameter that took the array in as the place. Two differences are
@@ -26,7 +26,7 @@ which the interpreter refuses there; of two arrays of such a dtype, cuTile names
 first parameter, the interpreter the array an op reads first.
 
 Example:
-    >>> from tilelab.interp.dtypes import DTYPES
+    >>> from tilelab.interp.values.dtypes import DTYPES
     >>> supported(DTYPES["float4_e2m1fn"])      # outside a launch: no target, no refusal
     True
     >>> resolve_arch("10.0")
@@ -38,7 +38,7 @@ from tilelab import config
 from tilelab.errors import CompileError, LaunchError
 from tilelab.interp.context import (active, caller_locations, compile_error,
                                     parameter_location)
-from tilelab.interp.dtypes import BFLOAT16, TileDType
+from tilelab.interp.values.dtypes import BFLOAT16, TileDType
 from tilelab.limits import (ARCHS, BF16_ATOMIC_ADD_MIN_SM, DEFAULT_ARCH, arch_name,
                             atomic_add_arch_message, dtype_arch_hint, dtype_arch_message)
 

@@ -15,12 +15,13 @@ import numpy as np
 
 from tilelab.errors import CompileError
 from tilelab.interp.context import active, compile_error
-from tilelab.interp.dtypes import BOOL, INT32, TileDType, check_implicit_cast
-from tilelab.interp.elementwise import (check_rounding, float_binary, require_bool_flag,
-                                        broadcast_shape, coerce, make, operand, valid_of)
-from tilelab.interp.rounding import convert
-from tilelab.interp.shapes import constant_int, normalize_axis, to_tile
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops.elementwise import (check_rounding, float_binary,
+                                            require_bool_flag, broadcast_shape, coerce,
+                                            make, operand, valid_of)
+from tilelab.interp.ops.shapes import constant_int, normalize_axis, to_tile
+from tilelab.interp.values.dtypes import BOOL, INT32, TileDType, check_implicit_cast
+from tilelab.interp.values.rounding import convert
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["sum_", "prod", "max_", "min_", "argmax", "argmin", "reduce", "cumsum",
            "cumprod", "scan"]

@@ -2,7 +2,7 @@
 
 ``astype`` rounds float-to-float conversions to nearest even unless a ``rounding_mode``
 cuTile accepts for that pair is given, truncates and saturates float-to-int (NaN -> 0) and
-saturates float-to-fp8, all through :func:`tilelab.interp.rounding.convert`.
+saturates float-to-fp8, all through :func:`tilelab.interp.values.rounding.convert`.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import numpy as np
 from cuda.tile import RoundingMode
 from tilelab.interp import _cutile
 from tilelab.interp.context import compile_error, unsupported
-from tilelab.interp.dtypes import BOOL, TileDType, as_dtype, is_loose, loose_dtype
-from tilelab.interp.elementwise import const_array, is_const, operand
-from tilelab.interp.rounding import convert
-from tilelab.interp.tile import Tile, values_of
+from tilelab.interp.ops.elementwise import const_array, is_const, operand
+from tilelab.interp.values.dtypes import BOOL, TileDType, as_dtype, is_loose, loose_dtype
+from tilelab.interp.values.rounding import convert
+from tilelab.interp.values.tile import Tile, values_of
 
 __all__ = ["construct", "astype", "bitcast", "fold_constant", "python_value"]
 
@@ -92,7 +92,7 @@ def fold_constant(value: np.ndarray, src: TileDType, dst: TileDType) -> np.ndarr
     """A scalar constant converted as cuTile's compiler folds it: through Python's
     ``bool()``/``int()``/``float()`` (so a float constant truncates and then wraps into an
     integer dtype, where a run-time conversion saturates), then encoded in ``dst`` (see
-    :func:`tilelab.interp.elementwise.const_array`)."""
+    :func:`tilelab.interp.ops.elementwise.const_array`)."""
     py = python_value(value, src)
     target = bool if dst is BOOL else int if dst.kind in "iu" else float
     try:

@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any
 
 from tilelab.interp.context import active, user_frame
-from tilelab.interp.tile import Tile
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["static_condition_source", "reevaluate_static_argument"]
 

@@ -24,7 +24,8 @@ import ml_dtypes
 import numpy as np
 
 from cuda.tile import RoundingMode
-from tilelab.interp.dtypes import (BOOL, FLOAT32, FLOAT64, RESTRICTED, TFLOAT32, TileDType)
+from tilelab.interp.values.dtypes import (BOOL, FLOAT32, FLOAT64, RESTRICTED, TFLOAT32,
+                                          TileDType)
 
 __all__ = ["convert", "round_to_tf32_rna", "flush_subnormals", "to_float64",
            "float_max", "DIRECTED_MODES"]
@@ -171,7 +172,7 @@ def convert(values: np.ndarray, src: TileDType, dst: TileDType,
 
     Example:
         >>> import numpy as np
-        >>> from tilelab.interp.dtypes import DTYPES
+        >>> from tilelab.interp.values.dtypes import DTYPES
         >>> convert(np.array([300.7, -1e20, np.nan], np.float32), DTYPES["float32"],
         ...         DTYPES["int8"])
         array([ 127, -128,    0], dtype=int8)

@@ -3,7 +3,7 @@
 Why: several of cuTile's refusals depend on types (a run-time tuple index, a tuple
 comparison of tiles, the two sides of ``a if cond else b``), and the interpreter must
 make them on paths no block takes too, before any of the function runs
-(:mod:`tilelab.interp.tuple_rules`, :mod:`tilelab.interp.path_types`). A
+(:mod:`tilelab.interp.frontend.tuple_rules`, :mod:`tilelab.interp.frontend.path_types`). A
 :class:`Scope` reads one function's source with the values of the call's arguments and
 the function's closure and globals, and answers three questions about an expression:
 its type as far as the source shows it (:meth:`Scope.type_of`), whether its value is
@@ -109,9 +109,9 @@ def tile_type(dtype: Any, shape: tuple[int, ...] | None, constant: bool = False
 
 def value_type(value: Any) -> StaticType | None:
     """The type of a value the interpreter holds (an argument, a global)."""
-    from tilelab.interp.arrays import Array
-    from tilelab.interp.dtypes import loose_dtype
-    from tilelab.interp.tile import Tile
+    from tilelab.interp.values.arrays import Array
+    from tilelab.interp.values.dtypes import loose_dtype
+    from tilelab.interp.values.tile import Tile
 
     if isinstance(value, Tile):
         return tile_type(value.dtype, value.shape)
@@ -132,7 +132,7 @@ def value_type(value: Any) -> StaticType | None:
 
 def _array_text(array: Any) -> str:
     """cuTile's spelling of an array argument's type: ``Array[int32,(?):(?)]``."""
-    from tilelab.interp.arrays import _DATA   # (past UnsupportedArray's guard: only
+    from tilelab.interp.values.arrays import _DATA   # (past UnsupportedArray's guard: only
     static = getattr(array, "_static", ())     # the shape is read, as cuTile reads it)
     dims = ",".join(str(n) if i < len(static) and static[i] else "?"
                     for i, n in enumerate(_DATA.__get__(array).shape))
@@ -248,7 +248,7 @@ class Scope:
         return False
 
     def _name_runtime(self, use: ast.Name) -> bool:
-        from tilelab.interp.tile import Tile
+        from tilelab.interp.values.tile import Tile
 
         value = self.reaching(use)
         if value is _PARAM:
@@ -275,7 +275,7 @@ class Scope:
     # ---- types ---------------------------------------------------------------------------
     def type_of(self, expr: ast.expr) -> StaticType | None:
         """``expr``'s cuTile type as far as the source shows it, or None."""
-        from tilelab.interp.dtypes import loose_dtype
+        from tilelab.interp.values.dtypes import loose_dtype
 
         if isinstance(expr, ast.Constant):
             value = expr.value
@@ -328,7 +328,7 @@ class Scope:
         return None
 
     def _array_value(self, expr: ast.expr) -> Any:
-        from tilelab.interp.arrays import Array
+        from tilelab.interp.values.arrays import Array
 
         if isinstance(expr, ast.Name) and self._binding(expr.id) is None:
             value = self.env.get(expr.id, _MISSING)
@@ -390,7 +390,7 @@ class Scope:
     def constant(self, expr: ast.expr) -> Any:
         """The value of a constant expression made of literals, tuples and constant
         arguments or globals, or ``_MISSING``."""
-        from tilelab.interp.tile import Tile
+        from tilelab.interp.values.tile import Tile
 
         if isinstance(expr, ast.Constant):
             return expr.value
@@ -440,7 +440,7 @@ def _same_kind(a: str | None, b: str | None) -> bool:
 
 
 def _dtype_name(value: Any) -> str | None:
-    from tilelab.interp.dtypes import as_dtype
+    from tilelab.interp.values.dtypes import as_dtype
     try:
         return str(as_dtype(value))
     except Exception:   # noqa: BLE001 - not a dtype

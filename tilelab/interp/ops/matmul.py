@@ -18,10 +18,11 @@ import numpy as np
 from cuda.tile import TileTypeError
 from tilelab.interp import _cutile
 from tilelab.interp.context import active, compile_error
-from tilelab.interp.dtypes import DTYPES, FLOAT32, FLOAT64, TileDType, as_dtype, promote
-from tilelab.interp.elementwise import make, require_bool_flag
-from tilelab.interp.rounding import convert
-from tilelab.interp.shapes import to_tile
+from tilelab.interp.ops.elementwise import make, require_bool_flag
+from tilelab.interp.ops.shapes import to_tile
+from tilelab.interp.values.dtypes import (DTYPES, FLOAT32, FLOAT64, TileDType, as_dtype,
+                                          promote)
+from tilelab.interp.values.rounding import convert
 from tilelab.limits import mma_acc_message, mma_shape_message
 
 __all__ = ["mma", "matmul", "mma_scaled"]

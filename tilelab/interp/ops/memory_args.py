@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 
 from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
-from tilelab.interp.arrays import Array, TiledView, index_value
 from tilelab.interp.context import compile_error, launch_error
-from tilelab.interp.dtypes import TileDType, check_implicit_cast, loose_dtype
-from tilelab.interp.elementwise import const_array, operand
-from tilelab.interp.rounding import convert
-from tilelab.interp.shapes import constant_int_tuple, normalize_axis
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops.elementwise import const_array, operand
+from tilelab.interp.ops.shapes import constant_int_tuple, normalize_axis
+from tilelab.interp.values.arrays import Array, TiledView, index_value
+from tilelab.interp.values.dtypes import TileDType, check_implicit_cast, loose_dtype
+from tilelab.interp.values.rounding import convert
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["as_array", "check_index_types", "tile_index", "axis_order", "padding_mode_value", "as_flag",
            "check_hints", "check_memory_semantics", "padding_fill", "stored_values", "assign",

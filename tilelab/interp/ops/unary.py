@@ -17,13 +17,13 @@ from typing import Any, Callable
 import numpy as np
 
 from cuda.tile import RoundingMode
-from tilelab.interp.casts import astype
 from tilelab.interp.context import compile_error
-from tilelab.interp.dtypes import BOOL, FLOAT32, FLOAT64, INT32, RESTRICTED
-from tilelab.interp.elementwise import (check_rounding, count_flops, directed_f64, is_const,
-                                        make, operand, require_bool_flag)
-from tilelab.interp.rounding import DIRECTED_MODES, convert, flush_subnormals
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops.casts import astype
+from tilelab.interp.ops.elementwise import (check_rounding, count_flops, directed_f64,
+                                            is_const, make, operand, require_bool_flag)
+from tilelab.interp.values.dtypes import BOOL, FLOAT32, FLOAT64, INT32, RESTRICTED
+from tilelab.interp.values.rounding import DIRECTED_MODES, convert, flush_subnormals
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "sinh",
            "cosh", "tanh", "floor", "ceil", "abs_", "negative", "positive", "bitwise_not",

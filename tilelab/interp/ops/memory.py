@@ -15,17 +15,18 @@ from typing import Any
 import numpy as np
 
 from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
-from tilelab.interp.arrays import Array, TiledView
 from tilelab.interp.context import active, compile_error, launch_error
-from tilelab.interp.dtypes import INT32, check_implicit_cast
-from tilelab.interp.elementwise import const_array
-from tilelab.interp.memory_args import (as_array, as_flag, assign, axis_order, check_hints,
-                                        check_index_types, check_memory_semantics,
-                                        padding_fill, padding_mode_value, stored_values,
-                                        tile_index, view_values)
-from tilelab.interp.rounding import convert
-from tilelab.interp.shapes import constant_int, constant_shape, normalize_axis
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops.elementwise import const_array
+from tilelab.interp.ops.memory_args import (as_array, as_flag, assign, axis_order,
+                                            check_hints, check_index_types,
+                                            check_memory_semantics, padding_fill,
+                                            padding_mode_value, stored_values, tile_index,
+                                            view_values)
+from tilelab.interp.ops.shapes import constant_int, constant_shape, normalize_axis
+from tilelab.interp.values.arrays import Array, TiledView
+from tilelab.interp.values.dtypes import INT32, check_implicit_cast
+from tilelab.interp.values.rounding import convert
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["load", "store", "num_tiles", "tiled_view_load", "tiled_view_store", "clip_box",
            "box_size", "tile_origin", "padding_mode_value"]

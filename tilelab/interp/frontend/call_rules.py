@@ -34,7 +34,8 @@ from typing import Any, Mapping
 from tilelab.errors import CompileError
 from tilelab.interp import _cutile
 from tilelab.interp.context import function_source, location_at
-from tilelab.interp.static_types import MISSING, Scope
+from tilelab.interp.frontend.static_types import MISSING, Scope
+from tilelab.interp.library import is_library_module
 
 __all__ = ["call_refusal"]
 
@@ -121,8 +122,6 @@ def _plain_class(cls: type) -> bool:
     """A class cuTile does not create in a kernel: a builtin type it has no
     implementation of (``enumerate``, ``list``), or a class of the user's own code that
     is no dataclass, enum, exception or tuple."""
-    from tilelab.interp.rebuild import is_library_module
-
     if dataclasses.is_dataclass(cls) or issubclass(cls, (enum.Enum, BaseException, tuple)):
         return False
     module = getattr(cls, "__module__", None) or ""

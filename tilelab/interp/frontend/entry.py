@@ -34,10 +34,10 @@ from typing import Any, Callable
 from tilelab.errors import CompileError, SourceLocation
 from tilelab.interp import _cutile
 from tilelab.interp.context import call_locations, function_source, location_at
-from tilelab.interp.path_types import path_refusal
-from tilelab.interp.static_rules import static_refusal
-from tilelab.interp.tuple_rules import tuple_refusal
-from tilelab.interp.call_rules import call_refusal
+from tilelab.interp.frontend.call_rules import call_refusal
+from tilelab.interp.frontend.path_types import path_refusal
+from tilelab.interp.frontend.static_rules import static_refusal
+from tilelab.interp.frontend.tuple_rules import tuple_refusal
 
 __all__ = ["front_end_error", "front_end_checked"]
 
@@ -127,10 +127,10 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
                       ) -> Callable[..., Any]:
     """``run`` (``fn`` rebuilt for the interpreter) made to raise cuTile's front-end
     refusal of ``fn`` (and a broken ``static_eval`` rule, see
-    :mod:`tilelab.interp.static_rules`, a type that depends on the path taken, see
-    :mod:`tilelab.interp.path_types`, or a tuple operation cuTile does not compile, see
-    :mod:`tilelab.interp.tuple_rules`, or a call cuTile does not implement, see
-    :mod:`tilelab.interp.call_rules`) at its first call, before any of it runs; when a
+    :mod:`tilelab.interp.frontend.static_rules`, a type that depends on the path taken, see
+    :mod:`tilelab.interp.frontend.path_types`, or a tuple operation cuTile does not compile, see
+    :mod:`tilelab.interp.frontend.tuple_rules`, or a call cuTile does not implement, see
+    :mod:`tilelab.interp.frontend.call_rules`) at its first call, before any of it runs; when a
     helper is refused, the message says from where it was called."""
     checked_ok = False
 

@@ -1,6 +1,6 @@
 """Element-wise binary cuTile ops: arithmetic, bitwise, comparisons and ``where``.
 
-Typing follows cuTile exactly (see :mod:`tilelab.interp.dtypes`): two loosely typed
+Typing follows cuTile exactly (see :mod:`tilelab.interp.values.dtypes`): two loosely typed
 Python constants fold with Python semantics, anything else is promoted to a common dtype
 first (``truediv`` of integers gives float32), and the errors are the compiler's.
 
@@ -25,10 +25,11 @@ import cuda.tile as ct
 from cuda.tile import RoundingMode
 from tilelab.interp import _cutile
 from tilelab.interp.context import active, compile_error
-from tilelab.interp.dtypes import (BOOL, FLOAT32, FLOAT64, INT32, RESTRICTED, TileDType,
-                                   from_numpy, is_loose, loose_dtype, promote_operands)
-from tilelab.interp.rounding import DIRECTED_MODES, convert, flush_subnormals
-from tilelab.interp.tile import Tile
+from tilelab.interp.values.dtypes import (BOOL, FLOAT32, FLOAT64, INT32, RESTRICTED,
+                                          TileDType, from_numpy, is_loose, loose_dtype,
+                                          promote_operands)
+from tilelab.interp.values.rounding import DIRECTED_MODES, convert, flush_subnormals
+from tilelab.interp.values.tile import Tile
 
 __all__ = [
     "operand", "const_array", "coerce", "make", "is_const", "broadcast_shape", "count_flops",
@@ -106,7 +107,7 @@ def coerce(values: Any, src: TileDType | None, dst: TileDType) -> np.ndarray:
 def make(values: Any, dtype: TileDType, const: bool = False,
          valid: np.ndarray | None = None) -> Tile:
     """Wrap computed values as a tile, making sure they are an array of the storage type
-    (``valid``: the useful-lane mask, see :class:`~tilelab.interp.tile.Tile`)."""
+    (``valid``: the useful-lane mask, see :class:`~tilelab.interp.values.tile.Tile`)."""
     arr = np.asarray(values)
     if arr.dtype != dtype.storage:
         arr = arr.astype(dtype.storage)
@@ -337,7 +338,7 @@ def _arith(fn: str, x: Any, y: Any, *, rounding_mode: RoundingMode | None = None
 
 
 def add(x, y, /, *, rounding_mode=None, flush_to_zero=False):
-    """``x + y`` with broadcasting and promotion; see :mod:`tilelab.interp.elementwise`."""
+    """``x + y`` with broadcasting and promotion; see :mod:`tilelab.interp.ops.elementwise`."""
     return _arith("add", x, y, rounding_mode=rounding_mode,
                   flush_to_zero=require_bool_flag(flush_to_zero, "flush_to_zero"))
 
@@ -577,7 +578,7 @@ def where(cond, x, y, /):
 
 
 def _matmul_op(x, y):
-    from tilelab.interp.matmul import matmul
+    from tilelab.interp.ops.matmul import matmul
     return matmul(x, y)
 
 

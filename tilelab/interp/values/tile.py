@@ -17,8 +17,8 @@ import numpy as np
 
 from tilelab.interp import body_rules
 from tilelab.interp.context import active, check_tile_shape, compile_error
-from tilelab.interp.dtypes import TileDType
-from tilelab.interp.targets import dtype_error, supported
+from tilelab.interp.values.dtypes import TileDType
+from tilelab.interp.values.targets import dtype_error, supported
 from tilelab.limits import MAX_TILE_ELEMENTS
 
 __all__ = ["Tile", "UnsupportedTile", "values_of", "format_tile", "format_printf"]
@@ -32,7 +32,7 @@ class Tile:
 
     Example:
         >>> import numpy as np
-        >>> from tilelab.interp.dtypes import INT32
+        >>> from tilelab.interp.values.dtypes import INT32
         >>> t = Tile(np.arange(4, dtype=np.int32), INT32)
         >>> t.shape, t.dtype, str(t)
         ((4,), <DType 'int32'>, '[0, 1, 2, 3]')
@@ -93,31 +93,31 @@ class Tile:
     # ---- methods that mirror cuda.tile functions --------------------------------------
     def item(self) -> "Tile":
         """``reshape(())``: the single element of a one-element tile as a scalar."""
-        from tilelab.interp.shapes import reshape
+        from tilelab.interp.ops.shapes import reshape
         return reshape(self, ())
 
     def extract(self, index, shape) -> "Tile":
-        from tilelab.interp.shapes import extract
+        from tilelab.interp.ops.shapes import extract
         return extract(self, index, shape)
 
     def insert(self, index, value) -> "Tile":
-        from tilelab.interp.shapes import insert
+        from tilelab.interp.ops.shapes import insert
         return insert(self, index, value)
 
     def reshape(self, shape) -> "Tile":
-        from tilelab.interp.shapes import reshape
+        from tilelab.interp.ops.shapes import reshape
         return reshape(self, shape)
 
     def permute(self, axes) -> "Tile":
-        from tilelab.interp.shapes import permute
+        from tilelab.interp.ops.shapes import permute
         return permute(self, axes)
 
     def transpose(self, axis0=None, axis1=None) -> "Tile":
-        from tilelab.interp.shapes import transpose
+        from tilelab.interp.ops.shapes import transpose
         return transpose(self, axis0, axis1)
 
     def astype(self, dtype, *, rounding_mode=None) -> "Tile":
-        from tilelab.interp.casts import astype
+        from tilelab.interp.ops.casts import astype
         return astype(self, dtype, rounding_mode=rounding_mode)
 
     # ---- Python protocol ---------------------------------------------------------------
@@ -152,7 +152,7 @@ class Tile:
                             hint="use ct.extract or a reduction instead")
 
     def __getitem__(self, key) -> "Tile":
-        from tilelab.interp.shapes import getitem_expand
+        from tilelab.interp.ops.shapes import getitem_expand
         return getitem_expand(self, key)
 
     def __setitem__(self, key, value) -> None:
@@ -172,7 +172,7 @@ class Tile:
             return format_tile(self, "")
         return f"Tile[{self._dt}, {self.shape}]({format_tile(self, '')})"
 
-    # ---- operators (see tilelab.interp.elementwise for the typing rules) ---------------
+    # ---- operators (see tilelab.interp.ops.elementwise for the typing rules) ---------------
     def __add__(self, o): return _binop("add", self, o)
     def __radd__(self, o): return _binop("add", o, self)
     def __sub__(self, o): return _binop("sub", self, o)
@@ -209,19 +209,19 @@ class Tile:
     def __ne__(self, o): return _binop("ne", self, o)  # type: ignore[override]
 
     def __neg__(self):
-        from tilelab.interp.unary import negative
+        from tilelab.interp.ops.unary import negative
         return negative(self)
 
     def __pos__(self):
-        from tilelab.interp.unary import positive
+        from tilelab.interp.ops.unary import positive
         return positive(self)
 
     def __invert__(self):
-        from tilelab.interp.unary import invert
+        from tilelab.interp.ops.unary import invert
         return invert(self)
 
     def __abs__(self):
-        from tilelab.interp.unary import abs_
+        from tilelab.interp.ops.unary import abs_
         return abs_(self)
 
 
@@ -241,11 +241,11 @@ class UnsupportedTile(Tile):
     """A tile of a dtype that the running launch's target does not compute with (a
     float4 tile for sm_90): it may be made, passed around and asked for its shape and
     dtype, but the first op that reads its values raises cuTile's refusal at that op's
-    kernel line, as compiling for the target does (see :mod:`tilelab.interp.targets`).
+    kernel line, as compiling for the target does (see :mod:`tilelab.interp.values.targets`).
 
     Example:
         >>> import numpy as np
-        >>> from tilelab.interp.dtypes import DTYPES
+        >>> from tilelab.interp.values.dtypes import DTYPES
         >>> t = Tile(np.zeros(4, np.float32), DTYPES["float32"])
         >>> type(t).__name__     # (outside a launch every dtype is supported)
         'Tile'
@@ -282,7 +282,7 @@ _TILE_LIKE = (Tile, int, float, bool, np.generic)
 def _binop(name: str, x: Any, y: Any) -> Any:
     if not isinstance(x, _TILE_LIKE) or not isinstance(y, _TILE_LIKE):
         return NotImplemented
-    from tilelab.interp.elementwise import OPERATORS
+    from tilelab.interp.ops.elementwise import OPERATORS
     return OPERATORS[name](x, y)
 
 

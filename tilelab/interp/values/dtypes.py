@@ -36,7 +36,7 @@ class TileDType:
     write ``x.dtype == ct.float32`` whichever object they hold.
 
     Example:
-        >>> from tilelab.interp.dtypes import DTYPES
+        >>> from tilelab.interp.values.dtypes import DTYPES
         >>> import cuda.tile as ct
         >>> DTYPES["bfloat16"] == ct.bfloat16, DTYPES["bfloat16"].bitwidth
         (True, 16)
@@ -58,7 +58,7 @@ class TileDType:
         self.arithmetic = _is_arith(real)
         self.itemsize = max(1, self.bitwidth // 8)
         #: the oldest target that computes with it (0: every target), see
-        #: :data:`tilelab.limits.DTYPE_MIN_SM` and :mod:`tilelab.interp.targets`
+        #: :data:`tilelab.limits.DTYPE_MIN_SM` and :mod:`tilelab.interp.values.targets`
         self.min_sm: int = DTYPE_MIN_SM.get(self.name, 0)
         self._hash = hash(real)
 
@@ -95,7 +95,7 @@ class TileDType:
 
     def __call__(self, value: Any = 0, /) -> Any:
         """``ct.int16(2)``: a strictly typed scalar of this dtype (see ``astype``)."""
-        from tilelab.interp.casts import construct
+        from tilelab.interp.ops.casts import construct
         return construct(self, value)
 
     def __reduce__(self):
@@ -219,7 +219,7 @@ class LooseInt(int):
     __slots__ = ()
 
     def astype(self, dtype: Any, *, rounding_mode: Any = None) -> Any:
-        from tilelab.interp.casts import astype
+        from tilelab.interp.ops.casts import astype
         return astype(int(self), dtype, rounding_mode=rounding_mode)
 
 
@@ -229,7 +229,7 @@ class LooseFloat(float):
     __slots__ = ()
 
     def astype(self, dtype: Any, *, rounding_mode: Any = None) -> Any:
-        from tilelab.interp.casts import astype
+        from tilelab.interp.ops.casts import astype
         return astype(float(self), dtype, rounding_mode=rounding_mode)
 
 

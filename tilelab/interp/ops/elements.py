@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 
 from cuda.tile import PaddingMode
-from tilelab.interp.arrays import Array, Slice, index_value
 from tilelab.interp.context import compile_error, launch_error
-from tilelab.interp.dtypes import BOOL, DTYPES, check_implicit_cast, loose_dtype
-from tilelab.interp.elementwise import const_array, operand
-from tilelab.interp.memory_args import (as_array, as_flag, assign, broadcastable,
-                                        check_hints, padding_fill, padding_mode_value)
-from tilelab.interp.rounding import convert
-from tilelab.interp.shapes import is_pow2
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops.elementwise import const_array, operand
+from tilelab.interp.ops.memory_args import (as_array, as_flag, assign, broadcastable,
+                                            check_hints, padding_fill, padding_mode_value)
+from tilelab.interp.ops.shapes import is_pow2
+from tilelab.interp.values.arrays import Array, Slice, index_value
+from tilelab.interp.values.dtypes import BOOL, DTYPES, check_implicit_cast, loose_dtype
+from tilelab.interp.values.rounding import convert
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["gather", "scatter", "load_advanced_indexing", "store_advanced_indexing",
            "element_indices", "active_lanes", "trace_lanes"]

@@ -177,8 +177,8 @@ def _is_tuple(node: ast.expr, tuples: dict[str, ast.expr]) -> bool:
 def _type_of(value: Any) -> str | None:
     """cuTile's name of a value's type (``Tile[int32,()]``), None when not a number,
     tile or tuple of them."""
-    from tilelab.interp.dtypes import loose_dtype
-    from tilelab.interp.tile import Tile
+    from tilelab.interp.values.dtypes import loose_dtype
+    from tilelab.interp.values.tile import Tile
 
     if isinstance(value, Tile):
         return f"Tile[{value.dtype},({','.join(map(str, value.shape))})]"

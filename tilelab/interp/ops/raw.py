@@ -16,15 +16,16 @@ from typing import Any
 import numpy as np
 
 from cuda.tile import MemoryOrder
-from tilelab.interp.arrays import RawArrayMemory
 from tilelab.interp.context import compile_error, launch_error
-from tilelab.interp.dtypes import check_implicit_cast
-from tilelab.interp.elementwise import const_array, operand
-from tilelab.interp.elements import mask_values
-from tilelab.interp.memory_args import broadcastable, check_hints, check_memory_semantics
-from tilelab.interp.rounding import convert
-from tilelab.interp.targets import check_atomic_add
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops.elements import mask_values
+from tilelab.interp.ops.elementwise import const_array, operand
+from tilelab.interp.ops.memory_args import (broadcastable, check_hints,
+                                            check_memory_semantics)
+from tilelab.interp.values.arrays import RawArrayMemory
+from tilelab.interp.values.dtypes import check_implicit_cast
+from tilelab.interp.values.rounding import convert
+from tilelab.interp.values.targets import check_atomic_add
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["load_offset", "store_offset", "atomic_cas_offset", "atomic_rmw_offset"]
 
@@ -130,7 +131,7 @@ def _rmw(flat: np.ndarray, pos: np.ndarray, new_fn: Any) -> np.ndarray:
 
 def atomic_rmw_offset(mode: str, mem: RawArrayMemory, offset: Any, update: Any, mask: Any,
                       memory_order: Any, memory_scope: Any) -> Tile:
-    from tilelab.interp.atomics import _RMW_DTYPES, _combine, _rmw_update
+    from tilelab.interp.ops.atomics import _RMW_DTYPES, _combine, _rmw_update
     op = f"RawArrayMemory.atomic_{mode}_offset"
     dtype = mem.dtype
     if dtype not in _RMW_DTYPES[mode]:
@@ -160,7 +161,7 @@ def atomic_rmw_offset(mode: str, mem: RawArrayMemory, offset: Any, update: Any, 
 
 def atomic_cas_offset(mem: RawArrayMemory, offset: Any, expected: Any, desired: Any,
                       mask: Any, memory_order: Any, memory_scope: Any) -> Tile:
-    from tilelab.interp.atomics import _INT_FLOAT_32_64, _rmw_update
+    from tilelab.interp.ops.atomics import _INT_FLOAT_32_64, _rmw_update
     op = "RawArrayMemory.atomic_cas_offset"
     dtype = mem.dtype
     if dtype not in _INT_FLOAT_32_64:

@@ -5,7 +5,7 @@ a run-time value (a 0-d tile is an ``__index__``), orders them with ``<``, compa
 and arrays inside them (``(t,) == (t,)`` is true by identity before any element is
 compared) and tests ``in`` with a non-scalar needle; cuTile refuses all of these when it
 compiles the kernel, whichever path the run takes. So each function the interpreter runs
-is read once from its source, with the types :class:`~tilelab.interp.static_types.Scope`
+is read once from its source, with the types :class:`~tilelab.interp.frontend.static_types.Scope`
 can tell, and the first of these is refused in cuTile's words, at its place:
 
 * an index of a tuple that is no integer scalar ("Tuple indices must be integers or
@@ -42,7 +42,7 @@ from typing import Any, Iterator, Mapping
 from tilelab.errors import CompileError
 from tilelab.interp import _cutile
 from tilelab.interp.context import function_source, location_at
-from tilelab.interp.static_types import MISSING as _MISSING, Scope, StaticType
+from tilelab.interp.frontend.static_types import MISSING as _MISSING, Scope, StaticType
 
 __all__ = ["tuple_refusal"]
 

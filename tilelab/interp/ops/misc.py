@@ -16,11 +16,12 @@ import numpy as np
 
 from tilelab.interp import _cutile
 from tilelab.interp.context import compile_error, current, launch_error
-from tilelab.interp.dtypes import INT32, LooseFloat, LooseInt, TileDType, loose_dtype, promote
-from tilelab.interp.elementwise import const_array, maximum, minimum, operand
-from tilelab.interp.shapes import constant_int
-from tilelab.interp.static_python import reevaluate_static_argument
-from tilelab.interp.tile import Tile, format_printf, format_tile
+from tilelab.interp.ops.elementwise import const_array, maximum, minimum, operand
+from tilelab.interp.ops.shapes import constant_int
+from tilelab.interp.ops.static_python import reevaluate_static_argument
+from tilelab.interp.values.dtypes import (INT32, LooseFloat, LooseInt, TileDType,
+                                          loose_dtype, promote)
+from tilelab.interp.values.tile import Tile, format_printf, format_tile
 
 __all__ = ["bid", "num_blocks", "printf", "print_", "assert_", "static_eval",
            "static_assert", "static_iter", "static_exception", "ensure_constant",
@@ -174,7 +175,7 @@ def static_assert(condition, message=None, /) -> None:
     """Raise CompileError when a compile-time condition is False."""
     if isinstance(condition, Tile) and not condition._c:
         # cuTile evaluates the condition as plain Python: a helper looping over a
-        # constant range folds (see tilelab.interp.static_python)
+        # constant range folds (see tilelab.interp.ops.static_python)
         ok, value = reevaluate_static_argument(0)
         if not ok or (isinstance(value, Tile) and not value._c):
             raise compile_error("static_assert() condition must be a compile-time constant",

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
-from tilelab.interp.context import active, compile_error, current_location, launch_error, \
-    unsupported
-from tilelab.interp.dtypes import INT32, TileDType
-from tilelab.interp.targets import array_dtype_error, supported
-from tilelab.interp.tile import Tile
+from tilelab.interp.context import (active, compile_error, current_location, launch_error,
+                                    unsupported)
+from tilelab.interp.values.dtypes import INT32, TileDType
+from tilelab.interp.values.targets import array_dtype_error, supported
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["ArgRoot", "Array", "UnsupportedArray", "TiledView", "Slice", "RawArrayMemory",
            "index_value"]
@@ -138,7 +138,7 @@ class Array:
 
     def slice(self, axis: Any, start: Any, stop: Any) -> "Array":
         """A view restricted to ``[start, stop)`` along ``axis`` (no copy)."""
-        from tilelab.interp.shapes import constant_int, normalize_axis
+        from tilelab.interp.ops.shapes import constant_int, normalize_axis
         ax = normalize_axis(constant_int(axis, "axis"), self.ndim)
         lo = index_value(start, "start")
         hi = index_value(stop, "stop")
@@ -166,8 +166,8 @@ class Array:
     def tiled_view(self, tile_shape: Any, *, padding_mode: Any = PaddingMode.UNDETERMINED,
                    traversal_steps: Any = None) -> "TiledView":
         """A view partitioned into tiles of ``tile_shape`` (see :class:`TiledView`)."""
-        from tilelab.interp.memory_args import padding_mode_value
-        from tilelab.interp.shapes import constant_shape
+        from tilelab.interp.ops.memory_args import padding_mode_value
+        from tilelab.interp.ops.shapes import constant_shape
         shape = constant_shape(tile_shape, "tile_shape", allow_single_int=True,
                                expected_rank=self.ndim, allow_0d=True)
         padding_mode_value(padding_mode)
@@ -279,7 +279,7 @@ class UnsupportedArray(Array):
     float8 array for sm_80): its ``shape``, ``strides``, ``ndim`` and ``dtype`` are
     read as for any array, but a load, store, gather, atomic, ``num_tiles``, slice or
     raw access raises cuTile's refusal at that op's kernel line, as compiling for the
-    target does (see :mod:`tilelab.interp.targets`)."""
+    target does (see :mod:`tilelab.interp.values.targets`)."""
 
     __slots__ = ()
 
@@ -324,7 +324,7 @@ class TiledView:
 
     def num_tiles(self, axis: Any) -> Tile:
         """Number of tile origins along ``axis``: ``cdiv(shape[axis], step[axis])``."""
-        from tilelab.interp.shapes import constant_int, normalize_axis
+        from tilelab.interp.ops.shapes import constant_int, normalize_axis
         ax = normalize_axis(constant_int(axis, "axis"), self._array.ndim)
         n = -(-self._array._data.shape[ax] // self._steps[ax])
         return Tile(np.asarray(n, np.int32), INT32)
@@ -332,37 +332,37 @@ class TiledView:
     def load(self, index: Any, *, check_bounds: Any = True, latency: Any = None,
              allow_tma: Any = None) -> Tile:
         """The tile at ``index`` (out-of-bounds elements get the view's padding)."""
-        from tilelab.interp.memory import tiled_view_load
+        from tilelab.interp.ops.memory import tiled_view_load
         return tiled_view_load(self, index, check_bounds, latency, allow_tma)
 
     def store(self, index: Any, tile: Any, *, check_bounds: Any = True, latency: Any = None,
               allow_tma: Any = None) -> None:
         """Store ``tile`` (broadcast to ``tile_shape``) at ``index``; OOB elements are dropped."""
-        from tilelab.interp.memory import tiled_view_store
+        from tilelab.interp.ops.memory import tiled_view_store
         tiled_view_store(self, index, tile, check_bounds, latency, allow_tma)
 
     def atomic_store_add(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.atomics import tiled_view_atomic
+        from tilelab.interp.ops.atomics import tiled_view_atomic
         tiled_view_atomic("add", self, index, update)
 
     def atomic_store_max(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.atomics import tiled_view_atomic
+        from tilelab.interp.ops.atomics import tiled_view_atomic
         tiled_view_atomic("max", self, index, update)
 
     def atomic_store_min(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.atomics import tiled_view_atomic
+        from tilelab.interp.ops.atomics import tiled_view_atomic
         tiled_view_atomic("min", self, index, update)
 
     def atomic_store_and(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.atomics import tiled_view_atomic
+        from tilelab.interp.ops.atomics import tiled_view_atomic
         tiled_view_atomic("and", self, index, update)
 
     def atomic_store_or(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.atomics import tiled_view_atomic
+        from tilelab.interp.ops.atomics import tiled_view_atomic
         tiled_view_atomic("or", self, index, update)
 
     def atomic_store_xor(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.atomics import tiled_view_atomic
+        from tilelab.interp.ops.atomics import tiled_view_atomic
         tiled_view_atomic("xor", self, index, update)
 
     def __repr__(self) -> str:
@@ -391,67 +391,67 @@ class RawArrayMemory:
 
     def load_offset(self, offset, /, *, mask=None, padding_value=0, latency=None) -> Tile:
         """Elements at ``offset`` (masked-off lanes get ``padding_value``)."""
-        from tilelab.interp.raw import load_offset
+        from tilelab.interp.ops.raw import load_offset
         return load_offset(self, offset, mask, padding_value, latency)
 
     def store_offset(self, offset, value, /, *, mask=None, latency=None) -> None:
         """Store ``value`` (broadcast to the offsets' shape) at ``offset``."""
-        from tilelab.interp.raw import store_offset
+        from tilelab.interp.ops.raw import store_offset
         store_offset(self, offset, value, mask, latency)
 
     def atomic_cas_offset(self, offset, expected, desired, /, *, mask=None,
                           memory_order=MemoryOrder.ACQ_REL,
                           memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.raw import atomic_cas_offset
+        from tilelab.interp.ops.raw import atomic_cas_offset
         return atomic_cas_offset(self, offset, expected, desired, mask, memory_order,
                                  memory_scope)
 
     def atomic_xchg_offset(self, offset, update, /, *, mask=None,
                            memory_order=MemoryOrder.ACQ_REL,
                            memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.raw import atomic_rmw_offset
+        from tilelab.interp.ops.raw import atomic_rmw_offset
         return atomic_rmw_offset("xchg", self, offset, update, mask, memory_order,
                                  memory_scope)
 
     def atomic_add_offset(self, offset, update, /, *, mask=None,
                           memory_order=MemoryOrder.ACQ_REL,
                           memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.raw import atomic_rmw_offset
+        from tilelab.interp.ops.raw import atomic_rmw_offset
         return atomic_rmw_offset("add", self, offset, update, mask, memory_order,
                                  memory_scope)
 
     def atomic_max_offset(self, offset, update, /, *, mask=None,
                           memory_order=MemoryOrder.ACQ_REL,
                           memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.raw import atomic_rmw_offset
+        from tilelab.interp.ops.raw import atomic_rmw_offset
         return atomic_rmw_offset("max", self, offset, update, mask, memory_order,
                                  memory_scope)
 
     def atomic_min_offset(self, offset, update, /, *, mask=None,
                           memory_order=MemoryOrder.ACQ_REL,
                           memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.raw import atomic_rmw_offset
+        from tilelab.interp.ops.raw import atomic_rmw_offset
         return atomic_rmw_offset("min", self, offset, update, mask, memory_order,
                                  memory_scope)
 
     def atomic_and_offset(self, offset, update, /, *, mask=None,
                           memory_order=MemoryOrder.ACQ_REL,
                           memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.raw import atomic_rmw_offset
+        from tilelab.interp.ops.raw import atomic_rmw_offset
         return atomic_rmw_offset("and", self, offset, update, mask, memory_order,
                                  memory_scope)
 
     def atomic_or_offset(self, offset, update, /, *, mask=None,
                          memory_order=MemoryOrder.ACQ_REL,
                          memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.raw import atomic_rmw_offset
+        from tilelab.interp.ops.raw import atomic_rmw_offset
         return atomic_rmw_offset("or", self, offset, update, mask, memory_order,
                                  memory_scope)
 
     def atomic_xor_offset(self, offset, update, /, *, mask=None,
                           memory_order=MemoryOrder.ACQ_REL,
                           memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.raw import atomic_rmw_offset
+        from tilelab.interp.ops.raw import atomic_rmw_offset
         return atomic_rmw_offset("xor", self, offset, update, mask, memory_order,
                                  memory_scope)
 

@@ -15,7 +15,7 @@ needs the run is not compared (the check refuses only what cuTile surely refuses
 interpreter alike. The same holds for an ``a if cond else b`` expression whose value is
 used, on a run-time ``cond``: its two sides must have one type (``condition0 if
 condition0 else xi - 1`` mixes ``Tile[bool_,()]`` and ``Tile[float32,(128)]``), with the
-types :class:`~tilelab.interp.static_types.Scope` reads (arguments, literals, cuTile ops
+types :class:`~tilelab.interp.frontend.static_types.Scope` reads (arguments, literals, cuTile ops
 with constant shapes and the element-wise ops of those).
 
 Example:
@@ -39,7 +39,7 @@ from typing import Any, Mapping
 from tilelab.errors import CompileError
 from tilelab.interp import _cutile
 from tilelab.interp.context import function_source, location_at
-from tilelab.interp.static_types import Scope
+from tilelab.interp.frontend.static_types import Scope
 
 __all__ = ["path_refusal"]
 
@@ -153,7 +153,7 @@ def _resolve(node: ast.expr, env: Mapping[str, Any]) -> Any:
 def _is_runtime(expr: ast.expr, env: Mapping[str, Any], runtime: set[str]) -> bool:
     """Whether ``expr`` has a run-time value: it calls a cuTile op (other than the few
     cuTile evaluates at compile time) or reads a run-time argument or local."""
-    from tilelab.interp.tile import Tile
+    from tilelab.interp.values.tile import Tile
 
     for node in ast.walk(expr):
         if isinstance(node, ast.Call):

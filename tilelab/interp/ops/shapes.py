@@ -12,11 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.interp.context import check_tile_shape, compile_error, launch_error, unsupported
-from tilelab.interp.dtypes import BOOL, INT32, TileDType, as_dtype, is_loose, loose_dtype
-from tilelab.interp.casts import astype, bitcast
-from tilelab.interp.elementwise import add, const_array, make, mul, operand
-from tilelab.interp.tile import Tile, values_of
+from tilelab.interp.context import (check_tile_shape, compile_error, launch_error,
+                                    unsupported)
+from tilelab.interp.ops.casts import astype, bitcast
+from tilelab.interp.ops.elementwise import add, const_array, make, mul, operand
+from tilelab.interp.values.dtypes import (BOOL, INT32, TileDType, as_dtype, is_loose,
+                                          loose_dtype)
+from tilelab.interp.values.tile import Tile, values_of
 
 __all__ = ["to_tile", "constant_shape", "constant_int", "constant_int_tuple",
            "normalize_axis", "reshape", "broadcast_to", "permute", "transpose",
@@ -147,7 +149,7 @@ def broadcast_to(x: Any, /, shape: Any) -> Tile:
 def _refuse_broadcast(src: tuple, target: tuple, caller: Any) -> None:
     """cuTile's refusal of a broadcast; when it is a partition store's (``z.store(t)``
     lowers to a broadcast to ``z``'s tile shape), the refusal of that store instead."""
-    from tilelab.interp.memory_args import partition_store_param
+    from tilelab.interp.ops.memory_args import partition_store_param
     from tilelab.limits import store_shape_message
 
     param = partition_store_param(caller)
@@ -421,7 +423,7 @@ def astile(value: Any, /, *, dtype: Any) -> Tile:
 
 def pack_to_bytes(x: Any, /) -> Tile:
     """The raw little-endian bytes of a flattened tile as a uint8 tile."""
-    from tilelab.interp.dtypes import DTYPES
+    from tilelab.interp.values.dtypes import DTYPES
     t = to_tile(x)
     if t._dt is BOOL:
         raise compile_error(f"pack_to_bytes from a {t._dt} tile is not supported")
@@ -444,7 +446,7 @@ def pack_to_bytes(x: Any, /) -> Tile:
 
 def unpack_from_bytes(x: Any, /, dtype: Any) -> Tile:
     """The inverse of :func:`pack_to_bytes`: a 1-D uint8 tile read as ``dtype`` elements."""
-    from tilelab.interp.dtypes import DTYPES
+    from tilelab.interp.values.dtypes import DTYPES
     t = to_tile(x)
     dt = _numeric_dtype(dtype)
     if t.ndim != 1:

@@ -4,7 +4,7 @@ Each element is updated atomically; when one call touches an element several tim
 lanes are applied one after the other, so results are those of one valid serialization.
 The ops return the old values (``atomic_store_*`` return nothing). Dtype rules are
 cuTile's: add/xchg on 32/64-bit ints and floats (add also on f16, and on bf16 from
-sm_90: :func:`~tilelab.interp.targets.check_atomic_add`), min/max and
+sm_90: :func:`~tilelab.interp.values.targets.check_atomic_add`), min/max and
 bitwise ops on 32/64-bit ints, bitwise updates of exactly the array's dtype. For the race
 detector a successful ``atomic_cas`` acquires the words it swapped and ``atomic_xchg``
 releases words the block holds (lock hand-over, see :mod:`tilelab.interp.races`).
@@ -16,18 +16,19 @@ from typing import Any
 import numpy as np
 
 from cuda.tile import MemoryOrder, MemoryScope
-from tilelab.interp.arrays import Array, TiledView
 from tilelab.interp.context import compile_error
-from tilelab.interp.dtypes import BFLOAT16, DTYPES, FLOAT16, FLOAT32, TileDType, \
-    check_implicit_cast, loose_dtype
-from tilelab.interp.elementwise import const_array, operand
-from tilelab.interp.elements import active_lanes, element_indices, trace_lanes
-from tilelab.interp.memory import box_size, clip_box, tile_origin
-from tilelab.interp.memory_args import (as_array, as_flag, assign, broadcastable,
-                                        check_memory_semantics, tile_index, view_values)
-from tilelab.interp.rounding import convert
-from tilelab.interp.targets import check_atomic_add
-from tilelab.interp.tile import Tile
+from tilelab.interp.ops.elements import active_lanes, element_indices, trace_lanes
+from tilelab.interp.ops.elementwise import const_array, operand
+from tilelab.interp.ops.memory import box_size, clip_box, tile_origin
+from tilelab.interp.ops.memory_args import (as_array, as_flag, assign, broadcastable,
+                                            check_memory_semantics, tile_index,
+                                            view_values)
+from tilelab.interp.values.arrays import Array, TiledView
+from tilelab.interp.values.dtypes import (BFLOAT16, DTYPES, FLOAT16, FLOAT32, TileDType,
+                                          check_implicit_cast, loose_dtype)
+from tilelab.interp.values.rounding import convert
+from tilelab.interp.values.targets import check_atomic_add
+from tilelab.interp.values.tile import Tile
 
 __all__ = ["atomic_cas", "atomic_xchg", "atomic_add", "atomic_max", "atomic_min",
            "atomic_and", "atomic_or", "atomic_xor", "tiled_view_atomic"]

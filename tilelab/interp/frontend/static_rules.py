@@ -129,8 +129,8 @@ def _refused_callee(func: ast.expr, env: Mapping[str, Any], local_defs: set[str]
     """The name cuTile gives a call it refuses inside a compile-time expression: a
     function defined inside the kernel, a cuTile op that is not one of the few allowed
     there, or a method of an array or tile argument."""
-    from tilelab.interp.arrays import Array, TiledView
-    from tilelab.interp.tile import Tile
+    from tilelab.interp.values.arrays import Array, TiledView
+    from tilelab.interp.values.tile import Tile
 
     if isinstance(func, ast.Name) and func.id in local_defs:
         return func.id
