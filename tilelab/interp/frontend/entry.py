@@ -33,8 +33,10 @@ from typing import Any, Callable
 
 from tilelab.errors import CompileError, SourceLocation
 from tilelab.interp import _cutile
-from tilelab.interp.context import call_locations, function_source, location_at
+from tilelab.interp.context import (KernelNameError, call_locations, function_source,
+                                    location_at)
 from tilelab.interp.frontend.call_rules import call_refusal
+from tilelab.interp.frontend.undefined_rules import undefined_refusal
 from tilelab.interp.frontend.path_types import path_refusal
 from tilelab.interp.frontend.static_rules import static_refusal
 from tilelab.interp.frontend.tuple_rules import tuple_refusal
@@ -130,7 +132,8 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
     :mod:`tilelab.interp.frontend.static_rules`, a type that depends on the path taken, see
     :mod:`tilelab.interp.frontend.path_types`, or a tuple operation cuTile does not compile, see
     :mod:`tilelab.interp.frontend.tuple_rules`, or a call cuTile does not implement, see
-    :mod:`tilelab.interp.frontend.call_rules`) at its first call, before any of it runs; when a
+    :mod:`tilelab.interp.frontend.call_rules`, or a variable not surely assigned where
+    it is used, see :mod:`tilelab.interp.frontend.undefined_rules`) at its first call, before any of it runs; when a
     helper is refused, the message says from where it was called."""
     checked_ok = False
 
@@ -139,14 +142,24 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
         nonlocal checked_ok
         if not checked_ok:
             bound = _bound(fn, args, kwargs)
-            error = front_end_error(fn, entry) or static_refusal(fn, bound) or \
-                path_refusal(fn, bound) or tuple_refusal(fn, bound) or \
-                call_refusal(fn, bound)
+            error = _front_end(fn, entry) or static_refusal(fn, bound) or \
+                undefined_refusal(fn, bound) or path_refusal(fn, bound) or \
+                tuple_refusal(fn, bound) or call_refusal(fn, bound)
             if error is not None:
                 raise _at_call(error, call_locations(sys._getframe(1)))
             checked_ok = True
         return run(*args, **kwargs)
     return checked
+
+
+def _front_end(fn: types.FunctionType, entry: bool) -> CompileError | None:
+    """cuTile's own front end on ``fn``, except for a generator function: cuTile reads
+    the generator of a ``@contextlib.contextmanager`` through a path of its own (its
+    plain front end refuses ``yield`` as "Unsupported syntax"), so the interpreter leaves
+    that syntax to the run."""
+    if fn.__code__.co_flags & inspect.CO_GENERATOR:
+        return None
+    return front_end_error(fn, entry)
 
 
 def _bound(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -164,5 +177,10 @@ def _at_call(error: CompileError, chain: list) -> CompileError:
     message = error.message
     if chain:
         message += " (called from " + ", ".join(map(str, chain)) + ")"
+    if isinstance(error, KernelNameError):   # (a NameError too, as the run raises it)
+        fresh = KernelNameError(message, location=error.location, hint=error.hint,
+                                name=error.name)
+        fresh.foreign = error.foreign
+        return fresh
     return CompileError(message, location=error.location, hint=error.hint,
                         foreign=error.foreign)
