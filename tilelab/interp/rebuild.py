@@ -31,6 +31,7 @@ from tilelab.interp._cutile import is_tile_function_wrapper
 from tilelab.interp.device_checks import device_check, with_device_check
 from tilelab.interp.frontend import dataclass_rules
 from tilelab.interp.frontend.entry import front_end_checked
+from tilelab.interp.frontend.recursion import depth_counted
 from tilelab.interp.frontend.source_checks import refusing
 from tilelab.interp.library import is_library_module
 from tilelab.interp.namespace import IMPLEMENTATIONS, SUBSTITUTES, module as ct_module
@@ -236,7 +237,8 @@ class Rebuilder:
         # (a tuple repetition, which cuTile refuses: see interp.frontend.source_checks)
         run = refusing(fn, run) or run
         # (what cuTile's front end refuses in the source: see interp.frontend.entry)
-        self._functions[id(fn)] = front_end_checked(fn, run, entry)
+        # (cuTile's limit on nested calls: see interp.frontend.recursion)
+        self._functions[id(fn)] = depth_counted(front_end_checked(fn, run, entry))
         self._keep.append(fn)
         deps = self._deps
         deps.append(("attr", fn, "__code__", fn.__code__))
