@@ -14,7 +14,8 @@ from cuda.tile import RoundingMode
 from tilelab.interp import _cutile
 from tilelab.interp.context import compile_error, unsupported
 from tilelab.interp.ops.elementwise import const_array, is_const, operand
-from tilelab.interp.values.dtypes import BOOL, TileDType, as_dtype, is_loose, loose_dtype
+from tilelab.interp.values.dtypes import (BOOL, TileDType, as_dtype, from_numpy, is_loose,
+                                         loose_dtype)
 from tilelab.interp.values.rounding import convert
 from tilelab.interp.values.tile import Tile, values_of
 
@@ -54,8 +55,17 @@ def astype(x, dtype, /, *, rounding_mode=None):
     otherwise; float -> int truncates and saturates; fp8 conversions saturate. A scalar
     constant is folded as cuTile folds it (:func:`fold_constant`), even one of a dtype the
     target does not compute with (``ct.float64(ct.float8_e8m0fnu(0.2))`` compiles for
-    sm_90: the float8 value never exists on the GPU)."""
+    sm_90: the float8 value never exists on the GPU).
+
+    The conversion is type-checked from the dtypes alone before any value is read: cuTile
+    refuses a rounding mode while it infers types and a dtype the target does not compute
+    with only in a later pass, so ``t.astype(ct.float32, rounding_mode=RA)`` of a
+    float8_e8m0fnu tile on sm_90 is the rounding mode's TileTypeError, not the dtype's."""
     dst = as_dtype(dtype)
+    src = _source_dtype(x)
+    if dst.storage is None:
+        raise unsupported(f"astype to {dst}", "numpy has no storage type for this format")
+    mode = _check_rounding_mode(src, dst, rounding_mode)
     if isinstance(x, Tile) and x._c and x.ndim == 0:
         xv, xd = values_of(x), x._dt
     else:
@@ -63,29 +73,45 @@ def astype(x, dtype, /, *, rounding_mode=None):
     if xd is None:
         xd = loose_dtype(xv)
         xv = const_array(xv, xd)
-    if dst.storage is None:
-        raise unsupported(f"astype to {dst}", "numpy has no storage type for this format")
-    if rounding_mode is not None and not isinstance(rounding_mode, RoundingMode):
-        raise compile_error(f"Expected RoundingMode, got {rounding_mode!r}")
-    ftof = xd.kind == "f" and dst.kind == "f"
-    if not ftof and rounding_mode is not None:
-        raise compile_error("rounding_mode is only valid for float to float conversions")
     c = is_const(x)
     m = x._m if isinstance(x, Tile) else None
     if xd is dst:
         return Tile(xv, xd, c, m)
-    mode = RoundingMode.RN if rounding_mode is None else rounding_mode
-    if ftof:
-        modes = _cutile.ftof_rounding_modes(xd.real, dst.real)
-        if modes is None:
-            raise compile_error(f"float conversion from {xd} to {dst} is not supported")
-        if mode not in modes:
-            raise compile_error(
-                f"rounding_mode={mode} is not supported for conversion from {xd} to {dst}, "
-                f"supported rounding modes for this conversion are {modes}")
     if c and np.ndim(xv) == 0 and mode is RoundingMode.RN:
         return Tile(fold_constant(xv, xd, dst), dst, True, m)
     return Tile(convert(xv, xd, dst, None if mode is RoundingMode.RN else mode), dst, c, m)
+
+
+def _source_dtype(x: Any) -> TileDType:
+    """The dtype ``astype`` converts from, read without reading a tile's values (a loose
+    constant's is the dtype cuTile gives it)."""
+    if isinstance(x, Tile):
+        return x._dt
+    if isinstance(x, np.generic):
+        return from_numpy(x.dtype)
+    if is_loose(x):
+        return loose_dtype(x)
+    raise compile_error(f"expected a tile or a scalar for operand, got {type(x).__name__}")
+
+
+def _check_rounding_mode(src: TileDType, dst: TileDType, rounding_mode: Any) -> RoundingMode:
+    """The rounding mode of a conversion from ``src`` to ``dst`` (RN without one), refused
+    with cuTile's words where cuTile's type inference refuses it."""
+    if rounding_mode is not None and not isinstance(rounding_mode, RoundingMode):
+        raise compile_error(f"Expected RoundingMode, got {rounding_mode!r}")
+    ftof = src.kind == "f" and dst.kind == "f"
+    if not ftof and rounding_mode is not None:
+        raise compile_error("rounding_mode is only valid for float to float conversions")
+    mode = RoundingMode.RN if rounding_mode is None else rounding_mode
+    if ftof and src is not dst:
+        modes = _cutile.ftof_rounding_modes(src.real, dst.real)
+        if modes is None:
+            raise compile_error(f"float conversion from {src} to {dst} is not supported")
+        if mode not in modes:
+            raise compile_error(
+                f"rounding_mode={mode} is not supported for conversion from {src} to {dst}, "
+                f"supported rounding modes for this conversion are {modes}")
+    return mode
 
 
 def fold_constant(value: np.ndarray, src: TileDType, dst: TileDType) -> np.ndarray:
@@ -112,18 +138,19 @@ def python_value(value: np.ndarray, dtype: TileDType) -> bool | int | float:
 
 
 def bitcast(x, /, dtype):
-    """Reinterpret the bits of each element as ``dtype`` (same bit width, no bool)."""
+    """Reinterpret the bits of each element as ``dtype`` (same bit width, no bool), checked
+    from the dtypes before any value is read (as :func:`astype` is)."""
     dst = as_dtype(dtype)
-    xv, xd = operand(x)
-    if xd is None:
-        xd = loose_dtype(xv)
-        xv = const_array(xv, xd)
+    xd = _source_dtype(x)
     if xd is BOOL or dst is BOOL:
         raise compile_error(f"Cannot bitcast from {xd} to {dst}: bitcast to or from bool is "
                             f"not supported")
     if xd.bitwidth != dst.bitwidth:
         raise compile_error(f"Cannot bitcast from {xd} to {dst}: bit width is different "
                             f"({xd.bitwidth} vs. {dst.bitwidth})")
+    xv, _ = operand(x)
+    if not isinstance(x, (Tile, np.generic)):
+        xv = const_array(xv, xd)
     m = x._m if isinstance(x, Tile) else None
     if xd is dst:
         return Tile(xv, xd, is_const(x), m)
