@@ -21,13 +21,6 @@ from test_layers import EXCEPTIONS, PACKAGE, _module_name, imports_of
 #: the circles of the import graph today (modules without the ``tilelab.`` prefix), and
 #: what removes each
 KNOWN: dict[frozenset[str], str] = {
-    frozenset({"interp.values.arrays", "interp.ops.atomics", "interp.ops.casts",
-               "interp.values.dtypes", "interp.ops.elements", "interp.ops.elementwise",
-               "interp.ops.matmul", "interp.ops.memory", "interp.ops.memory_args",
-               "interp.ops.raw", "interp.values.rounding", "interp.ops.shapes",
-               "interp.values.targets", "interp.values.tile", "interp.ops.unary"}):
-        "#42 item 2: Tile and Array stop importing the op modules (each op module "
-        "attaches its methods)",
 }
 
 

@@ -26,6 +26,7 @@ from tilelab.interp.ops.memory_args import (as_array, as_flag, assign, broadcast
 from tilelab.interp.values.arrays import Array, TiledView
 from tilelab.interp.values.dtypes import (BFLOAT16, DTYPES, FLOAT16, FLOAT32, TileDType,
                                           check_implicit_cast, loose_dtype)
+from tilelab.interp.values.methods import method
 from tilelab.interp.values.rounding import convert
 from tilelab.interp.values.targets import check_atomic_add
 from tilelab.interp.values.tile import Tile
@@ -213,3 +214,35 @@ def atomic_cas(array, indices, expected, desired, /, *, check_bounds=True,
         if won.any():  # a successful compare-and-swap acquires the word (locks)
             arr.sync("acquire", tuple(c[won] for c in coords))
     return Tile(out, arr.dtype, False, None if lanes.all() else lanes)
+
+
+# ---- TiledView's atomic stores (see tilelab.interp.values.methods) ---------------------
+
+@method(TiledView, "atomic_store_add")
+def _view_atomic_store_add(self, index: Any, update: Any, /) -> None:
+    tiled_view_atomic("add", self, index, update)
+
+
+@method(TiledView, "atomic_store_max")
+def _view_atomic_store_max(self, index: Any, update: Any, /) -> None:
+    tiled_view_atomic("max", self, index, update)
+
+
+@method(TiledView, "atomic_store_min")
+def _view_atomic_store_min(self, index: Any, update: Any, /) -> None:
+    tiled_view_atomic("min", self, index, update)
+
+
+@method(TiledView, "atomic_store_and")
+def _view_atomic_store_and(self, index: Any, update: Any, /) -> None:
+    tiled_view_atomic("and", self, index, update)
+
+
+@method(TiledView, "atomic_store_or")
+def _view_atomic_store_or(self, index: Any, update: Any, /) -> None:
+    tiled_view_atomic("or", self, index, update)
+
+
+@method(TiledView, "atomic_store_xor")
+def _view_atomic_store_xor(self, index: Any, update: Any, /) -> None:
+    tiled_view_atomic("xor", self, index, update)

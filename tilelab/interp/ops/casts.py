@@ -14,8 +14,9 @@ from cuda.tile import RoundingMode
 from tilelab.interp import _cutile
 from tilelab.interp.context import compile_error, unsupported
 from tilelab.interp.ops.elementwise import const_array, is_const, operand
-from tilelab.interp.values.dtypes import (BOOL, TileDType, as_dtype, from_numpy, is_loose,
-                                         loose_dtype)
+from tilelab.interp.values.dtypes import (BOOL, LooseFloat, LooseInt, TileDType, as_dtype,
+                                          from_numpy, is_loose, loose_dtype)
+from tilelab.interp.values.methods import method
 from tilelab.interp.values.rounding import convert
 from tilelab.interp.values.tile import Tile, values_of
 
@@ -162,3 +163,26 @@ def bitcast(x, /, dtype):
     else:
         out = raw.view(dst.storage)
     return Tile(out.reshape(xv.shape), dst, is_const(x), m)
+
+
+# ---- the methods that are conversions (see tilelab.interp.values.methods) -------------
+
+@method(Tile, "astype")
+def _tile_astype(self, dtype, *, rounding_mode=None) -> "Tile":
+    return astype(self, dtype, rounding_mode=rounding_mode)
+
+
+@method(TileDType, "__call__")
+def _dtype_call(self, value: Any = 0, /) -> Any:
+    """``ct.int16(2)``: a strictly typed scalar of this dtype (see ``astype``)."""
+    return construct(self, value)
+
+
+@method(LooseInt, "astype")
+def _loose_int_astype(self, dtype: Any, *, rounding_mode: Any = None) -> Any:
+    return astype(int(self), dtype, rounding_mode=rounding_mode)
+
+
+@method(LooseFloat, "astype")
+def _loose_float_astype(self, dtype: Any, *, rounding_mode: Any = None) -> Any:
+    return astype(float(self), dtype, rounding_mode=rounding_mode)

@@ -28,12 +28,13 @@ from tilelab.interp.context import active, compile_error
 from tilelab.interp.values.dtypes import (BOOL, FLOAT32, FLOAT64, INT32, RESTRICTED,
                                           TileDType, from_numpy, is_loose, loose_dtype,
                                           promote_operands)
+from tilelab.interp.values.methods import method
 from tilelab.interp.values.rounding import DIRECTED_MODES, convert, flush_subnormals
 from tilelab.interp.values.tile import Tile
 
 __all__ = [
     "operand", "const_array", "coerce", "make", "is_const", "broadcast_shape", "count_flops",
-    "valid_of",
+    "valid_of", "attach_operator",
     "check_rounding", "require_bool_flag", "float_binary", "directed_f64",
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow_", "atan2", "minimum",
     "maximum", "divmod_", "cdiv", "bitwise_and", "bitwise_or", "bitwise_xor",
@@ -577,16 +578,43 @@ def where(cond, x, y, /):
                 valid_of(cond, x, y))
 
 
-def _matmul_op(x, y):
-    from tilelab.interp.ops.matmul import matmul
-    return matmul(x, y)
-
-
-#: Python operator name -> implementation, used by Tile's dunder methods.
+#: Python operator name -> implementation: Tile's ``__<name>__`` computes it, and so does
+#: ``__r<name>__`` with the operands swapped (but for the comparisons, which Python
+#: reflects into each other); ``@`` is attached by tilelab.interp.ops.matmul
 OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
     "add": add, "sub": sub, "mul": mul, "truediv": truediv, "floordiv": floordiv,
     "mod": mod, "pow": pow_, "divmod": divmod_, "and": bitwise_and, "or": bitwise_or,
     "xor": bitwise_xor, "lshift": bitwise_lshift, "rshift": bitwise_rshift,
-    "matmul": _matmul_op, "lt": less, "le": less_equal, "gt": greater,
-    "ge": greater_equal, "eq": equal, "ne": not_equal,
+    "lt": less, "le": less_equal, "gt": greater, "ge": greater_equal, "eq": equal,
+    "ne": not_equal,
 }
+
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+
+#: the operands Tile's operators take (anything else: NotImplemented, so that Python
+#: tries the other operand's operator, or raises its TypeError)
+_TILE_LIKE = (Tile, int, float, bool, np.generic)
+
+
+def attach_operator(name: str, impl: Callable[[Any, Any], Any], *,
+                    reflected: bool = True) -> None:
+    """Give :class:`Tile` the operator ``__<name>__`` computing ``impl(tile, other)`` and,
+    when ``reflected``, ``__r<name>__`` computing ``impl(other, tile)`` (see
+    :mod:`tilelab.interp.values.methods`)."""
+    def forward(self, o):
+        return _binop(impl, self, o)
+    method(Tile, f"__{name}__")(forward)
+    if reflected:
+        def backward(self, o):
+            return _binop(impl, o, self)
+        method(Tile, f"__r{name}__")(backward)
+
+
+def _binop(impl: Callable[[Any, Any], Any], x: Any, y: Any) -> Any:
+    if not isinstance(x, _TILE_LIKE) or not isinstance(y, _TILE_LIKE):
+        return NotImplemented
+    return impl(x, y)
+
+
+for _name, _impl in OPERATORS.items():
+    attach_operator(_name, _impl, reflected=_name not in _COMPARISONS)

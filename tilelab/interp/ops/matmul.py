@@ -18,7 +18,7 @@ import numpy as np
 from cuda.tile import TileTypeError
 from tilelab.interp import _cutile
 from tilelab.interp.context import active, compile_error
-from tilelab.interp.ops.elementwise import make, require_bool_flag
+from tilelab.interp.ops.elementwise import attach_operator, make, require_bool_flag
 from tilelab.interp.ops.shapes import to_tile
 from tilelab.interp.values.dtypes import (DTYPES, FLOAT32, FLOAT64, TileDType, as_dtype,
                                           promote)
@@ -206,3 +206,7 @@ def mma_scaled(x, x_scale, y, y_scale, /, acc):
     r = np.matmul(xf, yf) + tacc._v.astype(np.float32)
     return make(np.asarray(r, np.float32), tacc._dt,
                 valid=_result_valid(tx._m, ty._m, xs, ys, tacc._m, out_shape))
+
+
+#: ``a @ b`` and its reflection (Tile's operators: see tilelab.interp.values.methods)
+attach_operator("matmul", matmul)

@@ -23,8 +23,9 @@ from tilelab.interp.ops.memory_args import (as_array, as_flag, assign, axis_orde
                                             padding_mode_value, stored_values, tile_index,
                                             view_values)
 from tilelab.interp.ops.shapes import constant_int, constant_shape, normalize_axis
-from tilelab.interp.values.arrays import Array, TiledView
+from tilelab.interp.values.arrays import Array, TiledView, index_value
 from tilelab.interp.values.dtypes import INT32, check_implicit_cast
+from tilelab.interp.values.methods import method
 from tilelab.interp.values.rounding import convert
 from tilelab.interp.values.tile import Tile
 
@@ -203,3 +204,79 @@ def tiled_view_store(view: TiledView, index: Any, tile: Any, check_bounds: Any, 
     check_hints(latency, allow_tma)
     _store(arr, idx, values, tuple(range(arr.ndim)), view._steps,
            as_flag(check_bounds, "check_bounds"), op)
+
+
+def _is_constant(x: Any) -> bool:
+    """Whether an index is a compile-time constant (a Python int or a constant scalar)."""
+    if isinstance(x, Tile):
+        return x._c and x.ndim == 0
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+# ---- the methods of arrays and tiled views that are memory ops (see
+# tilelab.interp.values.methods) -------------------------------------------------------------
+
+@method(Array, "slice")
+def _array_slice(self, axis: Any, start: Any, stop: Any) -> "Array":
+    """A view restricted to ``[start, stop)`` along ``axis`` (no copy)."""
+    ax = normalize_axis(constant_int(axis, "axis"), self.ndim)
+    lo = index_value(start, "start")
+    hi = index_value(stop, "stop")
+    const_lo, const_hi = _is_constant(start), _is_constant(stop)
+    if const_lo and lo < 0:
+        raise compile_error("Slice start must be non-negative")
+    if const_hi and hi < 0:
+        raise compile_error("Slice stop must be non-negative")
+    if const_lo and const_hi and hi < lo:
+        raise compile_error("Slice stop must be greater than or equal to start")
+    n = self._data.shape[ax]
+    if not (0 <= lo <= hi <= n) or (lo == n and n > 0 and hi > lo):
+        raise launch_error(f"Array.slice(axis={ax}, start={lo}, stop={hi}) is outside the "
+                           f"array's extent {n} along that axis (undefined behaviour on "
+                           f"the GPU)")
+    sl = [slice(None)] * self.ndim
+    sl[ax] = slice(lo, hi)
+    origin = list(self._origin)
+    origin[ax] += lo
+    # cuTile: constant bounds give the sliced axis a compile-time extent (stop - start)
+    static = [i < len(self._static) and self._static[i] for i in range(self.ndim)]
+    static[ax] = const_lo and const_hi
+    return Array(self._root, self._data[tuple(sl)], tuple(origin), tuple(static))
+
+
+@method(Array, "tiled_view")
+def _array_tiled_view(self, tile_shape: Any, *, padding_mode: Any = PaddingMode.UNDETERMINED,
+                      traversal_steps: Any = None) -> "TiledView":
+    """A view partitioned into tiles of ``tile_shape`` (see :class:`TiledView`)."""
+    shape = constant_shape(tile_shape, "tile_shape", allow_single_int=True,
+                           expected_rank=self.ndim, allow_0d=True)
+    padding_mode_value(padding_mode)
+    full = shape if shape else (1,) * self.ndim
+    if traversal_steps is None:
+        steps = full
+    else:
+        steps = constant_shape(traversal_steps, "traversal_steps", allow_single_int=True,
+                               expected_rank=self.ndim, allow_non_pow2=True)
+    return TiledView(self, shape, padding_mode, steps)
+
+
+@method(TiledView, "num_tiles")
+def _view_num_tiles(self, axis: Any) -> Tile:
+    """Number of tile origins along ``axis``: ``cdiv(shape[axis], step[axis])``."""
+    ax = normalize_axis(constant_int(axis, "axis"), self._array.ndim)
+    n = -(-self._array._data.shape[ax] // self._steps[ax])
+    return Tile(np.asarray(n, np.int32), INT32)
+
+
+@method(TiledView, "load")
+def _view_load(self, index: Any, *, check_bounds: Any = True, latency: Any = None,
+               allow_tma: Any = None) -> Tile:
+    """The tile at ``index`` (out-of-bounds elements get the view's padding)."""
+    return tiled_view_load(self, index, check_bounds, latency, allow_tma)
+
+
+@method(TiledView, "store")
+def _view_store(self, index: Any, tile: Any, *, check_bounds: Any = True, latency: Any = None,
+                allow_tma: Any = None) -> None:
+    """Store ``tile`` (broadcast to ``tile_shape``) at ``index``; OOB elements are dropped."""
+    tiled_view_store(self, index, tile, check_bounds, latency, allow_tma)

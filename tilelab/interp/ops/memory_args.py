@@ -5,9 +5,6 @@ compiler's wording; writing through a read-only numpy view is a LaunchError.
 """
 from __future__ import annotations
 
-import linecache
-import re
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -23,7 +20,7 @@ from tilelab.interp.values.tile import Tile
 
 __all__ = ["as_array", "check_index_types", "tile_index", "axis_order", "padding_mode_value", "as_flag",
            "check_hints", "check_memory_semantics", "padding_fill", "stored_values", "assign",
-           "broadcastable", "view_values", "partition_store_param"]
+           "broadcastable", "view_values"]
 
 
 def as_array(x: Any, op: str) -> Array:
@@ -172,40 +169,3 @@ def view_values(view: TiledView, tile: Any, what: str) -> tuple[Any, Any, tuple]
                             f"view's tile shape {view._tile_shape}")
     full = view._tile_shape if view._tile_shape else (1,) * view._array.ndim
     return v, d, full
-
-
-#: a tile-shape constant of partition ``p`` in lowered code (``__tl_<p>_t<d>``: names the
-#: lowering reserves, which user code may not use)
-_TILE_CONSTANT = re.compile(r"__tl_(\w+?)_t\d+\b")
-
-
-def partition_store_param(frame: FrameType | None) -> str | None:
-    """The partition whose store the lowered kernel ``frame`` is making, or None.
-
-    A safe store ``z.store(t)`` lowers to ``ct.store(z, ..., tile=ct.broadcast_to(t,
-    (__tl_z_t0,)))``: when that ``broadcast_to`` refuses the tile, the call the frame is
-    executing ends with the partition's tile-shape constants, which name it. The
-    refusal can then say what a partition store needs (see
-    :func:`tilelab.limits.store_shape_message`), as the compiler's does.
-
-    Example:
-        >>> partition_store_param(None) is None
-        True
-    """
-    if frame is None or not frame.f_code.co_filename.startswith("<tilelab-lowered "):
-        return None
-    code = frame.f_code
-    try:
-        line, end_line, col, end_col = list(code.co_positions())[frame.f_lasti // 2]
-    except (IndexError, ValueError):
-        return None
-    if line is None or end_line is None or col is None or end_col is None:
-        return None
-    rows = [linecache.getline(code.co_filename, n).encode()
-            for n in range(line, end_line + 1)]
-    if not rows:
-        return None
-    rows[-1] = rows[-1][:end_col]
-    rows[0] = rows[0][col:]
-    found = _TILE_CONSTANT.findall(b"".join(rows).decode(errors="replace"))
-    return found[-1] if found else None   # the target shape is the call's last argument

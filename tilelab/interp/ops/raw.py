@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda.tile import MemoryOrder
+from cuda.tile import MemoryOrder, MemoryScope
 from tilelab.interp.context import compile_error, launch_error
 from tilelab.interp.ops.elements import mask_values
 from tilelab.interp.ops.elementwise import const_array, operand
@@ -23,6 +23,7 @@ from tilelab.interp.ops.memory_args import (broadcastable, check_hints,
                                             check_memory_semantics)
 from tilelab.interp.values.arrays import RawArrayMemory
 from tilelab.interp.values.dtypes import check_implicit_cast
+from tilelab.interp.values.methods import method
 from tilelab.interp.values.rounding import convert
 from tilelab.interp.values.targets import check_atomic_add
 from tilelab.interp.values.tile import Tile
@@ -191,3 +192,81 @@ def atomic_cas_offset(mem: RawArrayMemory, offset: Any, expected: Any, desired: 
     if won.any():
         mem._array.sync_raw("acquire", lane_offs[won])
     return Tile(out, dtype, False, None if active.all() else active)
+
+
+# ---- RawArrayMemory's methods (see tilelab.interp.values.methods) ----------------------
+
+@method(RawArrayMemory, "load_offset")
+def _raw_load_offset(self, offset, /, *, mask=None, padding_value=0, latency=None) -> Tile:
+    """Elements at ``offset`` (masked-off lanes get ``padding_value``)."""
+    return load_offset(self, offset, mask, padding_value, latency)
+
+
+@method(RawArrayMemory, "store_offset")
+def _raw_store_offset(self, offset, value, /, *, mask=None, latency=None) -> None:
+    """Store ``value`` (broadcast to the offsets' shape) at ``offset``."""
+    store_offset(self, offset, value, mask, latency)
+
+
+@method(RawArrayMemory, "atomic_cas_offset")
+def _raw_atomic_cas_offset(self, offset, expected, desired, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL,
+                           memory_scope=MemoryScope.DEVICE) -> Tile:
+    return atomic_cas_offset(self, offset, expected, desired, mask, memory_order,
+                             memory_scope)
+
+
+@method(RawArrayMemory, "atomic_xchg_offset")
+def _raw_atomic_xchg_offset(self, offset, update, /, *, mask=None,
+                            memory_order=MemoryOrder.ACQ_REL,
+                            memory_scope=MemoryScope.DEVICE) -> Tile:
+    return atomic_rmw_offset("xchg", self, offset, update, mask, memory_order,
+                             memory_scope)
+
+
+@method(RawArrayMemory, "atomic_add_offset")
+def _raw_atomic_add_offset(self, offset, update, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL,
+                           memory_scope=MemoryScope.DEVICE) -> Tile:
+    return atomic_rmw_offset("add", self, offset, update, mask, memory_order,
+                             memory_scope)
+
+
+@method(RawArrayMemory, "atomic_max_offset")
+def _raw_atomic_max_offset(self, offset, update, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL,
+                           memory_scope=MemoryScope.DEVICE) -> Tile:
+    return atomic_rmw_offset("max", self, offset, update, mask, memory_order,
+                             memory_scope)
+
+
+@method(RawArrayMemory, "atomic_min_offset")
+def _raw_atomic_min_offset(self, offset, update, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL,
+                           memory_scope=MemoryScope.DEVICE) -> Tile:
+    return atomic_rmw_offset("min", self, offset, update, mask, memory_order,
+                             memory_scope)
+
+
+@method(RawArrayMemory, "atomic_and_offset")
+def _raw_atomic_and_offset(self, offset, update, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL,
+                           memory_scope=MemoryScope.DEVICE) -> Tile:
+    return atomic_rmw_offset("and", self, offset, update, mask, memory_order,
+                             memory_scope)
+
+
+@method(RawArrayMemory, "atomic_or_offset")
+def _raw_atomic_or_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL,
+                          memory_scope=MemoryScope.DEVICE) -> Tile:
+    return atomic_rmw_offset("or", self, offset, update, mask, memory_order,
+                             memory_scope)
+
+
+@method(RawArrayMemory, "atomic_xor_offset")
+def _raw_atomic_xor_offset(self, offset, update, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL,
+                           memory_scope=MemoryScope.DEVICE) -> Tile:
+    return atomic_rmw_offset("xor", self, offset, update, mask, memory_order,
+                             memory_scope)

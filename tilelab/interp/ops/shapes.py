@@ -7,7 +7,10 @@ compiler's wording.
 """
 from __future__ import annotations
 
+import linecache
+import re
 import sys
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -18,12 +21,14 @@ from tilelab.interp.ops.casts import astype, bitcast
 from tilelab.interp.ops.elementwise import add, const_array, make, mul, operand
 from tilelab.interp.values.dtypes import (BOOL, INT32, TileDType, as_dtype, is_loose,
                                           loose_dtype)
+from tilelab.interp.values.methods import method
 from tilelab.interp.values.tile import Tile, values_of
 
 __all__ = ["to_tile", "constant_shape", "constant_int", "constant_int_tuple",
            "normalize_axis", "reshape", "broadcast_to", "permute", "transpose",
            "expand_dims", "getitem_expand", "cat", "extract", "insert", "full", "zeros",
-           "ones", "arange", "astile", "pack_to_bytes", "unpack_from_bytes", "is_pow2"]
+           "ones", "arange", "astile", "pack_to_bytes", "unpack_from_bytes", "is_pow2",
+           "partition_store_param"]
 
 
 def to_tile(x: Any, what: str = "x") -> Tile:
@@ -149,13 +154,50 @@ def broadcast_to(x: Any, /, shape: Any) -> Tile:
 def _refuse_broadcast(src: tuple, target: tuple, caller: Any) -> None:
     """cuTile's refusal of a broadcast; when it is a partition store's (``z.store(t)``
     lowers to a broadcast to ``z``'s tile shape), the refusal of that store instead."""
-    from tilelab.interp.ops.memory_args import partition_store_param
     from tilelab.limits import store_shape_message
 
     param = partition_store_param(caller)
     if param is not None:
         raise compile_error(*store_shape_message(param, src, target))
     raise compile_error(f"Shape {src} is not broadcastable to {target}")
+
+
+#: a tile-shape constant of partition ``p`` in lowered code (``__tl_<p>_t<d>``: names the
+#: lowering reserves, which user code may not use)
+_TILE_CONSTANT = re.compile(r"__tl_(\w+?)_t\d+\b")
+
+
+def partition_store_param(frame: FrameType | None) -> str | None:
+    """The partition whose store the lowered kernel ``frame`` is making, or None.
+
+    A safe store ``z.store(t)`` lowers to ``ct.store(z, ..., tile=ct.broadcast_to(t,
+    (__tl_z_t0,)))``: when that ``broadcast_to`` refuses the tile, the call the frame is
+    executing ends with the partition's tile-shape constants, which name it. The
+    refusal can then say what a partition store needs (see
+    :func:`tilelab.limits.store_shape_message`), as the compiler's does.
+
+    Example:
+        >>> partition_store_param(None) is None
+        True
+    """
+    if frame is None or not frame.f_code.co_filename.startswith("<tilelab-lowered "):
+        return None
+    code = frame.f_code
+    try:
+        line, end_line, col, end_col = list(code.co_positions())[frame.f_lasti // 2]
+    except (IndexError, ValueError):
+        return None
+    if line is None or end_line is None or col is None or end_col is None:
+        return None
+    rows = [linecache.getline(code.co_filename, n).encode()
+            for n in range(line, end_line + 1)]
+    if not rows:
+        return None
+    rows[-1] = rows[-1][:end_col]
+    rows[0] = rows[0][col:]
+    found = _TILE_CONSTANT.findall(b"".join(rows).decode(errors="replace"))
+    return found[-1] if found else None   # the target shape is the call's last argument
+
 
 
 def permute(x: Any, /, axes: Any) -> Tile:
@@ -469,3 +511,41 @@ def unpack_from_bytes(x: Any, /, dtype: Any) -> Tile:
         nib[1::2] = raw >> np.uint8(4)
         return Tile(nib.view(dt.storage), dt)
     return Tile(raw.view(dt.storage).copy(), dt)
+
+
+# ---- Tile's methods that are shape ops (see tilelab.interp.values.methods) ------------
+
+@method(Tile, "item")
+def _tile_item(self) -> "Tile":
+    """``reshape(())``: the single element of a one-element tile as a scalar."""
+    return reshape(self, ())
+
+
+@method(Tile, "extract")
+def _tile_extract(self, index, shape) -> "Tile":
+    return extract(self, index, shape)
+
+
+@method(Tile, "insert")
+def _tile_insert(self, index, value) -> "Tile":
+    return insert(self, index, value)
+
+
+@method(Tile, "reshape")
+def _tile_reshape(self, shape) -> "Tile":
+    return reshape(self, shape)
+
+
+@method(Tile, "permute")
+def _tile_permute(self, axes) -> "Tile":
+    return permute(self, axes)
+
+
+@method(Tile, "transpose")
+def _tile_transpose(self, axis0=None, axis1=None) -> "Tile":
+    return transpose(self, axis0, axis1)
+
+
+@method(Tile, "__getitem__")
+def _tile_getitem(self, key) -> "Tile":
+    return getitem_expand(self, key)

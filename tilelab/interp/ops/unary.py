@@ -22,6 +22,7 @@ from tilelab.interp.ops.casts import astype
 from tilelab.interp.ops.elementwise import (check_rounding, count_flops, directed_f64,
                                             is_const, make, operand, require_bool_flag)
 from tilelab.interp.values.dtypes import BOOL, FLOAT32, FLOAT64, INT32, RESTRICTED
+from tilelab.interp.values.methods import method
 from tilelab.interp.values.rounding import DIRECTED_MODES, convert, flush_subnormals
 from tilelab.interp.values.tile import Tile
 
@@ -225,3 +226,25 @@ def isnan(x, /):
         raise compile_error(f"isnan: Unexpected input type {xd}")
     return make(np.isnan(xv.astype(np.float32) if xd.storage.itemsize < 4 else xv), BOOL,
                 is_const(x), x._m if isinstance(x, Tile) else None)
+
+
+# ---- Tile's unary operators (see tilelab.interp.values.methods) -----------------------
+
+@method(Tile, "__neg__")
+def _tile_neg(self):
+    return negative(self)
+
+
+@method(Tile, "__pos__")
+def _tile_pos(self):
+    return positive(self)
+
+
+@method(Tile, "__invert__")
+def _tile_invert(self):
+    return invert(self)
+
+
+@method(Tile, "__abs__")
+def _tile_abs(self):
+    return abs_(self)

@@ -15,9 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda.tile import MemoryOrder, MemoryScope, PaddingMode
-from tilelab.interp.context import (active, compile_error, current_location, launch_error,
-                                    unsupported)
+from tilelab.interp.context import active, compile_error, current_location, unsupported
 from tilelab.interp.values.dtypes import INT32, TileDType
 from tilelab.interp.values.targets import array_dtype_error, supported
 from tilelab.interp.values.tile import Tile
@@ -81,13 +79,6 @@ def index_value(x: Any, what: str, *, signed: bool = True) -> int:
     return int(x)
 
 
-def _is_constant(x: Any) -> bool:
-    """Whether an index is a compile-time constant (a Python int or a constant scalar)."""
-    if isinstance(x, Tile):
-        return x._c and x.ndim == 0
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
 class Array:
     """A global array as seen inside a kernel (``x.shape``, ``x.dtype``, ``x.slice``...).
 
@@ -136,48 +127,8 @@ class Array:
         return self._index_tuple(tuple(s // data.itemsize for s in data.strides),
                                  self._root.static_strides)
 
-    def slice(self, axis: Any, start: Any, stop: Any) -> "Array":
-        """A view restricted to ``[start, stop)`` along ``axis`` (no copy)."""
-        from tilelab.interp.ops.shapes import constant_int, normalize_axis
-        ax = normalize_axis(constant_int(axis, "axis"), self.ndim)
-        lo = index_value(start, "start")
-        hi = index_value(stop, "stop")
-        const_lo, const_hi = _is_constant(start), _is_constant(stop)
-        if const_lo and lo < 0:
-            raise compile_error("Slice start must be non-negative")
-        if const_hi and hi < 0:
-            raise compile_error("Slice stop must be non-negative")
-        if const_lo and const_hi and hi < lo:
-            raise compile_error("Slice stop must be greater than or equal to start")
-        n = self._data.shape[ax]
-        if not (0 <= lo <= hi <= n) or (lo == n and n > 0 and hi > lo):
-            raise launch_error(f"Array.slice(axis={ax}, start={lo}, stop={hi}) is outside the "
-                               f"array's extent {n} along that axis (undefined behaviour on "
-                               f"the GPU)")
-        sl = [slice(None)] * self.ndim
-        sl[ax] = slice(lo, hi)
-        origin = list(self._origin)
-        origin[ax] += lo
-        # cuTile: constant bounds give the sliced axis a compile-time extent (stop - start)
-        static = [i < len(self._static) and self._static[i] for i in range(self.ndim)]
-        static[ax] = const_lo and const_hi
-        return Array(self._root, self._data[tuple(sl)], tuple(origin), tuple(static))
-
-    def tiled_view(self, tile_shape: Any, *, padding_mode: Any = PaddingMode.UNDETERMINED,
-                   traversal_steps: Any = None) -> "TiledView":
-        """A view partitioned into tiles of ``tile_shape`` (see :class:`TiledView`)."""
-        from tilelab.interp.ops.memory_args import padding_mode_value
-        from tilelab.interp.ops.shapes import constant_shape
-        shape = constant_shape(tile_shape, "tile_shape", allow_single_int=True,
-                               expected_rank=self.ndim, allow_0d=True)
-        padding_mode_value(padding_mode)
-        full = shape if shape else (1,) * self.ndim
-        if traversal_steps is None:
-            steps = full
-        else:
-            steps = constant_shape(traversal_steps, "traversal_steps", allow_single_int=True,
-                                   expected_rank=self.ndim, allow_non_pow2=True)
-        return TiledView(self, shape, padding_mode, steps)
+    # (``slice`` and ``tiled_view`` are attached by tilelab.interp.ops.memory: see
+    # tilelab.interp.values.methods)
 
     @property
     def foreign_pointer(self) -> Any:
@@ -322,48 +273,8 @@ class TiledView:
     def traversal_steps(self) -> tuple[int, ...]:
         return self._steps
 
-    def num_tiles(self, axis: Any) -> Tile:
-        """Number of tile origins along ``axis``: ``cdiv(shape[axis], step[axis])``."""
-        from tilelab.interp.ops.shapes import constant_int, normalize_axis
-        ax = normalize_axis(constant_int(axis, "axis"), self._array.ndim)
-        n = -(-self._array._data.shape[ax] // self._steps[ax])
-        return Tile(np.asarray(n, np.int32), INT32)
-
-    def load(self, index: Any, *, check_bounds: Any = True, latency: Any = None,
-             allow_tma: Any = None) -> Tile:
-        """The tile at ``index`` (out-of-bounds elements get the view's padding)."""
-        from tilelab.interp.ops.memory import tiled_view_load
-        return tiled_view_load(self, index, check_bounds, latency, allow_tma)
-
-    def store(self, index: Any, tile: Any, *, check_bounds: Any = True, latency: Any = None,
-              allow_tma: Any = None) -> None:
-        """Store ``tile`` (broadcast to ``tile_shape``) at ``index``; OOB elements are dropped."""
-        from tilelab.interp.ops.memory import tiled_view_store
-        tiled_view_store(self, index, tile, check_bounds, latency, allow_tma)
-
-    def atomic_store_add(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.ops.atomics import tiled_view_atomic
-        tiled_view_atomic("add", self, index, update)
-
-    def atomic_store_max(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.ops.atomics import tiled_view_atomic
-        tiled_view_atomic("max", self, index, update)
-
-    def atomic_store_min(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.ops.atomics import tiled_view_atomic
-        tiled_view_atomic("min", self, index, update)
-
-    def atomic_store_and(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.ops.atomics import tiled_view_atomic
-        tiled_view_atomic("and", self, index, update)
-
-    def atomic_store_or(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.ops.atomics import tiled_view_atomic
-        tiled_view_atomic("or", self, index, update)
-
-    def atomic_store_xor(self, index: Any, update: Any, /) -> None:
-        from tilelab.interp.ops.atomics import tiled_view_atomic
-        tiled_view_atomic("xor", self, index, update)
+    # (``num_tiles``, ``load`` and ``store`` are attached by tilelab.interp.ops.memory,
+    # the ``atomic_store_*`` by tilelab.interp.ops.atomics)
 
     def __repr__(self) -> str:
         return f"TiledView[{self.dtype}, tile {self._tile_shape}]({self._array._root.name})"
@@ -389,71 +300,8 @@ class RawArrayMemory:
         """The element dtype (a compile-time constant)."""
         return self._array.dtype
 
-    def load_offset(self, offset, /, *, mask=None, padding_value=0, latency=None) -> Tile:
-        """Elements at ``offset`` (masked-off lanes get ``padding_value``)."""
-        from tilelab.interp.ops.raw import load_offset
-        return load_offset(self, offset, mask, padding_value, latency)
-
-    def store_offset(self, offset, value, /, *, mask=None, latency=None) -> None:
-        """Store ``value`` (broadcast to the offsets' shape) at ``offset``."""
-        from tilelab.interp.ops.raw import store_offset
-        store_offset(self, offset, value, mask, latency)
-
-    def atomic_cas_offset(self, offset, expected, desired, /, *, mask=None,
-                          memory_order=MemoryOrder.ACQ_REL,
-                          memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.ops.raw import atomic_cas_offset
-        return atomic_cas_offset(self, offset, expected, desired, mask, memory_order,
-                                 memory_scope)
-
-    def atomic_xchg_offset(self, offset, update, /, *, mask=None,
-                           memory_order=MemoryOrder.ACQ_REL,
-                           memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.ops.raw import atomic_rmw_offset
-        return atomic_rmw_offset("xchg", self, offset, update, mask, memory_order,
-                                 memory_scope)
-
-    def atomic_add_offset(self, offset, update, /, *, mask=None,
-                          memory_order=MemoryOrder.ACQ_REL,
-                          memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.ops.raw import atomic_rmw_offset
-        return atomic_rmw_offset("add", self, offset, update, mask, memory_order,
-                                 memory_scope)
-
-    def atomic_max_offset(self, offset, update, /, *, mask=None,
-                          memory_order=MemoryOrder.ACQ_REL,
-                          memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.ops.raw import atomic_rmw_offset
-        return atomic_rmw_offset("max", self, offset, update, mask, memory_order,
-                                 memory_scope)
-
-    def atomic_min_offset(self, offset, update, /, *, mask=None,
-                          memory_order=MemoryOrder.ACQ_REL,
-                          memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.ops.raw import atomic_rmw_offset
-        return atomic_rmw_offset("min", self, offset, update, mask, memory_order,
-                                 memory_scope)
-
-    def atomic_and_offset(self, offset, update, /, *, mask=None,
-                          memory_order=MemoryOrder.ACQ_REL,
-                          memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.ops.raw import atomic_rmw_offset
-        return atomic_rmw_offset("and", self, offset, update, mask, memory_order,
-                                 memory_scope)
-
-    def atomic_or_offset(self, offset, update, /, *, mask=None,
-                         memory_order=MemoryOrder.ACQ_REL,
-                         memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.ops.raw import atomic_rmw_offset
-        return atomic_rmw_offset("or", self, offset, update, mask, memory_order,
-                                 memory_scope)
-
-    def atomic_xor_offset(self, offset, update, /, *, mask=None,
-                          memory_order=MemoryOrder.ACQ_REL,
-                          memory_scope=MemoryScope.DEVICE) -> Tile:
-        from tilelab.interp.ops.raw import atomic_rmw_offset
-        return atomic_rmw_offset("xor", self, offset, update, mask, memory_order,
-                                 memory_scope)
+    # (``load_offset``, ``store_offset`` and the ``atomic_*_offset`` methods are attached by
+    # tilelab.interp.ops.raw)
 
     def __repr__(self) -> str:
         return f"RawArrayMemory[{self.dtype}]({self._array._root.name})"

@@ -93,10 +93,7 @@ class TileDType:
     def __str__(self) -> str:
         return self.name
 
-    def __call__(self, value: Any = 0, /) -> Any:
-        """``ct.int16(2)``: a strictly typed scalar of this dtype (see ``astype``)."""
-        from tilelab.interp.ops.casts import construct
-        return construct(self, value)
+    # (calling a dtype, ``ct.int16(2)``, is tilelab.interp.ops.casts's ``__call__``)
 
     def __reduce__(self):
         return (as_dtype, (self.name,))
@@ -216,21 +213,13 @@ class LooseInt(int):
         array(8., dtype=float32)
     """
 
-    __slots__ = ()
-
-    def astype(self, dtype: Any, *, rounding_mode: Any = None) -> Any:
-        from tilelab.interp.ops.casts import astype
-        return astype(int(self), dtype, rounding_mode=rounding_mode)
+    __slots__ = ()   # (``astype`` is attached by tilelab.interp.ops.casts)
 
 
 class LooseFloat(float):
     """A loosely typed float constant with ``astype`` (see :class:`LooseInt`)."""
 
-    __slots__ = ()
-
-    def astype(self, dtype: Any, *, rounding_mode: Any = None) -> Any:
-        from tilelab.interp.ops.casts import astype
-        return astype(float(self), dtype, rounding_mode=rounding_mode)
+    __slots__ = ()   # (``astype`` is attached by tilelab.interp.ops.casts)
 
 
 _LOOSE_TYPES = (int, float, bool, LooseInt, LooseFloat)

@@ -11,7 +11,6 @@ in cuTile.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 
@@ -90,35 +89,9 @@ class Tile:
         """A copy of the values in the dtype's numpy storage type (for tests and tools)."""
         return np.array(self._v, copy=True)
 
-    # ---- methods that mirror cuda.tile functions --------------------------------------
-    def item(self) -> "Tile":
-        """``reshape(())``: the single element of a one-element tile as a scalar."""
-        from tilelab.interp.ops.shapes import reshape
-        return reshape(self, ())
-
-    def extract(self, index, shape) -> "Tile":
-        from tilelab.interp.ops.shapes import extract
-        return extract(self, index, shape)
-
-    def insert(self, index, value) -> "Tile":
-        from tilelab.interp.ops.shapes import insert
-        return insert(self, index, value)
-
-    def reshape(self, shape) -> "Tile":
-        from tilelab.interp.ops.shapes import reshape
-        return reshape(self, shape)
-
-    def permute(self, axes) -> "Tile":
-        from tilelab.interp.ops.shapes import permute
-        return permute(self, axes)
-
-    def transpose(self, axis0=None, axis1=None) -> "Tile":
-        from tilelab.interp.ops.shapes import transpose
-        return transpose(self, axis0, axis1)
-
-    def astype(self, dtype, *, rounding_mode=None) -> "Tile":
-        from tilelab.interp.ops.casts import astype
-        return astype(self, dtype, rounding_mode=rounding_mode)
+    # (the methods that mirror cuda.tile functions, ``item``, ``extract``, ``insert``,
+    # ``reshape``, ``permute``, ``transpose`` and ``astype``, are attached by the op
+    # modules that define them: see tilelab.interp.values.methods)
 
     # ---- Python protocol ---------------------------------------------------------------
     def __index__(self) -> int:
@@ -151,10 +124,6 @@ class Tile:
         raise compile_error("tiles are not iterable",
                             hint="use ct.extract or a reduction instead")
 
-    def __getitem__(self, key) -> "Tile":
-        from tilelab.interp.ops.shapes import getitem_expand
-        return getitem_expand(self, key)
-
     def __setitem__(self, key, value) -> None:
         raise compile_error("Tiles are immutable: item assignment is not supported.",
                             hint="build a new tile with ct.where or ct.insert")
@@ -172,57 +141,11 @@ class Tile:
             return format_tile(self, "")
         return f"Tile[{self._dt}, {self.shape}]({format_tile(self, '')})"
 
-    # ---- operators (see tilelab.interp.ops.elementwise for the typing rules) ---------------
-    def __add__(self, o): return _binop("add", self, o)
-    def __radd__(self, o): return _binop("add", o, self)
-    def __sub__(self, o): return _binop("sub", self, o)
-    def __rsub__(self, o): return _binop("sub", o, self)
-    def __mul__(self, o): return _binop("mul", self, o)
-    def __rmul__(self, o): return _binop("mul", o, self)
-    def __truediv__(self, o): return _binop("truediv", self, o)
-    def __rtruediv__(self, o): return _binop("truediv", o, self)
-    def __floordiv__(self, o): return _binop("floordiv", self, o)
-    def __rfloordiv__(self, o): return _binop("floordiv", o, self)
-    def __mod__(self, o): return _binop("mod", self, o)
-    def __rmod__(self, o): return _binop("mod", o, self)
-    def __pow__(self, o): return _binop("pow", self, o)
-    def __rpow__(self, o): return _binop("pow", o, self)
-    def __divmod__(self, o): return _binop("divmod", self, o)
-    def __rdivmod__(self, o): return _binop("divmod", o, self)
-    def __and__(self, o): return _binop("and", self, o)
-    def __rand__(self, o): return _binop("and", o, self)
-    def __or__(self, o): return _binop("or", self, o)
-    def __ror__(self, o): return _binop("or", o, self)
-    def __xor__(self, o): return _binop("xor", self, o)
-    def __rxor__(self, o): return _binop("xor", o, self)
-    def __lshift__(self, o): return _binop("lshift", self, o)
-    def __rlshift__(self, o): return _binop("lshift", o, self)
-    def __rshift__(self, o): return _binop("rshift", self, o)
-    def __rrshift__(self, o): return _binop("rshift", o, self)
-    def __matmul__(self, o): return _binop("matmul", self, o)
-    def __rmatmul__(self, o): return _binop("matmul", o, self)
-    def __lt__(self, o): return _binop("lt", self, o)
-    def __le__(self, o): return _binop("le", self, o)
-    def __gt__(self, o): return _binop("gt", self, o)
-    def __ge__(self, o): return _binop("ge", self, o)
-    def __eq__(self, o): return _binop("eq", self, o)  # type: ignore[override]
-    def __ne__(self, o): return _binop("ne", self, o)  # type: ignore[override]
-
-    def __neg__(self):
-        from tilelab.interp.ops.unary import negative
-        return negative(self)
-
-    def __pos__(self):
-        from tilelab.interp.ops.unary import positive
-        return positive(self)
-
-    def __invert__(self):
-        from tilelab.interp.ops.unary import invert
-        return invert(self)
-
-    def __abs__(self):
-        from tilelab.interp.ops.unary import abs_
-        return abs_(self)
+    # ---- operators: attached by the op modules that define them: indexing
+    # (``t[None, :]``, tilelab.interp.ops.shapes), the arithmetic, bitwise and comparison
+    # operators (tilelab.interp.ops.elementwise, with cuTile's typing rules), ``@``
+    # (tilelab.interp.ops.matmul) and ``-t``, ``+t``, ``~t``, ``abs(t)``
+    # (tilelab.interp.ops.unary)
 
 
 #: the slot that holds a tile's values, read past :class:`UnsupportedTile`'s guard
@@ -274,16 +197,6 @@ class UnsupportedTile(Tile):
 
     def __repr__(self) -> str:
         return f"Tile[{self._dt}, {self.shape}](not computed on this target)"
-
-
-_TILE_LIKE = (Tile, int, float, bool, np.generic)
-
-
-def _binop(name: str, x: Any, y: Any) -> Any:
-    if not isinstance(x, _TILE_LIKE) or not isinstance(y, _TILE_LIKE):
-        return NotImplemented
-    from tilelab.interp.ops.elementwise import OPERATORS
-    return OPERATORS[name](x, y)
 
 
 # ---- device printing ------------------------------------------------------------------------
