@@ -224,18 +224,25 @@ def location(where: Any) -> Any:
                end_col=None if where.end_col is None else where.end_col - 1)
 
 
-def front_end_refusal(pyfunc: Callable, entry: bool) -> BaseException | None:
+def front_end_refusal(pyfunc: Callable, entry: bool, generator: bool = False
+                      ) -> BaseException | None:
     """cuTile's refusal of ``pyfunc``'s source by its AST front end (``ast2hir``: the
     syntax rules, such as ``break`` in a ``static_iter`` loop or a walrus inside
     ``static_eval``), as the exception cuTile raises (its ``loc`` says where), or None
     when the front end accepts it or cannot read it (no source, a lambda, an internal
     failure: only what cuTile refuses by its rules is reported). ``entry``: the kernel
-    itself rather than a helper it calls."""
+    itself rather than a helper it calls; ``generator``: the generator function of a
+    ``@contextlib.contextmanager`` helper, read as cuTile reads those (one ``yield``, at
+    the top level of its body, no ``return``)."""
     from cuda.tile._exception import TileError
     from cuda.tile._passes.ast2hir import HirMode, get_function_hir
-    mode = HirMode.ENTRY_POINT if entry else HirMode.HELPER_FUNCTION
+    mode = HirMode.GENERATOR_CONTEXT_MANAGER if generator else \
+        HirMode.ENTRY_POINT if entry else HirMode.HELPER_FUNCTION
     try:
-        get_function_hir(pyfunc, mode)
+        found = get_function_hir(pyfunc, mode)
+        if generator:
+            from cuda.tile._ir.core_ops import _find_generator_yield
+            _find_generator_yield(found.body)
     except TileError as error:
         return error
     except Exception:   # noqa: BLE001 - no source, a lambda: cuTile never says no here

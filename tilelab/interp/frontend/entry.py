@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import inspect
 import sys
@@ -45,24 +46,33 @@ __all__ = ["front_end_error", "front_end_checked"]
 
 _NONE = object()
 
+#: the code that calls the function of a ``@contextlib.contextmanager`` helper
+_CONTEXTMANAGER_INIT = contextlib._GeneratorContextManagerBase.__init__.__code__
+
 #: per code object: {entry: the refusal or _NONE}
 _FOUND: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
 
 
-def front_end_error(fn: types.FunctionType, entry: bool) -> CompileError | None:
+def front_end_error(fn: types.FunctionType, entry: bool, manager: bool = False
+                    ) -> CompileError | None:
     """cuTile's front-end refusal of ``fn``'s source as a CompileError (cached per code
     object), or None when cuTile's front end accepts it or cannot read it. ``entry``:
     ``fn`` is the kernel itself (cuTile reads a kernel and a helper a little apart:
-    ``return`` ends a kernel but sets a helper's result)."""
+    ``return`` ends a kernel but sets a helper's result); ``manager``: ``fn`` is the
+    function of a ``@contextlib.contextmanager`` helper, which cuTile reads by rules of
+    its own (one ``yield`` at the top level of its body, no ``return``; its plain front
+    end would refuse the ``yield`` as "Unsupported syntax"). A generator function is
+    read as one in any case."""
+    manager = manager or bool(fn.__code__.co_flags & inspect.CO_GENERATOR)
     seen = _FOUND.setdefault(fn.__code__, {})
-    found = seen.get(entry)
+    found = seen.get((entry, manager))
     if found is None:
-        found = seen[entry] = _refusal(fn, entry) or _NONE
+        found = seen[(entry, manager)] = _refusal(fn, entry, manager) or _NONE
     return None if found is _NONE else found
 
 
-def _refusal(fn: types.FunctionType, entry: bool) -> CompileError | None:
-    error = _cutile.front_end_refusal(fn, entry)
+def _refusal(fn: types.FunctionType, entry: bool, manager: bool) -> CompileError | None:
+    error = _cutile.front_end_refusal(fn, entry, generator=manager)
     if error is None:
         return None
     loc = getattr(error, "loc", None)
@@ -142,24 +152,25 @@ def front_end_checked(fn: types.FunctionType, run: Callable[..., Any], entry: bo
         nonlocal checked_ok
         if not checked_ok:
             bound = _bound(fn, args, kwargs)
-            error = _front_end(fn, entry) or static_refusal(fn, bound) or \
+            caller = sys._getframe(1)
+            manager = _called_by_contextlib(caller)
+            error = front_end_error(fn, entry, manager) or static_refusal(fn, bound) or \
                 undefined_refusal(fn, bound) or path_refusal(fn, bound) or \
                 tuple_refusal(fn, bound) or call_refusal(fn, bound)
             if error is not None:
-                raise _at_call(error, call_locations(sys._getframe(1)))
+                raise _at_call(error, call_locations(caller))
             checked_ok = True
         return run(*args, **kwargs)
     return checked
 
 
-def _front_end(fn: types.FunctionType, entry: bool) -> CompileError | None:
-    """cuTile's own front end on ``fn``, except for a generator function: cuTile reads
-    the generator of a ``@contextlib.contextmanager`` through a path of its own (its
-    plain front end refuses ``yield`` as "Unsupported syntax"), so the interpreter leaves
-    that syntax to the run."""
-    if fn.__code__.co_flags & inspect.CO_GENERATOR:
-        return None
-    return front_end_error(fn, entry)
+def _called_by_contextlib(frame: Any) -> bool:
+    """Whether the call comes from ``contextlib`` making a ``@contextmanager`` helper's
+    generator (past the interpreter's own wrappers)."""
+    while frame is not None and \
+            str(frame.f_globals.get("__name__", "")).startswith("tilelab.interp"):
+        frame = frame.f_back
+    return frame is not None and frame.f_code is _CONTEXTMANAGER_INIT
 
 
 def _bound(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
