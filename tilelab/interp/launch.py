@@ -32,6 +32,7 @@ from tilelab.interp._cutile import HeterogeneousTupleNode, HomogeneousTupleNode,
 from tilelab.interp.foreign import numpy_view
 from tilelab.interp.frontend.cutile_errors import as_cutile
 from tilelab.interp.frontend.grid_rules import check_grid
+from tilelab.interp.frontend.python_errors import cutile_refusal
 from tilelab.interp.ops import misc
 from tilelab.interp.rebuild import rebuilt
 from tilelab.interp.trace import ArgInfo, Trace, Tracer
@@ -306,6 +307,10 @@ def _as_compile_error(exc: Exception, state: context.LaunchState) -> TilelabErro
                            f"interpreter, not a refusal of the kernel", location=loc,
                            hint="report it to tilelab with the kernel; the GPU backend "
                                 "runs what cuTile compiles")
+    refusal = cutile_refusal(exc, exc.__traceback__,     # (unpacking, static_eval...)
+                             lambda frame: id(frame.f_globals) in state.tile_globals)
+    if refusal is not None:
+        return refusal
     if isinstance(exc, NameError):
         missing = getattr(exc, "name", None)
         what = f"'{missing}'" if missing else "the name"
