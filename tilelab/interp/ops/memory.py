@@ -248,7 +248,7 @@ def _array_slice(self, axis: Any, start: Any, stop: Any) -> "Array":
 def _array_tiled_view(self, tile_shape: Any, *, padding_mode: Any = PaddingMode.UNDETERMINED,
                       traversal_steps: Any = None) -> "TiledView":
     """A view partitioned into tiles of ``tile_shape`` (see :class:`TiledView`)."""
-    shape = constant_shape(tile_shape, "tile_shape", allow_single_int=True,
+    shape = constant_shape(tile_shape, "shape", allow_single_int=True,   # (cuTile's name)
                            expected_rank=self.ndim, allow_0d=True)
     padding_mode_value(padding_mode)
     full = shape if shape else (1,) * self.ndim

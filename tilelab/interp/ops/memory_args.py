@@ -75,7 +75,9 @@ def axis_order(order: Any, ndim: int, op: str) -> tuple[int, ...]:
         raise compile_error(f"{op}: Expected tuple of length {ndim}, got {len(axes)}")
     norm = tuple(normalize_axis(a, ndim) for a in axes)
     if len(set(norm)) != len(norm):
-        raise compile_error(f"{op}: Axis order must be a permutation, got {order}")
+        repeated = max(norm, key=norm.count)      # (cuTile names the most repeated axis)
+        raise compile_error(f"{op}: Axis order must be a permutation, but axis {repeated} "
+                            f"is used at least twice")
     return norm
 
 

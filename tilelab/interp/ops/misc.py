@@ -19,7 +19,8 @@ from tilelab.interp.context import compile_error, current, launch_error
 from tilelab.interp.ops.elementwise import const_array, maximum, minimum, operand
 from tilelab.interp.ops.shapes import constant_int
 from tilelab.interp.ops.static_python import reevaluate_static_argument
-from tilelab.interp.values.dtypes import (INT32, LooseFloat, LooseInt, TileDType,
+from tilelab.interp.values.arrays import Array
+from tilelab.interp.values.dtypes import (INT32, LooseFloat, LooseInt, TileDType, is_loose,
                                           loose_dtype, promote)
 from tilelab.interp.values.tile import Tile, format_printf, format_tile
 
@@ -287,6 +288,10 @@ class TileRange:
         values = []
         self._const = True
         for a in args:
+            if not (isinstance(a, (Tile, np.generic)) or is_loose(a)) or np.ndim(a) != 0:
+                # (cuTile asks for a scalar before it asks for a signed integer)
+                raise compile_error(f"range: Expected a scalar value, but given value has "
+                                    f"type {_type_name(a)}")
             v, d = operand(a, "range argument")
             if d is None:
                 if isinstance(v, bool) or not isinstance(v, int):
@@ -394,3 +399,13 @@ BUILTINS: dict[str, Any] = {
     "int": _KernelInt,
     "float": _KernelFloat,
 }
+
+
+def _type_name(value: Any) -> str:
+    """cuTile's name of a range argument's type in its messages (``Tile[int32,(4)]``)."""
+    if isinstance(value, Tile):
+        return f"Tile[{value._dt},({','.join(map(str, value.shape))})]"
+    if isinstance(value, Array):
+        return f"Array[{value.dtype},({','.join('?' * value.ndim)}):" \
+               f"({','.join('?' * value.ndim)})]"
+    return type(value).__name__

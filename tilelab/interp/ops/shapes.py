@@ -66,7 +66,8 @@ def constant_int(x: Any, what: str) -> int:
             raise compile_error(f"{what}: Expected an integer constant, but given value is "
                                 f"not constant",
                                 hint="pass it as a ct.Constant[int] parameter or a literal")
-        raise compile_error(f"{what}: Expected an integer constant, got {x!r}")
+        raise compile_error(f"{what}: Expected an integer constant, but given value has "
+                            f"type {'None' if x is None else _cutile_type(x)}")
     return x
 
 
