@@ -78,3 +78,23 @@ def test_a_range_bound_that_is_a_float_scalar_is_not_a_signed_integer():
 
     err = _refused(k, 1.5)
     assert "Expected a signed integer scalar" in err.message
+
+
+@ct.kernel
+def _sum_pair(y, addends: tuple[int, int]):
+    ct.scatter(y, (), addends[0] + addends[1])
+
+
+@pytest.mark.parametrize("addends", [(1, 2, 3), (1,)])
+def test_a_tuple_argument_of_another_length_than_its_annotation(addends):
+    with pytest.raises(TypeError) as info:
+        interpret(_sum_pair, np.zeros((), np.int32), addends, grid=(1,))
+    assert (f"Received a tuple of length {len(addends)} for a parameter annotated as a "
+            f"tuple of length 2") in str(info.value)
+
+
+def test_a_non_tuple_argument_for_a_tuple_annotation():
+    with pytest.raises(TypeError) as info:
+        interpret(_sum_pair, np.zeros((), np.int32), 3, grid=(1,))
+    assert "Received a non-tuple argument for a parameter annotated as a tuple" in \
+        str(info.value)

@@ -78,11 +78,13 @@ class _Binder:
     def bind(self, name: str, value: Any, node: Any) -> Any:
         if isinstance(node, (HomogeneousTupleNode, HeterogeneousTupleNode)):
             if not isinstance(value, tuple):
-                raise self._error(name, value, "the annotation says a tuple")
+                raise self._error(name, value, "Received a non-tuple argument for a "
+                                               "parameter annotated as a tuple")
             items = node.items if isinstance(node, HeterogeneousTupleNode) else \
                 (node.each,) * len(value)
             if len(items) != len(value):
-                why = f"the annotation implies a tuple of length {len(items)}"
+                why = (f"Received a tuple of length {len(value)} for a parameter "
+                       f"annotated as a tuple of length {len(items)}")   # (cuTile's words)
                 raise self._error(name, value, why)
             return tuple(self.bind(f"{name}[{i}]", v, n)
                          for i, (v, n) in enumerate(zip(value, items)))
