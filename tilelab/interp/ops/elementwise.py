@@ -603,10 +603,12 @@ def attach_operator(name: str, impl: Callable[[Any, Any], Any], *,
     :mod:`tilelab.interp.values.methods`)."""
     def forward(self, o):
         return _binop(impl, self, o)
+    forward.__module__ = impl.__module__   # (the operator is its op module's)
     method(Tile, f"__{name}__")(forward)
     if reflected:
         def backward(self, o):
             return _binop(impl, o, self)
+        backward.__module__ = impl.__module__
         method(Tile, f"__r{name}__")(backward)
 
 
