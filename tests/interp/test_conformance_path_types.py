@@ -151,3 +151,37 @@ def test_if_expressions_cutile_compiles_run():
     x = np.zeros(1, np.float32)
     interpret(k, x, True, grid=(1,))
     assert x.tolist() == [3.5]
+
+
+def test_a_helper_returning_a_value_on_a_run_time_path_and_none_at_its_end():
+    def fib_above(n):
+        a, b = 1, 1
+        for i in range(n):
+            a, b = b, a + b
+            if b > n:
+                return b
+
+    def fib_above_forever(n):                      # (never reaches its end)
+        a, b = 1, 1
+        while True:
+            a, b = b, a + b
+            if b > n:
+                return b
+
+    @ct.kernel
+    def refused(n, y):
+        n = ct.load(n, index=(0,), shape=(1,))
+        ct.store(y, (0,), ct.full((1,), fib_above(n.item()), dtype=ct.int32))
+
+    @ct.kernel
+    def runs(n, y):
+        n = ct.load(n, index=(0,), shape=(1,))
+        ct.store(y, (0,), ct.full((1,), fib_above_forever(n.item()), dtype=ct.int32))
+
+    n, y = np.array([15], np.int32), np.zeros(1, np.int32)
+    error = _refusal(refused, n, y)
+    assert error.message.startswith(
+        f"Type of return value depends on path taken: None (line {_line(fib_above, 'def')})"
+        f" vs. the type of `b` (line {_line(fib_above, 'return b')})")
+    interpret(runs, n, y, grid=(1,))
+    assert y.tolist() == [21]

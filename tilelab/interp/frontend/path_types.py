@@ -71,7 +71,8 @@ def path_refusal(fn: types.FunctionType, args: Mapping[str, Any]) -> CompileErro
             error = _mismatch("return value", then_ret[0], other_ret[0], env, line0)
             if error is not None:
                 return _located(error, other_ret[0], fn, line0, indent)
-    return _if_expression_refusal(fn, args, line0, indent)
+    return _if_expression_refusal(fn, args, line0, indent) or \
+        _fall_through_refusal(fn, args, line0, indent)
 
 
 def _if_expression_refusal(fn: types.FunctionType, args: Mapping[str, Any], line0: int,
@@ -96,6 +97,65 @@ def _if_expression_refusal(fn: types.FunctionType, args: Mapping[str, Any], line
                    f"{line0 + node.body.lineno})")
         return _located(message, node.orelse, fn, line0, indent)
     return None
+
+
+def _fall_through_refusal(fn: types.FunctionType, args: Mapping[str, Any], line0: int,
+                          indent: int) -> CompileError | None:
+    """A helper that returns a value on a run-time path (inside a run-time loop or
+    ``if``) and can also reach the end of its body, where it returns None (cuTile:
+    "Type of return value depends on path taken: None (line 3) vs. Tile[int32,()] (line
+    8)", whether or not the caller uses the result)."""
+    scope = Scope.of(fn, args)
+    if scope is None or not _falls_through(scope.func.body):   # type: ignore[attr-defined]
+        return None
+    for node in scope.nodes:
+        if not isinstance(node, ast.Return) or node.value is None or \
+                not scope.surely_not_none(node.value) or \
+                not _on_run_time_path(node, scope):
+            continue
+        found = scope.type_of(node.value)
+        what = str(found) if found is not None and found.complete else \
+            f"the type of `{ast.unparse(node.value)}`"
+        message = (f"Type of return value depends on path taken: None (line "
+                   f"{line0 + scope.func.lineno}) vs. {what} (line {line0 + node.lineno})")
+        return _located(message, node, fn, line0, indent)
+    return None
+
+
+def _falls_through(stmts: list[ast.stmt]) -> bool:
+    """Whether running ``stmts`` may reach their end (conservatively: False where a loop
+    on a constant true condition or a ``try`` makes it unclear)."""
+    if not stmts:
+        return True
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return False
+    if isinstance(last, ast.If):
+        return _falls_through(last.body) or _falls_through(last.orelse)
+    if isinstance(last, ast.While):
+        return not (isinstance(last.test, ast.Constant) and last.test.value)
+    if isinstance(last, (ast.With, ast.AsyncWith)):
+        return _falls_through(last.body)
+    if isinstance(last, (ast.Try, ast.Match)):
+        return False
+    return True
+
+
+def _on_run_time_path(node: ast.AST, scope: Scope) -> bool:
+    """Whether ``node`` sits inside a run-time loop (not ``ct.static_iter``) or a branch
+    of an ``if`` on a run-time value."""
+    for parent in scope._ancestors(node):
+        if isinstance(parent, ast.While):
+            return True
+        if isinstance(parent, ast.For) and not (
+                isinstance(parent.iter, ast.Call) and
+                isinstance(parent.iter.func, (ast.Attribute, ast.Name)) and
+                getattr(parent.iter.func, "attr", getattr(parent.iter.func, "id", None))
+                == "static_iter"):
+            return True
+        if isinstance(parent, ast.If) and scope.surely_runtime(parent.test):
+            return True
+    return False
 
 
 def _value_used(node: ast.IfExp, parents: Mapping[int, ast.AST], body: list[ast.AST]

@@ -408,6 +408,24 @@ class Scope:
                 return self._guarded(value, self.constant, _MISSING)
         return _MISSING
 
+    def surely_not_none(self, expr: ast.expr) -> bool:
+        """Whether ``expr``'s value is surely not ``None`` (a literal, an operator's
+        result, a tuple, a value of a known type...)."""
+        if isinstance(expr, ast.Constant):
+            return expr.value is not None
+        if isinstance(expr, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Tuple)):
+            return True
+        if isinstance(expr, ast.Name):
+            value = self.reaching(expr)
+            if value is _PARAM:
+                return self.env.get(expr.id, None) is not None
+            if value is _LOOP:
+                return True
+            if value is None:
+                return False
+            return bool(self._guarded(value, self.surely_not_none, False))
+        return self.type_of(expr) is not None
+
     # ---- tuples --------------------------------------------------------------------------
     def is_tuple(self, expr: ast.expr) -> bool:
         """Whether ``expr`` is surely a tuple."""
@@ -485,6 +503,11 @@ def _bindings(nodes: list[ast.AST], params: frozenset[str]) -> dict[str, list]:
     def bind(target: ast.AST, value: Any, node: ast.AST) -> None:
         if isinstance(target, ast.Name):
             out.setdefault(target.id, []).append((value, node))
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and \
+                len(target.elts) == len(value.elts) and \
+                not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts)):
+            for item, item_value in zip(target.elts, value.elts):   # (a, b = b, a + b)
+                bind(item, item_value, node)
         else:
             for n in ast.walk(target):
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
