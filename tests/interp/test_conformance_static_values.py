@@ -96,3 +96,25 @@ def test_static_iter_over_tuples_of_tiles_and_constants_runs():
     x = np.zeros(6, np.int32)
     interpret(k, x, 2, grid=(1,))
     assert x.tolist() == [5, 5, 7, 7, 0, 1]
+
+
+def test_indexing_a_tile_other_than_inserting_axes_is_refused():
+    """cuTile's tile subscript takes None or a constant tuple of None, ``...`` and
+    ``:`` (it inserts axes); any other key is refused with cuTile 1.7's words."""
+    @ct.kernel
+    def full_slice(x, y):
+        t = ct.load(x, (0, 0), (16, 16))
+        ct.store(y, (0, 0), t[:])
+
+    @ct.kernel
+    def inserts(x, y):
+        t = ct.load(x, (0, 0), (16, 16))
+        ct.store(y, (0, 0, 0), t[:, :][..., None])
+
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    error = _refusal(full_slice, x, np.zeros_like(x))
+    assert error.message == ("Directly indexing a tile is not supported; use `extract()` "
+                             "or `item()` instead.")
+    y = np.zeros((16, 16, 1), np.float32)
+    interpret(inserts, x, y, grid=(1,))
+    assert (y[..., 0] == x).all()

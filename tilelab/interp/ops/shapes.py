@@ -248,7 +248,14 @@ def expand_dims(x: Any, /, axis: Any) -> Tile:
 
 
 def getitem_expand(t: Tile, key: Any) -> Tile:
-    """``tile[None, :]``-style indexing, which only inserts axes in cuTile."""
+    """``tile[None, :]``-style indexing, which only inserts axes in cuTile: the key is
+    ``None`` or a constant tuple; any other key (``t[:]``, ``t[0]``, ``t[...]``) is
+    refused as cuTile refuses it."""
+    if key is not None and not isinstance(key, tuple):
+        raise compile_error("Directly indexing a tile is not supported; use `extract()` or "
+                            "`item()` instead.")
+    if isinstance(key, tuple) and any(isinstance(k, Tile) for k in key):
+        raise compile_error("Tile subscript must be a constant tuple")
     items = key if isinstance(key, tuple) else (key,)
     for idx in items:
         if not (idx is None or idx is Ellipsis or
