@@ -168,3 +168,12 @@ def test_what_cutile_compiles_runs():
     x = np.zeros(9, np.int32)
     interpret(k, x, 4, grid=(1,))
     assert x.tolist() == [10, 20, 30, 1, 0, 1, 1, 20, 20]
+
+
+@pytest.mark.parametrize("module", ["static_types", "tuple_rules", "call_rules",
+                                    "undefined_rules", "path_types", "grid_rules"])
+def test_the_front_end_rule_modules_examples(module):
+    import doctest
+    import importlib
+    m = importlib.import_module(f"tilelab.interp.frontend.{module}")
+    assert doctest.testmod(m, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
