@@ -15,7 +15,7 @@ from tilelab.runtime import launch as L, native
 from tilelab.runtime.launch import prepared as P
 from tilelab.runtime.ledger import LEDGER
 
-from conftest import NO_NATIVE, recorder
+from support.fake_libcuda import NO_NATIVE, recorder
 from test_prepared_launch import FakeGpu, _args, add
 
 pytestmark = pytest.mark.skipif(NO_NATIVE is not None, reason=str(NO_NATIVE))

@@ -103,7 +103,7 @@ class FakeGpu:
         # preparing them as a GPU launch would do, then running the prepared launch
         monkeypatch.setattr(L.Launcher, "_launch_cpu", self._launch_gpu)
         if mode == "native":
-            from conftest import recorder
+            from support.fake_libcuda import recorder
 
             from tilelab.runtime import native
 
