@@ -1,7 +1,7 @@
 """The soundness corpus: attempts to break tilelab's safety promise, written as a careless
 user and as a hostile reviewer would, and safe kernels that must keep working.
 
-The promise (DESIGN §2): a kernel without ``unsafe=True`` never writes outside its
+The promise (docs/safety.md): a kernel without ``unsafe=True`` never writes outside its
 block's tile, never writes an input, never reads out of bounds, whatever Python the user
 writes; anything the checker cannot prove is refused with a located message.
 
