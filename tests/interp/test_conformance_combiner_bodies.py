@@ -9,8 +9,6 @@ on a constant) still runs.
 """
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 
@@ -18,10 +16,11 @@ import cuda.tile as ct
 from tilelab.errors import CompileError
 from tilelab.interp import interpret
 
+from support.refusals import source_line
+
 
 def _line(fn, text: str) -> int:
-    lines, start = inspect.getsourcelines(fn)
-    return start + next(i for i, line in enumerate(lines) if line.strip().startswith(text))
+    return source_line(fn, text)
 
 
 def _run(kernel, *args):

@@ -8,26 +8,21 @@ cuTile's words, class and place (:mod:`tilelab.interp.frontend.entry`).
 """
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
-import pytest
 
 import cuda.tile as ct
 from tilelab.errors import CompileError
 from tilelab.interp import interpret
 
+from support.refusals import refusal, source_line
+
 
 def _line(fn, text: str) -> int:
-    """The file line of the first source line of ``fn`` that starts with ``text``."""
-    lines, start = inspect.getsourcelines(fn)
-    return start + next(i for i, line in enumerate(lines) if line.strip().startswith(text))
+    return source_line(fn, text)
 
 
 def _refusal(kernel, *args) -> CompileError:
-    with pytest.raises(CompileError) as info:
-        interpret(kernel, *args, grid=(1,))
-    return info.value
+    return refusal(kernel, *args)
 
 
 def test_break_in_a_static_iter_loop_words_class_and_place():

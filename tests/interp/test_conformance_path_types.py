@@ -8,26 +8,21 @@ members, tiled views with constant tile shapes), branches not taken included.
 """
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
-import pytest
 
 import cuda.tile as ct
 from tilelab.errors import CompileError
 from tilelab.interp import interpret
 
+from support.refusals import refusal, source_line
+
 
 def _line(fn, text: str) -> int:
-    lines, start = inspect.getsourcelines(fn)
-    return start + next(i for i, line in enumerate(lines) if line.strip().startswith(text))
+    return source_line(fn, text)
 
 
 def _refusal(kernel, *args) -> CompileError:
-    with pytest.raises(CompileError) as info:
-        interpret(kernel, *args, grid=(1,))
-    assert isinstance(info.value, ct.TileTypeError)
-    return info.value
+    return refusal(kernel, *args, foreign=ct.TileTypeError)
 
 
 def test_a_helper_returning_an_int_or_a_float():
