@@ -16,6 +16,7 @@ its entry: the list only shrinks).
 """
 from __future__ import annotations
 
+from support.graphs import circles
 from test_layers import EXCEPTIONS, PACKAGE, _module_name, imports_of
 
 #: the circles of the import graph today (modules without the ``tilelab.`` prefix), and
@@ -46,51 +47,6 @@ def import_graph() -> dict[str, set[str]]:
             if dst != src:
                 graph[src].add(dst)
     return graph
-
-
-def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[frozenset[str]] = []
-    counter = 0
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                members = set()
-                while True:
-                    m = stack.pop()
-                    on_stack.discard(m)
-                    members.add(m)
-                    if m == node:
-                        break
-                if len(members) > 1:
-                    found.append(frozenset(members))
-    return found
 
 
 def _ties(graph: dict[str, set[str]], members: frozenset[str]) -> str:

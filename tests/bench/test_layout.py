@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from support.graphs import circles
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 #: the only modules at the top of benchmarks/: the suite's entry and what all share
@@ -49,43 +51,11 @@ def imports_of(path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def circles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """The strongly connected components of more than one module."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    out: list[set[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = set()
-            while True:
-                w = stack.pop()
-                comp.add(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(comp)
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
-
-
 def test_the_reader_sees_the_imports():
     mods = _modules()
     assert "benchmarks.decode.models" in imports_of(mods["benchmarks.decode.graph"], set(mods))
     assert "benchmarks.host.runtime" in imports_of(mods["benchmarks.suite.groups"], set(mods))
-    assert circles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}]
+    assert circles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [frozenset({"a", "b"})]
 
 
 def test_no_two_benchmark_modules_import_each_other():

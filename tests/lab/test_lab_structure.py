@@ -22,6 +22,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from support.graphs import circles
+
 ROOT = Path(__file__).resolve().parents[2]
 LAB = "tilelab.lab"
 
@@ -108,34 +110,7 @@ def import_circles(root: Path) -> list[list[str]]:
     """The lab's modules that import each other in a loop (strongly connected sets of
     two or more), each sorted."""
     graph = {m: sorted({d for _, d in imports}) for m, imports in lab_imports(root).items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    circles: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            members = []
-            while True:
-                w = stack.pop()
-                members.append(w)
-                if w == v:
-                    break
-            if len(members) > 1:
-                circles.append(sorted(members))
-
-    for v in graph:
-        if v not in index:
-            visit(v)
-    return sorted(circles)
+    return sorted(sorted(c) for c in circles(graph))
 
 
 def test_no_wing_imports_a_wing_above_it():
