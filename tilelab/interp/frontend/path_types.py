@@ -31,7 +31,6 @@ Example:
 from __future__ import annotations
 
 import ast
-import collections
 import enum
 import types
 from typing import Any, Mapping
@@ -39,7 +38,7 @@ from typing import Any, Mapping
 from tilelab.errors import CompileError
 from tilelab.interp import _cutile
 from tilelab.interp.context import function_source, location_at
-from tilelab.interp.frontend.static_types import Scope
+from tilelab.interp.frontend.static_types import Scope, names_seen, own_nodes
 
 __all__ = ["path_refusal"]
 
@@ -53,8 +52,8 @@ def path_refusal(fn: types.FunctionType, args: Mapping[str, Any]) -> CompileErro
     if found is None:
         return None
     func, line0, indent = found
-    env = collections.ChainMap(dict(args), _closure(fn), fn.__globals__)
-    body = list(_own_nodes(func))
+    env = names_seen(fn, args)
+    body = list(own_nodes(func))
     runtime = _runtime_locals(body, env)
     for node in body:
         if not isinstance(node, ast.If) or not _is_runtime(node.test, env, runtime):
@@ -176,28 +175,6 @@ def _value_used(node: ast.IfExp, parents: Mapping[int, ast.AST], body: list[ast.
     return not isinstance(parent, ast.Return)
 
 
-def _closure(fn: types.FunctionType) -> dict[str, Any]:
-    out = {}
-    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:
-            pass
-    return out
-
-
-def _own_nodes(func: ast.AST) -> list[ast.AST]:
-    """The nodes of ``func``'s body, without those of functions defined inside it."""
-    out: list[ast.AST] = []
-    todo = list(ast.iter_child_nodes(func))
-    while todo:
-        node = todo.pop(0)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                             ast.ClassDef)):
-            continue
-        out.append(node)
-        todo.extend(ast.iter_child_nodes(node))
-    return out
 
 
 def _resolve(node: ast.expr, env: Mapping[str, Any]) -> Any:

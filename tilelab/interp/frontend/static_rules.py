@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import ast
-import collections
 import types
 from typing import Any, Mapping
 
@@ -30,6 +29,7 @@ import cuda.tile as real_ct
 from tilelab.errors import CompileError
 from tilelab.interp import _cutile
 from tilelab.interp.context import function_source, location_at
+from tilelab.interp.frontend.static_types import names_seen
 
 __all__ = ["static_refusal"]
 
@@ -47,7 +47,7 @@ def static_refusal(fn: types.FunctionType, args: Mapping[str, Any]) -> CompileEr
     if found is None:
         return None
     func, line0, indent = found
-    env = collections.ChainMap(dict(args), _closure(fn), fn.__globals__)
+    env = names_seen(fn, args)
     local_defs = {n.name for n in ast.walk(func)
                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not func}
     local_defs |= {t.id for n in ast.walk(func) if isinstance(n, ast.Assign)
@@ -89,16 +89,6 @@ def static_refusal(fn: types.FunctionType, args: Mapping[str, Any]) -> CompileEr
                         hint="compile-time expressions compute with Python values; call "
                              "tile operations outside ct.static_eval")
     return None
-
-
-def _closure(fn: types.FunctionType) -> dict[str, Any]:
-    out = {}
-    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:
-            pass
-    return out
 
 
 def _resolve(node: ast.expr, env: Mapping[str, Any]) -> Any:

@@ -37,7 +37,7 @@ import numpy as np
 from tilelab.interp import _cutile
 from tilelab.interp.context import function_source
 
-__all__ = ["StaticType", "Scope", "MISSING"]
+__all__ = ["StaticType", "Scope", "MISSING", "names_seen", "own_nodes"]
 
 #: what :meth:`Scope.resolve` and :meth:`Scope.constant` return for "not known"
 MISSING = _MISSING = object()
@@ -145,7 +145,7 @@ class Scope:
     def __init__(self, func: ast.AST, env: Mapping[str, Any], params: frozenset[str]):
         self.func = func
         self.env = env
-        self.nodes = _own_nodes(func)
+        self.nodes = own_nodes(func)
         self._bindings = _bindings(self.nodes, params)
         self._parents = {id(child): node for node in [func, *self.nodes]
                          for child in ast.iter_child_nodes(node)}
@@ -159,7 +159,7 @@ class Scope:
         if found is None:
             return None
         func = found[0]
-        env = collections.ChainMap(dict(args), _closure(fn), fn.__globals__)
+        env = names_seen(fn, args)
         params = frozenset(a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg))
         return cls(func, env, params)
 
@@ -465,17 +465,19 @@ def _dtype_name(value: Any) -> str | None:
         return None
 
 
-def _closure(fn: types.FunctionType) -> dict[str, Any]:
-    out = {}
+def names_seen(fn: types.FunctionType, args: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The names ``fn``'s body sees on a call with ``args`` (parameter name -> value):
+    the arguments, then its closure's cells that hold a value, then its globals."""
+    closure = {}
     for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
         try:
-            out[name] = cell.cell_contents
-        except ValueError:
+            closure[name] = cell.cell_contents
+        except ValueError:      # a cell not yet assigned
             pass
-    return out
+    return collections.ChainMap(dict(args), closure, fn.__globals__)
 
 
-def _own_nodes(func: ast.AST) -> list[ast.AST]:
+def own_nodes(func: ast.AST) -> list[ast.AST]:
     """The nodes of ``func``'s body, without those of functions defined inside it."""
     out: list[ast.AST] = []
     todo = list(ast.iter_child_nodes(func))
